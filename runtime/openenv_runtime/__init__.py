@@ -1,0 +1,33 @@
+"""openenv-runtime: serve an RL environment over the OpenEnv protocol, and talk to one.
+
+Environment side::
+
+    from openenv_runtime import Action, Observation, State, Environment, create_app
+
+Client side::
+
+    from openenv_runtime import EnvClient, StepResult, EnvError
+"""
+
+from ._version import __version__
+from .client import DictObservation, EnvClient, GenericEnvClient, SyncEnvClient
+from .environment import Environment
+from .errors import EnvError, EnvironmentContractError
+from .models import Action, Observation, State, StepResult
+from .server import create_app
+
+__all__ = [
+    "Action",
+    "DictObservation",
+    "EnvClient",
+    "EnvError",
+    "Environment",
+    "EnvironmentContractError",
+    "GenericEnvClient",
+    "Observation",
+    "State",
+    "StepResult",
+    "SyncEnvClient",
+    "__version__",
+    "create_app",
+]

@@ -1,0 +1,43 @@
+"""``GenericEnvClient``: talk to any OpenEnv server with plain dicts, no model classes needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..models import StepResult
+from ..protocol import encode
+from .env_client import EnvClient
+
+
+@dataclass(frozen=True, slots=True)
+class DictObservation:
+    """An observation as the server sent it: its body, plus reward and done from the envelope."""
+
+    data: dict[str, Any]
+    reward: float | int | bool | None
+    done: bool
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+
+class GenericEnvClient(EnvClient):  # type: ignore[type-arg]
+    """Like :class:`EnvClient`, but actions are dicts and observations/state come back as dicts::
+
+        async with GenericEnvClient("http://127.0.0.1:8000") as env:
+            result = await env.step({"message": "hi"})
+            result.observation["echoed_message"]
+    """
+
+    def _action_json(self, action: Any) -> str:
+        if not isinstance(action, dict):
+            return super()._action_json(action)
+        return encode(action)
+
+    def _parse_result(self, data: dict[str, Any]) -> StepResult[Any]:
+        reward, done = data.get("reward"), bool(data.get("done", False))
+        return StepResult(observation=DictObservation(data.get("observation", {}), reward, done), reward=reward, done=done)
+
+    def _parse_state(self, data: dict[str, Any]) -> Any:
+        return data

@@ -1,0 +1,66 @@
+"""Blocking access to an ``EnvClient``: its coroutines run on one background event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import typing
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..models import Action, Observation, State, StepResult
+
+if TYPE_CHECKING:
+    from .env_client import EnvClient
+
+ActT = TypeVar("ActT", bound=Action)
+ObsT = TypeVar("ObsT", bound=Observation)
+StateT = TypeVar("StateT", bound=State)
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """One daemon thread runs the event loop shared by every sync client of the process."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="openenv-client-loop", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+class SyncEnvClient(Generic[ActT, ObsT, StateT]):
+    """Blocking twin of :class:`EnvClient`; works in plain scripts and inside a running loop's thread."""
+
+    def __init__(self, client: EnvClient[ActT, ObsT, StateT]) -> None:
+        self.client = client
+        self._loop = _background_loop()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def connect(self) -> typing.Self:
+        self._call(self.client.connect())
+        return self
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> StepResult[ObsT]:
+        return self._call(self.client.reset(seed=seed, episode_id=episode_id, **kwargs))
+
+    def step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:
+        return self._call(self.client.step(action))
+
+    def state(self) -> StateT:
+        return self._call(self.client.state())
+
+    def close(self) -> None:
+        self._call(self.client.close())
+
+    def __enter__(self) -> typing.Self:
+        return self.connect()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

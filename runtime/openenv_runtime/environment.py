@@ -1,0 +1,120 @@
+"""The ``Environment`` contract: the class an environment author writes.
+
+Subclass ``Environment`` and implement three members::
+
+    class EchoEnvironment(Environment[EchoAction, EchoObservation, State]):
+        SUPPORTS_CONCURRENT_SESSIONS = True      # instances share no mutable globals
+
+        def __init__(self) -> None:
+            self._state = State()
+
+        def reset(self, seed=None, episode_id=None, **kwargs) -> EchoObservation:
+            self._state = State(episode_id=episode_id or str(uuid4()))
+            return EchoObservation(echoed_message="ready")
+
+        def step(self, action: EchoAction, **kwargs) -> EchoObservation:
+            self._state.step_count += 1
+            return EchoObservation(echoed_message=action.message, reward=1.0)
+
+        @property
+        def state(self) -> State:
+            return self._state
+
+Rules the server relies on:
+
+* The server creates one instance per session (a WebSocket connection or an HTTP session)
+  and calls ``close()`` on it exactly once when that session ends, for whatever reason.
+  So keep per-episode data on ``self``, never in module globals.
+* ``reset``, ``step`` and ``close`` may be plain methods or ``async def``; ``state`` may be a
+  property or a (plain or async) method. Async methods run on the server's event loop and
+  must not block it; plain methods run on a shared, bounded thread pool.
+* ``reset`` and ``step`` return an instance of your ``Observation`` subclass, with
+  ``reward`` and ``done`` set on it; ``state`` returns a ``State`` (or subclass).
+* ``reset`` receives ``seed`` and ``episode_id`` (and any other key the client sends) only
+  if its signature accepts them.
+* ``SUPPORTS_CONCURRENT_SESSIONS = False`` (the default) limits the server to one session
+  at a time, for environments that hold a single shared resource. Set it to ``True`` when
+  instances are independent.
+
+For authors porting from openenv-core, ``reset_async`` / ``step_async`` are honoured too:
+when a subclass defines them, the server calls them instead of ``reset`` / ``step``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, TypeVar
+
+from .models import Action, Observation, State
+
+ActT = TypeVar("ActT", bound=Action)
+ObsT = TypeVar("ObsT", bound=Observation)
+StateT = TypeVar("StateT", bound=State)
+
+
+class Environment(Generic[ActT, ObsT, StateT]):
+    """Base class of every environment. See the module docstring for the contract."""
+
+    SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = False
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
+        """Start a new episode and return its first observation."""
+        raise NotImplementedError(_missing(type(self), "reset"))
+
+    def step(self, action: ActT, **kwargs: Any) -> ObsT:
+        """Apply ``action`` and return the next observation (with ``reward`` and ``done`` set)."""
+        raise NotImplementedError(_missing(type(self), "step"))
+
+    @property
+    def state(self) -> StateT:
+        """The current episode's state (``episode_id``, ``step_count`` and your own fields)."""
+        raise NotImplementedError(_missing(type(self), "state"))
+
+    def close(self) -> None:
+        """Release what the instance holds. Called exactly once when its session ends."""
+
+
+_SNIPPETS = {
+    "reset": (
+        "    def reset(self, seed=None, episode_id=None, **kwargs) -> MyObservation:\n"
+        "        ...  # start a new episode\n"
+        "        return MyObservation(...)"
+    ),
+    "step": (
+        "    def step(self, action: MyAction, **kwargs) -> MyObservation:\n"
+        "        ...  # apply the action\n"
+        "        return MyObservation(..., reward=1.0, done=False)"
+    ),
+    "state": (
+        "    @property\n"
+        "    def state(self) -> State:\n"
+        "        return self._state"
+    ),
+}
+
+
+def _missing(cls: type, member: str) -> str:
+    return (
+        f"{cls.__qualname__} does not implement `{member}`, which every Environment needs. "
+        f"Add to class {cls.__qualname__}:\n\n{_SNIPPETS[member]}\n"
+    )
+
+
+def missing_members(cls: type) -> list[str]:
+    """The contract members that ``cls`` leaves to the base class (empty when complete)."""
+    missing = []
+    for member, alternative in (("reset", "reset_async"), ("step", "step_async"), ("state", None)):
+        own = getattr(cls, member, None) is not getattr(Environment, member)
+        alt = alternative is not None and getattr(cls, alternative, None) is not None
+        if not (own or alt):
+            missing.append(member)
+    return missing
+
+
+def contract_error_message(cls: type, missing: list[str]) -> str:
+    """A message listing what ``cls`` must add, with code to paste."""
+    names = ", ".join(f"`{m}`" for m in missing)
+    snippets = "\n\n".join(_SNIPPETS[m] for m in missing)
+    return (
+        f"{cls.__qualname__} ({cls.__module__}) does not implement {names}. "
+        f"Every Environment needs reset(), step() and a state property. Add to the class:\n\n{snippets}\n"
+    )

@@ -1,0 +1,75 @@
+"""The OpenEnv wire protocol: message types, error codes, and their encoding.
+
+One JSON object per WebSocket text frame. The client sends ``reset``, ``step``, ``state``
+and ``close``; the server answers ``observation``, ``state`` or ``error``. Encoding is
+done once per message with pydantic-core's JSON (no intermediate ``json.dumps``).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import from_json, to_json
+
+from .models import ENVELOPE_FIELDS, Observation
+
+
+class ErrorCode(str, Enum):
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"
+    SESSION_ERROR = "SESSION_ERROR"
+    UNAUTHORIZED = "UNAUTHORIZED"
+
+
+# Close codes (RFC 6455) the server uses.
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+CLOSE_POLICY_VIOLATION = 1008
+CLOSE_INTERNAL_ERROR = 1011
+CLOSE_TRY_AGAIN_LATER = 1013
+
+_EXCLUDE_ENVELOPE = set(ENVELOPE_FIELDS)
+
+
+def decode(frame: str | bytes) -> Any:
+    """Parse one frame (raises ``ValueError`` on invalid JSON)."""
+    return from_json(frame)
+
+
+def encode(message: dict[str, Any]) -> str:
+    return to_json(message).decode()
+
+
+def observation_message(obs: Observation) -> str:
+    """``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}``.
+
+    ``reward`` and ``done`` move to the envelope; everything else, ``metadata`` included,
+    stays in the observation body.
+    """
+    body = obs.model_dump_json(exclude=_EXCLUDE_ENVELOPE)
+    reward = to_json(obs.reward).decode()
+    done = "true" if obs.done else "false"
+    return f'{{"type":"observation","data":{{"observation":{body},"reward":{reward},"done":{done}}}}}'
+
+
+def observation_payload(obs: Observation) -> dict[str, Any]:
+    """The ``data`` of an observation message, as a dict (for the HTTP routes)."""
+    return {
+        "observation": obs.model_dump(mode="json", exclude=_EXCLUDE_ENVELOPE),
+        "reward": obs.reward,
+        "done": obs.done,
+    }
+
+
+def state_message(state: BaseModel) -> str:
+    return f'{{"type":"state","data":{state.model_dump_json()}}}'
+
+
+def error_message(code: ErrorCode, message: str, **extra: Any) -> str:
+    return encode({"type": "error", "data": {"message": message, "code": code.value, **extra}})

@@ -1,0 +1,148 @@
+"""How the server calls an environment: sync or async, with its results checked.
+
+Plain methods run on one shared, bounded thread pool; ``async def`` methods run on the
+event loop. What a class offers is inspected once per class, not once per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from ..environment import Environment, contract_error_message, missing_members
+from ..errors import EnvironmentContractError
+from ..models import Observation, State
+
+
+class ContractViolation(Exception):
+    """An environment returned something the contract does not allow (reported as EXECUTION_ERROR)."""
+
+
+class _Method:
+    """One environment method, bound later to an instance."""
+
+    __slots__ = ("name", "is_async", "accepts_any_kw", "kw_names")
+
+    def __init__(self, cls: type, name: str) -> None:
+        func = getattr(cls, name)
+        self.name = name
+        self.is_async = inspect.iscoroutinefunction(func)
+        try:
+            params = inspect.signature(func).parameters.values()
+        except (TypeError, ValueError):
+            params = ()
+        self.accepts_any_kw = any(p.kind is p.VAR_KEYWORD for p in params) or not params
+        self.kw_names = frozenset(
+            p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+
+    def filter_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.accepts_any_kw:
+            return kwargs
+        return {k: v for k, v in kwargs.items() if k in self.kw_names}
+
+
+class ClassAdapter:
+    """What the server needs to know about one environment class."""
+
+    def __init__(self, cls: type) -> None:
+        missing = missing_members(cls) if issubclass(cls, Environment) else _duck_missing(cls)
+        if missing:
+            raise EnvironmentContractError(contract_error_message(cls, missing))
+        self.cls = cls
+        self.reset = _Method(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
+        self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
+        self.close = _Method(cls, "close") if callable(getattr(cls, "close", None)) else None
+        state_attr = inspect.getattr_static(cls, "state")
+        if isinstance(state_attr, property):
+            self.state_is_property = True
+            self.state_is_async = inspect.iscoroutinefunction(state_attr.fget)
+        else:
+            self.state_is_property = False
+            self.state_is_async = inspect.iscoroutinefunction(state_attr)
+        self.supports_concurrent_sessions = bool(getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False))
+
+
+def _overrides(cls: type, name: str) -> bool:
+    return getattr(cls, name, None) is not None and getattr(Environment, name, None) is None
+
+
+def _duck_missing(cls: type) -> list[str]:
+    return [m for m in ("reset", "step", "state") if not hasattr(cls, m)]
+
+
+class EnvRunner:
+    """Calls environment instances for a server: one per app, shared by every session."""
+
+    def __init__(self, factory: Callable[[], Any], pool: ThreadPoolExecutor, observation_cls: type[Observation]) -> None:
+        self._factory = factory
+        self._factory_is_async = inspect.iscoroutinefunction(factory)
+        self._pool = pool
+        self._observation_cls = observation_cls
+        self._adapters: dict[type, ClassAdapter] = {}
+
+    def adapter_for(self, env: Any) -> ClassAdapter:
+        cls = type(env)
+        adapter = self._adapters.get(cls)
+        if adapter is None:
+            adapter = self._adapters[cls] = ClassAdapter(cls)
+        return adapter
+
+    async def _run(self, is_async: bool, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if is_async:
+            return await func(*args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args))
+
+    async def create(self) -> Any:
+        """A new environment instance (the factory may be a class, a function or a coroutine)."""
+        if self._factory_is_async:
+            env = await self._factory()
+        else:
+            env = await self._run(False, self._factory)
+        self.adapter_for(env)  # checks the contract once per class
+        return env
+
+    async def reset(self, env: Any, options: dict[str, Any]) -> Observation:
+        method = self.adapter_for(env).reset
+        result = await self._run(method.is_async, getattr(env, method.name), **method.filter_kwargs(options))
+        return self._check_observation(env, method.name, result)
+
+    async def step(self, env: Any, action: Any) -> Observation:
+        method = self.adapter_for(env).step
+        result = await self._run(method.is_async, getattr(env, method.name), action)
+        return self._check_observation(env, method.name, result)
+
+    async def state(self, env: Any) -> State:
+        adapter = self.adapter_for(env)
+        if adapter.state_is_property:
+            if adapter.state_is_async:
+                result = await env.state
+            else:
+                result = await self._run(False, getattr, env, "state")
+        else:
+            result = await self._run(adapter.state_is_async, env.state)
+        if not isinstance(result, State):
+            raise ContractViolation(
+                f"{type(env).__qualname__}.state returned {type(result).__name__}; "
+                f"return an instance of State (or your State subclass), e.g. `return self._state`."
+            )
+        return result
+
+    async def close(self, env: Any) -> None:
+        method = self.adapter_for(env).close
+        if method is not None:
+            await self._run(method.is_async, getattr(env, method.name))
+
+    def _check_observation(self, env: Any, method: str, result: Any) -> Observation:
+        if isinstance(result, Observation):
+            return result
+        expected = self._observation_cls.__name__
+        raise ContractViolation(
+            f"{type(env).__qualname__}.{method}() returned {type(result).__name__}; "
+            f"it must return an instance of {expected}, e.g. `return {expected}(..., reward=..., done=...)`."
+        )

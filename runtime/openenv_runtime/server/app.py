@@ -1,0 +1,200 @@
+"""``create_app``: the FastAPI application that serves one environment."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.routing import WebSocketRoute
+
+from .._version import __version__
+from ..environment import Environment
+from ..errors import EnvironmentContractError
+from ..models import Action, Observation, State
+from .adapter import ClassAdapter, EnvRunner
+from .auth import BearerAuthMiddleware
+from .config import ServerConfig, resolve_config
+from .http_api import build_http_router
+from .sessions import SessionManager
+from .websocket import WebSocketEndpoint
+
+logger = logging.getLogger("openenv_runtime.server")
+
+
+def create_app(
+    env: type[Environment] | Callable[[], Any],
+    action_cls: type[Action],
+    observation_cls: type[Observation],
+    state_cls: type[State] = State,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    version: str | None = None,
+    readme: str | Path | None = None,
+    author: str | None = None,
+    documentation_url: str | None = None,
+    max_concurrent_envs: int | None = None,
+    session_timeout: float | None = None,
+    api_key: str | None = None,
+    enable_web_interface: bool | None = None,
+    sync_pool_size: int | None = None,
+    max_message_bytes: int | None = None,
+) -> FastAPI:
+    """Build the server for an environment.
+
+    Args:
+        env: the ``Environment`` subclass, or a zero-argument factory (function, lambda or
+            ``async def``) that returns a new instance. Never an instance: every session
+            gets its own.
+        action_cls, observation_cls, state_cls: your model classes (subclasses of
+            ``Action``, ``Observation``, ``State``).
+        name, description, version, readme, author, documentation_url: what ``/metadata``
+            reports. ``readme`` is a path or the text itself; by default a README.md beside
+            the environment's module (or up to two folders above) is used.
+        max_concurrent_envs: sessions held at once by this worker (env ``MAX_CONCURRENT_ENVS``,
+            default 100). An environment with ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets 1.
+        session_timeout: seconds of idleness before a session is closed (env
+            ``SESSION_TIMEOUT``, default 600; 0 turns reaping off).
+        api_key: require ``Authorization: Bearer <key>`` on every route but ``/health``
+            (env ``OPENENV_API_KEY``).
+        enable_web_interface: serve the page at ``/web`` (env ``ENABLE_WEB_INTERFACE``, default on).
+        sync_pool_size: threads that run plain (non-async) environment methods (env
+            ``OPENENV_SYNC_POOL_SIZE``, default 64).
+        max_message_bytes: largest accepted frame (env ``OPENENV_MAX_MESSAGE_BYTES``, default 1 MiB).
+    """
+    factory, env_cls = _check_env(env)
+    _check_model(action_cls, Action, "action_cls")
+    _check_model(observation_cls, Observation, "observation_cls")
+    _check_model(state_cls, State, "state_cls")
+    config = resolve_config(
+        max_concurrent_envs=max_concurrent_envs,
+        session_timeout=session_timeout,
+        api_key=api_key,
+        enable_web_interface=enable_web_interface,
+        sync_pool_size=sync_pool_size,
+        max_message_bytes=max_message_bytes,
+    )
+    capacity = config.max_concurrent_envs
+    if env_cls is not None and not ClassAdapter(env_cls).supports_concurrent_sessions and capacity > 1:
+        logger.warning(
+            "%s sets SUPPORTS_CONCURRENT_SESSIONS = False: serving one session at a time "
+            "(set it to True if instances are independent).", env_cls.__qualname__,
+        )
+        capacity = 1
+
+    pool = ThreadPoolExecutor(max_workers=config.sync_pool_size, thread_name_prefix="openenv-env")
+    runner = EnvRunner(factory, pool, observation_cls)
+    manager = SessionManager(runner, capacity, config.session_timeout)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        manager.start_reaper()
+        try:
+            yield
+        finally:
+            await manager.shutdown()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    env_name = name or (env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment"))
+    metadata = {
+        "name": env_name,
+        "description": description or _first_line(inspect.getdoc(env_cls) if env_cls else None) or f"The {env_name} environment",
+        "version": version or "0.0.0",
+        "readme_content": _readme(readme, env_cls or factory),
+        "author": author,
+        "documentation_url": documentation_url,
+    }
+    schema = {
+        "action": action_cls.model_json_schema(),
+        "observation": observation_cls.model_json_schema(),
+        "state": state_cls.model_json_schema(),
+    }
+
+    app = FastAPI(title=f"{env_name} (OpenEnv environment)", version=metadata["version"], lifespan=lifespan,
+                  description=metadata["description"])
+    # /ws first: it is the route matched most often.
+    app.router.routes.insert(0, WebSocketRoute("/ws", WebSocketEndpoint(manager, action_cls, config.max_message_bytes)))
+    app.state.openenv_config = config
+    app.state.openenv_sessions = manager
+
+    @app.get("/health", tags=["info"])
+    async def health() -> dict[str, Any]:
+        return {
+            "status": "healthy",
+            "active_sessions": manager.active,
+            "max_sessions": manager.capacity,
+            "ws_sessions": manager.count("ws"),
+            "http_sessions": manager.count("http"),
+            "sessions_opened": manager.total_opened,
+            "runtime_version": __version__,
+            "pid": os.getpid(),
+        }
+
+    @app.get("/schema", tags=["info"])
+    async def get_schema() -> dict[str, Any]:
+        return schema
+
+    @app.get("/metadata", tags=["info"])
+    async def get_metadata() -> dict[str, Any]:
+        return metadata
+
+    app.include_router(build_http_router(manager, action_cls))
+
+    if config.enable_web_interface:
+        from ..web import mount_web
+
+        mount_web(app)
+
+    if config.api_key:
+        app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)
+    return app
+
+
+def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:
+    if isinstance(env, type):
+        ClassAdapter(env)  # raises EnvironmentContractError with what to add
+        return env, env
+    if callable(env) and not hasattr(env, "step"):
+        return env, None
+    cls = type(env).__qualname__
+    raise EnvironmentContractError(
+        f"create_app() got an instance of {cls}; pass the class (or a factory) instead, because every "
+        f"session gets its own instance: create_app({cls}, ...). To pass arguments, use a factory: "
+        f"create_app(lambda: {cls}(...), ...)."
+    )
+
+
+def _check_model(cls: Any, base: type, param: str) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise EnvironmentContractError(
+            f"{param} must be a subclass of openenv_runtime.{base.__name__}, got {cls!r}. "
+            f"Define e.g. `class MyThing({base.__name__}): ...` in models.py and pass the class."
+        )
+
+
+def _first_line(doc: str | None) -> str | None:
+    return doc.strip().splitlines()[0] if doc and doc.strip() else None
+
+
+def _readme(readme: str | Path | None, owner: Any) -> str | None:
+    if isinstance(readme, Path) or (isinstance(readme, str) and "\n" not in readme and readme.endswith(".md")):
+        path = Path(readme)
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+    if isinstance(readme, str):
+        return readme
+    try:
+        here = Path(inspect.getfile(owner)).resolve().parent
+    except (TypeError, OSError):
+        return None
+    for folder in (here, here.parent, here.parent.parent):
+        candidate = folder / "README.md"
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+    return None

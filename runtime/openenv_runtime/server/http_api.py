@@ -1,0 +1,172 @@
+"""HTTP ``/reset``, ``/step``, ``/state``, ``/close``: real sessions, never a throw-away environment.
+
+``POST /reset`` opens an HTTP session (or resets the one it names) and returns its
+``session_id``; ``/step``, ``/state`` and ``/close`` act on the session named by the
+``session_id`` body field / query parameter or the ``X-Session-Id`` header. HTTP
+sessions count against the same capacity as WebSocket ones and expire the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Body, Header, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..models import Action
+from ..protocol import ErrorCode, observation_payload
+from .adapter import ContractViolation
+from .sessions import Session, SessionManager
+from .websocket import describe_exception, validation_errors
+
+SESSION_HEADER = "X-Session-Id"
+
+
+class ResetRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    seed: int | None = None
+    episode_id: str | None = None
+    session_id: str | None = Field(default=None, description="Reset this session instead of opening a new one.")
+
+
+class StepRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    action: dict[str, Any] = Field(description="The action's fields.")
+    session_id: str | None = Field(default=None, description="The session that POST /reset returned.")
+
+
+class CloseRequest(BaseModel):
+    session_id: str | None = None
+
+
+class StepResponse(BaseModel):
+    observation: dict[str, Any]
+    reward: float | int | bool | None = None
+    done: bool = False
+    session_id: str
+
+
+def _error(status: int, code: ErrorCode, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": message, "code": code.value, **extra}, status_code=status)
+
+
+_NO_SESSION = (
+    "No session named: call POST /reset first and pass the session_id it returns "
+    f"(body field `session_id`, query parameter, or header `{SESSION_HEADER}`), or use the WebSocket endpoint /ws."
+)
+
+
+def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIRouter:
+    router = APIRouter(tags=["HTTP sessions"])
+    runner = manager.runner
+
+    def lookup(session_id: str | None) -> Session | JSONResponse:
+        if not session_id:
+            return _error(400, ErrorCode.SESSION_ERROR, _NO_SESSION)
+        session = manager.sessions.get(session_id)
+        if session is None or session.kind != "http":
+            return _error(
+                404, ErrorCode.SESSION_ERROR,
+                f"Session {session_id!r} does not exist or has expired; call POST /reset to open a new one.",
+            )
+        return session
+
+    async def run(session: Session, call: Any) -> Any:
+        assert session.lock is not None
+        async with session.lock:
+            if session.released:
+                return _error(404, ErrorCode.SESSION_ERROR, "The session expired meanwhile; call POST /reset again.")
+            session.busy = True
+            try:
+                return await call()
+            except ContractViolation as exc:
+                return _error(500, ErrorCode.EXECUTION_ERROR, str(exc))
+            except Exception as exc:
+                return _error(500, ErrorCode.EXECUTION_ERROR, describe_exception(exc))
+            finally:
+                session.busy = False
+                session.last_active = time.monotonic()
+
+    @router.post("/reset", response_model=StepResponse, summary="Open (or reset) an HTTP session")
+    async def reset(
+        request: ResetRequest | None = Body(default=None),
+        x_session_id: str | None = Header(default=None),
+    ) -> Any:
+        request = request or ResetRequest()
+        session_id = request.session_id or x_session_id
+        if session_id:
+            found = lookup(session_id)
+            if isinstance(found, JSONResponse):
+                return found
+            session = found
+        else:
+            opened = manager.open("http")
+            if opened is None:
+                return _error(
+                    503, ErrorCode.CAPACITY_REACHED,
+                    f"Server is at capacity ({manager.capacity} sessions); retry later.",
+                    active_sessions=manager.active, max_sessions=manager.capacity,
+                )
+            session = opened
+            try:
+                session.env = await runner.create()
+            except Exception as exc:
+                await manager.release(session)
+                return _error(500, ErrorCode.FACTORY_ERROR, describe_exception(exc))
+        options = request.model_dump(exclude={"session_id"}, exclude_none=True)
+
+        async def call() -> Any:
+            obs = await runner.reset(session.env, options)
+            return {**observation_payload(obs), "session_id": session.id}
+
+        result = await run(session, call)
+        if isinstance(result, JSONResponse):
+            return result
+        return JSONResponse(result, headers={SESSION_HEADER: session.id})
+
+    @router.post("/step", response_model=StepResponse, summary="Step the HTTP session that /reset opened")
+    async def step(request: StepRequest, x_session_id: str | None = Header(default=None)) -> Any:
+        found = lookup(request.session_id or x_session_id)
+        if isinstance(found, JSONResponse):
+            return found
+        session = found
+        try:
+            action = action_cls.model_validate(request.action)
+        except ValidationError as exc:
+            return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc))
+
+        async def call() -> Any:
+            obs = await runner.step(session.env, action)
+            return {**observation_payload(obs), "session_id": session.id}
+
+        return await run(session, call)
+
+    @router.get("/state", summary="State of the HTTP session that /reset opened")
+    async def state(
+        session_id: str | None = Query(default=None), x_session_id: str | None = Header(default=None)
+    ) -> Any:
+        found = lookup(session_id or x_session_id)
+        if isinstance(found, JSONResponse):
+            return found
+        session = found
+
+        async def call() -> Any:
+            return (await runner.state(session.env)).model_dump(mode="json")
+
+        return await run(session, call)
+
+    @router.post("/close", summary="End an HTTP session and free its slot")
+    async def close(
+        request: CloseRequest | None = Body(default=None), x_session_id: str | None = Header(default=None)
+    ) -> Any:
+        found = lookup((request.session_id if request else None) or x_session_id)
+        if isinstance(found, JSONResponse):
+            return found
+        assert found.lock is not None
+        async with found.lock:
+            await manager.release(found)
+        return {"closed": found.id}
+
+    return router

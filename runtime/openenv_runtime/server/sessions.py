@@ -1,0 +1,118 @@
+"""Sessions and capacity: one environment instance per session, every slot given back.
+
+A session is a WebSocket connection or an HTTP session opened by ``POST /reset``. Both
+count against the same capacity. A session is released exactly once (its environment
+``close()``d exactly once) whatever ends it: a close message, a disconnect, the idle
+reaper, or server shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .adapter import EnvRunner
+
+logger = logging.getLogger("openenv_runtime.server")
+
+
+class Session:
+    """One client's episode: its environment instance and bookkeeping."""
+
+    __slots__ = ("id", "kind", "env", "last_active", "busy", "released", "lock", "on_expire")
+
+    def __init__(self, kind: str) -> None:
+        self.id = secrets.token_urlsafe(12)
+        self.kind = kind
+        self.env: Any = None
+        self.last_active = time.monotonic()
+        self.busy = False
+        self.released = False
+        # HTTP requests of one session run in order; a WebSocket session is ordered by its loop.
+        self.lock: asyncio.Lock | None = asyncio.Lock() if kind == "http" else None
+        self.on_expire: Callable[[], Awaitable[None]] | None = None
+
+
+class SessionManager:
+    """Capacity, the session registry and the idle reaper of one worker process."""
+
+    def __init__(self, runner: EnvRunner, capacity: int, idle_timeout: float | None) -> None:
+        self.runner = runner
+        self.capacity = capacity
+        self.idle_timeout = idle_timeout
+        self.sessions: dict[str, Session] = {}
+        self.total_opened = 0
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def active(self) -> int:
+        return len(self.sessions)
+
+    def count(self, kind: str) -> int:
+        return sum(1 for s in self.sessions.values() if s.kind == kind)
+
+    def open(self, kind: str) -> Session | None:
+        """Reserve a slot (synchronously, so no other task can take it meanwhile); None when full."""
+        if len(self.sessions) >= self.capacity:
+            return None
+        session = Session(kind)
+        self.sessions[session.id] = session
+        self.total_opened += 1
+        return session
+
+    async def release(self, session: Session) -> None:
+        """Free the slot at once, then close the environment (exactly once)."""
+        if session.released:
+            return
+        session.released = True
+        self.sessions.pop(session.id, None)
+        env, session.env = session.env, None
+        if env is not None:
+            try:
+                await self.runner.close(env)
+            except Exception:
+                logger.exception("close() of %s raised", type(env).__qualname__)
+
+    def start_reaper(self) -> None:
+        if self.idle_timeout is not None and self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever(), name="openenv-reaper")
+
+    async def _reap_forever(self) -> None:
+        assert self.idle_timeout is not None
+        interval = min(max(self.idle_timeout / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(interval)
+            await self.reap_idle()
+
+    async def reap_idle(self) -> int:
+        """Close every session idle for longer than the timeout; returns how many."""
+        if self.idle_timeout is None:
+            return 0
+        deadline = time.monotonic() - self.idle_timeout
+        idle = [s for s in self.sessions.values() if not s.busy and s.last_active < deadline]
+        for session in idle:
+            logger.info("closing %s session %s: idle for more than %ss", session.kind, session.id, self.idle_timeout)
+            if session.on_expire is not None:
+                try:
+                    await session.on_expire()
+                except Exception:  # the connection may already be gone; releasing is what matters
+                    pass
+            await self.release(session)
+        return len(idle)
+
+    async def shutdown(self) -> None:
+        """Stop the reaper and release every remaining session."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        for session in list(self.sessions.values()):
+            if session.on_expire is not None:
+                try:
+                    await session.on_expire()
+                except Exception:
+                    pass
+            await self.release(session)

@@ -1,0 +1,46 @@
+"""Helpers for testing an environment through a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+
+@contextmanager
+def running_server(app: Any, host: str = "127.0.0.1", timeout: float = 15.0, **uvicorn_options: Any) -> Iterator[str]:
+    """Serve ``app`` on a free port in a background thread; yields its base URL (``http://host:port``).
+
+    A real uvicorn server on real sockets, stopped (sessions closed) when the block ends::
+
+        with running_server(app) as url:
+            with MyEnv(base_url=url).sync() as env:
+                env.reset()
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    options = {"log_level": "warning", "ws_per_message_deflate": False, **uvicorn_options}
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), name="openenv-test-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the test server did not start within {timeout}s")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+        sock.close()
