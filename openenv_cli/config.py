@@ -1,0 +1,135 @@
+"""Resolve a setting the same way in every command: flag, then environment variable,
+then ``openenv.yaml``, then the default.
+
+Commands declare their settings once and resolve them into a typed object::
+
+    PORT = Setting("port", env="PORT", manifest_key="port", default=8000, parse=parse_int)
+    port = PORT.resolve(flag=port_option, manifest=manifest)   # Resolved(value=8000, source="default")
+
+``Resolved.describe()`` tells the user where a value came from (for ``--debug`` output and
+error messages).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from openenv_cli.errors import UsageError
+
+T = TypeVar("T")
+Source = Literal["flag", "env", "manifest", "default"]
+
+_TRUE = {"1", "true", "yes", "on", "y"}
+_FALSE = {"0", "false", "no", "off", "n"}
+
+
+def parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
+
+
+def parse_int(raw: str) -> int:
+    return int(raw.strip())
+
+
+def parse_float(raw: str) -> float:
+    return float(raw.strip())
+
+
+def parse_str(raw: str) -> str:
+    return raw
+
+
+@dataclass(frozen=True)
+class Resolved(Generic[T]):
+    """A resolved value and where it came from."""
+
+    value: T
+    source: Source
+    origin: str | None = None  # "--port", "PORT", "openenv.yaml: server.workers"
+
+    def describe(self) -> str:
+        return f"{self.value!r} (from {self.origin or self.source})"
+
+
+def manifest_lookup(manifest: Any, dotted_key: str) -> Any:
+    """Read ``server.workers`` from a manifest model or a plain mapping; None when unset."""
+    current = manifest
+    for part in dotted_key.split("."):
+        if current is None:
+            return None
+        if isinstance(current, Mapping):
+            current = current.get(part)
+        else:
+            current = getattr(current, part, None)
+    return current
+
+
+def resolve(
+    name: str,
+    *,
+    flag: T | None = None,
+    env: str | None = None,
+    manifest: Any = None,
+    manifest_key: str | None = None,
+    default: T | None = None,
+    parse: Callable[[str], T] | None = None,
+    environ: Mapping[str, str] | None = None,
+    flag_name: str | None = None,
+) -> Resolved[T]:
+    """Resolve one setting: ``flag`` (when not None), then ``$env`` (when set and not empty),
+    then ``manifest_key`` in ``manifest`` (when not None), then ``default``.
+
+    An environment value that ``parse`` rejects is a usage error naming the variable.
+    """
+    if flag is not None:
+        return Resolved(flag, "flag", flag_name or f"--{name.replace('_', '-')}")
+    environ = os.environ if environ is None else environ
+    if env is not None:
+        raw = environ.get(env)
+        if raw is not None and raw.strip() != "":
+            try:
+                value = (parse or parse_str)(raw)  # type: ignore[assignment]
+            except ValueError as exc:
+                raise UsageError(
+                    f"Environment variable {env}={raw!r} is not valid for {name}: {exc}.",
+                    hint=f"Fix or unset {env} (e.g. `unset {env}`).",
+                ) from None
+            return Resolved(value, "env", env)  # type: ignore[arg-type]
+    if manifest is not None and manifest_key is not None:
+        value = manifest_lookup(manifest, manifest_key)
+        if value is not None:
+            return Resolved(value, "manifest", f"openenv.yaml: {manifest_key}")
+    return Resolved(default, "default", "default")  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """A declared setting: its name, environment variable, manifest key, default and parser."""
+
+    name: str
+    env: str | None = None
+    manifest_key: str | None = None
+    default: T | None = None
+    parse: Callable[[str], T] | None = None
+
+    def resolve(
+        self, flag: T | None = None, manifest: Any = None, environ: Mapping[str, str] | None = None
+    ) -> Resolved[T]:
+        return resolve(
+            self.name,
+            flag=flag,
+            env=self.env,
+            manifest=manifest,
+            manifest_key=self.manifest_key,
+            default=self.default,
+            parse=self.parse,
+            environ=environ,
+        )
