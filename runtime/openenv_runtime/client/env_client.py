@@ -102,6 +102,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.headers = dict(headers or {})
         self.max_message_bytes = max_message_bytes
         self._ws: ClientConnection | None = None
+        self._ended: str | None = None  # why the session ended, once it has
         self._lock = asyncio.Lock()
 
     # -- connection ---------------------------------------------------------------------
@@ -109,6 +110,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         """Open the session (done for you by ``async with`` and by the first request)."""
         if self._ws is not None:
             return self
+        self._ended = None
         headers = dict(self.headers)
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -188,11 +190,18 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     async def _request(self, frame: str) -> dict[str, Any]:
         async with self._lock:
+            if self._ended is not None:
+                raise EnvError("CLOSED", f"{self._ended}; open a new session with `await env.connect()`")
             if self._ws is None:
                 await self.connect()
             assert self._ws is not None
             try:
-                await self._ws.send(frame)
+                try:
+                    await self._ws.send(frame)
+                except ConnectionClosed:
+                    # The server may have said why before closing (e.g. CAPACITY_REACHED): read that first.
+                    raw = await self._ws.recv()
+                    return self._unwrap(raw)
                 if self.message_timeout is None:
                     raw = await self._ws.recv()
                 else:
@@ -201,11 +210,18 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 self._ws = None
                 rcvd = exc.rcvd
                 detail = f"code {rcvd.code} {rcvd.reason}".strip() if rcvd else "no close frame"
-                raise EnvError("CLOSED", f"connection to {self.url} closed ({detail})") from None
+                self._ended = f"the connection to {self.url} closed ({detail})"
+                raise EnvError("CLOSED", self._ended) from None
             except (asyncio.TimeoutError, TimeoutError):
-                raise EnvError(
-                    "TIMEOUT", f"no reply from {self.url} within {self.message_timeout}s (message_timeout)"
-                ) from None
+                # A late reply would be mistaken for the next one: this session cannot go on.
+                ws, self._ws = self._ws, None
+                await ws.close()
+                self._ended = f"no reply from {self.url} within {self.message_timeout}s (message_timeout)"
+                raise EnvError("TIMEOUT", self._ended) from None
+        return self._unwrap(raw)
+
+    @staticmethod
+    def _unwrap(raw: str | bytes) -> dict[str, Any]:
         reply = decode(raw)
         kind = reply.get("type")
         data = reply.get("data") or {}

@@ -1,0 +1,72 @@
+import pytest
+
+from openenv_runtime import Environment, EnvironmentContractError, Observation, State, create_app
+from openenv_runtime.environment import missing_members
+from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
+
+
+class NoStep(Environment):
+    def reset(self, seed=None, episode_id=None, **kw):  # type: ignore[no-untyped-def]
+        return Observation()
+
+    @property
+    def state(self) -> State:
+        return State()
+
+
+class PortedAsync(Environment):
+    async def reset_async(self, seed=None, episode_id=None, **kw):  # type: ignore[no-untyped-def]
+        return Observation()
+
+    async def step_async(self, action, **kw):  # type: ignore[no-untyped-def]
+        return Observation()
+
+    @property
+    def state(self) -> State:
+        return State()
+
+
+def test_complete_environment_has_nothing_missing() -> None:
+    assert missing_members(EchoEnvironment) == []
+
+
+def test_reference_style_async_variants_count() -> None:
+    assert missing_members(PortedAsync) == []
+
+
+def test_missing_step_is_reported_with_code_to_add() -> None:
+    with pytest.raises(EnvironmentContractError) as info:
+        create_app(NoStep, EchoAction, EchoObservation)
+    message = str(info.value)
+    assert "NoStep" in message and "`step`" in message
+    assert "def step(self, action" in message
+
+
+def test_calling_base_method_says_what_to_write() -> None:
+    class Half(Environment):
+        pass
+
+    with pytest.raises(NotImplementedError, match="def reset"):
+        Half().reset()
+
+
+def test_instance_is_refused_with_the_fix() -> None:
+    with pytest.raises(EnvironmentContractError, match=r"create_app\(EchoEnvironment, \.\.\.\)"):
+        create_app(EchoEnvironment(), EchoAction, EchoObservation)  # type: ignore[arg-type]
+
+
+def test_model_classes_are_checked() -> None:
+    with pytest.raises(EnvironmentContractError, match="action_cls must be a subclass"):
+        create_app(EchoEnvironment, dict, EchoObservation)  # type: ignore[arg-type]
+
+
+def test_factory_is_accepted() -> None:
+    create_app(lambda: EchoEnvironment(), EchoAction, EchoObservation)
+
+
+def test_non_concurrent_environment_serves_one_session() -> None:
+    class Single(EchoEnvironment):
+        SUPPORTS_CONCURRENT_SESSIONS = False
+
+    app = create_app(Single, EchoAction, EchoObservation, max_concurrent_envs=50)
+    assert app.state.openenv_sessions.capacity == 1

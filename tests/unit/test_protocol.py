@@ -1,0 +1,39 @@
+import json
+
+import pytest
+
+from openenv_runtime import Observation, State
+from openenv_runtime.protocol import ErrorCode, decode, error_message, observation_message, state_message
+
+
+class Obs(Observation):
+    text: str = ""
+
+
+def test_observation_message_moves_reward_and_done_to_envelope_and_keeps_metadata() -> None:
+    msg = json.loads(observation_message(Obs(text="hi", reward=0.5, done=True, metadata={"k": 1})))
+    assert msg == {
+        "type": "observation",
+        "data": {"observation": {"text": "hi", "metadata": {"k": 1}}, "reward": 0.5, "done": True},
+    }
+
+
+def test_null_reward() -> None:
+    assert json.loads(observation_message(Obs()))["data"]["reward"] is None
+
+
+def test_state_message() -> None:
+    assert json.loads(state_message(State(episode_id="x", step_count=3))) == {
+        "type": "state", "data": {"episode_id": "x", "step_count": 3}}
+
+
+def test_error_message_carries_code_and_extra_fields() -> None:
+    msg = json.loads(error_message(ErrorCode.CAPACITY_REACHED, "full", active_sessions=2, max_sessions=2))
+    assert msg == {"type": "error", "data": {"message": "full", "code": "CAPACITY_REACHED",
+                                             "active_sessions": 2, "max_sessions": 2}}
+
+
+def test_decode_rejects_invalid_json() -> None:
+    with pytest.raises(ValueError):
+        decode("{not json")
+    assert decode(b'{"type": "state"}') == {"type": "state"}
