@@ -1,0 +1,168 @@
+"""Run in a child process by ``openenv validate``: import a project and describe it as JSON.
+
+    python -m openenv_cli.validation._probe REQUEST.json RESULT.json
+
+Never raises: every failure is written into the result with the file and line it came from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+KINDS = ("action", "observation", "state")
+
+
+def _error(exc: BaseException, project_dir: Path) -> dict[str, Any]:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = None
+    for frame in reversed(frames):
+        try:
+            relative = Path(frame.filename).resolve().relative_to(project_dir)
+        except ValueError:
+            continue
+        where = {"file": relative.as_posix(), "line": frame.lineno}
+        break
+    if where is None and isinstance(exc, SyntaxError) and exc.filename:
+        try:
+            where = {"file": Path(exc.filename).resolve().relative_to(project_dir).as_posix(), "line": exc.lineno}
+        except ValueError:
+            pass
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc).strip() or type(exc).__name__,
+        "missing_module": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None,
+        "where": where,
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:],
+    }
+
+
+def _base_kind(cls: type) -> tuple[str | None, str | None]:
+    """Which runtime base ``cls`` derives from, and from which package ("runtime"/"openenv-core")."""
+    import openenv_runtime
+
+    for kind, base in (("action", openenv_runtime.Action), ("observation", openenv_runtime.Observation), ("state", openenv_runtime.State)):
+        if issubclass(cls, base) and cls is not base:
+            return kind, "openenv_runtime"
+    for klass in cls.__mro__[1:]:
+        if klass.__module__.startswith("openenv.") and klass.__name__ in {"Action", "Observation", "State"}:
+            return klass.__name__.lower(), "openenv-core"
+    return None, None
+
+
+def _describe_models(module: Any, expected: dict[str, str]) -> dict[str, Any]:
+    from pydantic import BaseModel
+
+    found: dict[str, list[type]] = {k: [] for k in KINDS}
+    plain: dict[str, list[str]] = {k: [] for k in KINDS}
+    for value in vars(module).values():
+        if not (isinstance(value, type) and issubclass(value, BaseModel)):
+            continue
+        kind, _ = _base_kind(value)
+        if kind is not None:
+            found[kind].append(value)
+        elif value.__module__ == module.__name__:
+            for k in KINDS:
+                if value.__name__.lower().endswith(k):
+                    plain[k].append(value.__name__)
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        local = [c for c in found[kind] if c.__module__ == module.__name__] or found[kind]
+        chosen = next((c for c in local if c.__name__ == expected.get(kind)), None) or (local[-1] if local else None)
+        entry: dict[str, Any] = {"candidates": [c.__name__ for c in local], "plain": plain[kind]}
+        if chosen is not None:
+            entry.update(name=chosen.__name__, origin=_base_kind(chosen)[1])
+            try:
+                entry["schema"] = chosen.model_json_schema()
+            except Exception as exc:  # noqa: BLE001 - reported, not raised
+                entry["schema_error"] = f"{type(exc).__name__}: {exc}"
+        out[kind] = entry
+    return out
+
+
+def _served_schema(app: Any) -> dict[str, Any] | None:
+    """Call the app's own /schema endpoint in-process (what clients will be served)."""
+    for route in getattr(app, "routes", []) or []:
+        if getattr(route, "path", None) == "/schema" and callable(getattr(route, "endpoint", None)):
+            if inspect.signature(route.endpoint).parameters:
+                return None
+            result = route.endpoint()
+            if inspect.isawaitable(result):
+                result = asyncio.run(result)
+            return result if isinstance(result, dict) else None
+    return None
+
+
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    project_dir = Path(request["project_dir"]).resolve()
+    result: dict[str, Any] = {"python": sys.version.split()[0]}
+    try:
+        import openenv_runtime
+
+        result["runtime_version"] = openenv_runtime.__version__
+    except Exception as exc:  # noqa: BLE001
+        result["runtime_error"] = _error(exc, project_dir)
+        return result
+
+    models_module = request["models_module"]
+    try:
+        module = importlib.import_module(models_module)
+        result["models"] = {"ok": True, "module": models_module, "file": getattr(module, "__file__", None)}
+        result["classes"] = _describe_models(module, request.get("expected", {}))
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from user code included
+        result["models"] = {"ok": False, "module": models_module, "error": _error(exc, project_dir)}
+
+    action = result.get("classes", {}).get("action", {})
+    if action.get("name"):
+        cls = getattr(module, action["name"])
+        example = request.get("example_action")
+        source = "manifest"
+        if example is None and "schema" in action:
+            from openenv_cli.validation.example import example_action
+
+            example, source = example_action(action["schema"]), "schema"
+        entry: dict[str, Any] = {"source": source, "value": example}
+        try:
+            cls.model_validate(example)
+            entry["ok"] = True
+        except Exception as exc:  # noqa: BLE001
+            entry["ok"] = False
+            errors = getattr(exc, "errors", None)
+            entry["errors"] = [
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors()
+            ] if callable(errors) else [str(exc)]
+        result["example_action"] = entry
+
+    app_path = request["app"]
+    module_name, _, attribute = app_path.partition(":")
+    try:
+        app_module = importlib.import_module(module_name)
+        app: Any = app_module
+        for part in attribute.split("."):
+            app = getattr(app, part)
+        entry = {"ok": True, "type": f"{type(app).__module__}.{type(app).__qualname__}", "callable": callable(app)}
+        try:
+            entry["schema"] = _served_schema(app)
+        except Exception as exc:  # noqa: BLE001
+            entry["schema_error"] = f"{type(exc).__name__}: {exc}"
+        result["app"] = entry
+    except BaseException as exc:  # noqa: BLE001
+        result["app"] = {"ok": False, "error": _error(exc, project_dir)}
+    return result
+
+
+def main() -> None:
+    request_path, result_path = sys.argv[1], sys.argv[2]
+    request = json.loads(Path(request_path).read_text(encoding="utf-8"))
+    result = probe(request)
+    Path(result_path).write_text(json.dumps(result, default=str), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Run the checks in order, skipping what cannot run once something it needs has failed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from openenv_cli.console import debug_enabled
+from openenv_cli.manifest import MANIFEST_FILE, inspect_manifest
+from openenv_cli.validation import contract, static, wire
+from openenv_cli.validation.example import example_action
+from openenv_cli.validation.introspect import run_probe
+from openenv_cli.validation.results import Report, Status, failed, skipped
+from openenv_cli.validation.smoke import run_smoke
+
+DEFAULT_TIMEOUT = 60.0
+
+
+def validate_project(project_dir: Path, *, smoke: bool = True, timeout: float = DEFAULT_TIMEOUT,
+                     update_lock: bool = False) -> Report:
+    """Static checks, the import probe, the contract and (unless ``smoke`` is False) the smoke test."""
+    report = Report(target=str(project_dir))
+    try:
+        _project_checks(report, project_dir, smoke, timeout, update_lock)
+    except Exception as exc:  # validate must report, never crash
+        if debug_enabled():
+            raise
+        report.add(failed("internal", f"validate stopped on an unexpected {type(exc).__name__}: {exc}",
+                          "Run again with --debug for the traceback, and report it."))
+    return report
+
+
+def _project_checks(report: Report, project_dir: Path, smoke: bool, timeout: float, update_lock: bool) -> None:
+    manifest_report = inspect_manifest(project_dir)
+    report.add(*static.check_manifest(manifest_report))
+    manifest = manifest_report.manifest
+    report.add(*static.check_pyproject(project_dir, manifest))
+    later = ["files", "dockerfile", "models", "app", "contract", "smoke"]
+    if manifest is None:
+        report.add(*static.skipped_all(later, f"Needs a valid {MANIFEST_FILE}."))
+        return
+    report.add(*static.check_files(project_dir, manifest))
+    report.add(*static.check_dockerfile(project_dir, manifest))
+
+    probe = run_probe(project_dir, manifest, timeout)
+    report.add(*probe.checks)
+    schemas = probe.schemas
+    if schemas is None:
+        reason = "Needs the models to import."
+        report.add(failed("contract", f"Cannot update {contract.LOCK_FILE}: the models do not import.", "Fix the models first.")
+                   if update_lock else skipped("contract", reason))
+    else:
+        report.add(contract.check_contract(project_dir, schemas, manifest.name, manifest.version, update=update_lock))
+
+    if not smoke:
+        report.add(skipped("smoke", "Smoke test off (--no-smoke)."))
+        return
+    app_check = report.get("app")
+    if app_check is None or app_check.status is Status.FAIL:
+        report.add(skipped("smoke", "Needs the app to import."))
+        return
+    action = probe.example_action
+    if action is None:
+        report.add(skipped("smoke", "Needs a valid example action."))
+        return
+    served = (probe.data.get("classes") or {})
+    expected = {k: served[k]["schema"] for k in contract.KINDS if "schema" in served.get(k, {})}
+    report.add(*run_smoke(project_dir, manifest, action, timeout, expected if len(expected) == 3 else None))
+
+
+def validate_url(url: str, *, project_dir: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 token: str | None = None, steps: int = 3) -> Report:
+    """Check a running server: /health, /schema, /metadata and a WebSocket episode with latencies."""
+    report = Report(target=url)
+    try:
+        report.add(wire.check_health("remote", url, timeout, token))
+        schema_check, served = wire.check_schema("remote", url, timeout, token)
+        report.add(schema_check, wire.check_metadata("remote", url, timeout, token))
+        action: dict[str, Any] | None = None
+        manifest = inspect_manifest(project_dir).manifest if project_dir is not None else None
+        if manifest is not None and manifest.example_action is not None:
+            action = manifest.example_action
+        elif served is not None:
+            action = example_action(served["action"])
+        if action is None:
+            report.add(skipped("remote.episode", "Needs /schema (or example_action in openenv.yaml) for an action."))
+        else:
+            report.add(wire.run_episode("remote", url, action, timeout, token, steps=steps))
+        if project_dir is not None and served is not None and (project_dir / contract.LOCK_FILE).is_file():
+            report.add(contract.check_contract(project_dir, served, manifest.name if manifest else "", None))
+    except Exception as exc:
+        if debug_enabled():
+            raise
+        report.add(failed("internal", f"validate stopped on an unexpected {type(exc).__name__}: {exc}",
+                          "Run again with --debug for the traceback, and report it."))
+    return report
