@@ -73,7 +73,11 @@ def validate_url(url: str, *, project_dir: Path | None = None, timeout: float = 
     """Check a running server: /health, /schema, /metadata and a WebSocket episode with latencies."""
     report = Report(target=url)
     try:
-        report.add(wire.check_health("remote", url, timeout, token))
+        health = wire.check_health("remote", url, timeout, token)
+        report.add(health)
+        if health.details.get("unreachable"):
+            report.add(*static.skipped_all(["remote.schema", "remote.metadata", "remote.episode"], "The server is unreachable."))
+            return report
         schema_check, served = wire.check_schema("remote", url, timeout, token)
         report.add(schema_check, wire.check_metadata("remote", url, timeout, token))
         action: dict[str, Any] | None = None

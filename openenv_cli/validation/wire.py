@@ -42,7 +42,9 @@ def check_health(prefix: str, base_url: str, timeout: float, token: str | None) 
     try:
         status, body = get_json(base_url, "/health", timeout, token)
     except OSError as exc:
-        return failed(name, f"GET /health failed: {exc}.", "Check that the server is running and the URL is right.")
+        reason = getattr(exc, "reason", exc)
+        return failed(name, f"Cannot reach {base_url}/health: {reason}.", "Check that the server is running and the URL is right.",
+                      details={"unreachable": True})
     if status != 200 or not isinstance(body, dict) or body.get("status") != "healthy":
         return failed(name, f"GET /health answered {status} {str(body)[:200]}, not {{\"status\": \"healthy\"}}.",
                       "Serve the app with openenv_runtime's create_app(), which provides /health.")
