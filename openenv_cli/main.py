@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from openenv_cli.commands import init, validate
+from openenv_cli.commands import init, serve, validate
 from openenv_cli.console import debug_enabled, err_console, set_debug
 from openenv_cli.errors import OpenEnvError, render_error
 
@@ -28,6 +28,7 @@ app = typer.Typer(
 
 app.command(name="init")(init.command)
 app.command(name="validate")(validate.command)
+app.command(name="serve")(serve.command)
 
 
 def _version() -> str:

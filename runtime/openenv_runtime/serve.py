@@ -11,9 +11,14 @@ pings are answered by the protocol layer even while a long step runs), ``LOG_LEV
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
-from dataclasses import dataclass
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, replace
 
 import uvicorn
 
@@ -29,6 +34,7 @@ class ServeSettings:
     ws_ping_timeout: float | None = 20.0
     log_level: str = "info"
     app_dir: str | None = None
+    reload_dirs: tuple[str, ...] = ()
     backlog: int = 4096
 
 
@@ -68,16 +74,13 @@ def settings_from_env(app: str, **overrides: object) -> ServeSettings:
     return ServeSettings(**values)  # type: ignore[arg-type]
 
 
-def run_server(settings: ServeSettings) -> None:
-    """Serve until interrupted. Blocks; Ctrl-C / SIGTERM shut down gracefully."""
-    raise_open_file_limit()
-    uvicorn.run(
+def _uvicorn_config(settings: ServeSettings) -> uvicorn.Config:
+    return uvicorn.Config(
         settings.app,
         host=settings.host,
         port=settings.port,
-        workers=settings.workers if settings.workers > 1 else None,
         reload=settings.reload,
-        app_dir=settings.app_dir,
+        reload_dirs=list(settings.reload_dirs) or None,
         log_level=settings.log_level,
         ws_ping_interval=settings.ws_ping_interval,
         ws_ping_timeout=settings.ws_ping_timeout,
@@ -90,6 +93,93 @@ def run_server(settings: ServeSettings) -> None:
         proxy_headers=True,
         forwarded_allow_ips="*",
     )
+
+
+def _listen(settings: ServeSettings, reuse_port: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((settings.host, settings.port))
+    sock.listen(settings.backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _use_app_dir(settings: ServeSettings) -> None:
+    if settings.app_dir and settings.app_dir not in sys.path:
+        sys.path.insert(0, settings.app_dir)
+
+
+def _worker(settings: ServeSettings) -> None:
+    """One worker process: its own SO_REUSEPORT listener, so the kernel spreads connections evenly."""
+    raise_open_file_limit()
+    _use_app_dir(settings)
+    sock = _listen(settings, reuse_port=True)
+    server = uvicorn.Server(_uvicorn_config(settings))
+    server.run(sockets=[sock])
+
+
+def _supervise(settings: ServeSettings) -> None:
+    """Run ``settings.workers`` workers, restart any that dies, stop them all on SIGINT/SIGTERM."""
+    # Fail fast (and not silently share the port with a stale server) when the port is taken.
+    _listen(settings, reuse_port=False).close()
+    context = multiprocessing.get_context("spawn")
+    worker_settings = replace(settings, workers=1)
+    stopping = False
+
+    def start() -> multiprocessing.process.BaseProcess:
+        process = context.Process(target=_worker, args=(worker_settings,), name="openenv-worker")
+        process.start()
+        return process
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    workers = [start() for _ in range(settings.workers)]
+    restarts = 0
+    try:
+        while not stopping:
+            time.sleep(0.2)
+            for i, process in enumerate(workers):
+                if not process.is_alive() and not stopping:
+                    restarts += 1
+                    if restarts > 10 * settings.workers:
+                        print("openenv: workers keep dying; stopping.", file=sys.stderr)
+                        stopping = True
+                        break
+                    print(f"openenv: worker {process.pid} exited ({process.exitcode}); restarting it.", file=sys.stderr)
+                    workers[i] = start()
+    finally:
+        for process in workers:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signal.SIGTERM)  # each worker closes its sessions gracefully
+        for process in workers:
+            process.join(15)
+            if process.is_alive():
+                process.kill()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_server(settings: ServeSettings) -> None:
+    """Serve until interrupted. Blocks; Ctrl-C / SIGTERM shut down gracefully (sessions closed)."""
+    raise_open_file_limit()
+    if settings.workers > 1 and not settings.reload:
+        _supervise(settings)
+        return
+    config = _uvicorn_config(settings)
+    if settings.reload:
+        # The reloader re-imports the app in a child process, so it needs uvicorn.run.
+        uvicorn.run(config.app, app_dir=settings.app_dir, **{k: getattr(config, k) for k in (
+            "host", "port", "reload", "reload_dirs", "log_level", "ws_ping_interval",
+            "ws_ping_timeout", "ws_per_message_deflate", "ws_max_size", "backlog")})
+        return
+    _use_app_dir(settings)
+    uvicorn.Server(config).run()
 
 
 def main(argv: list[str] | None = None) -> None:
