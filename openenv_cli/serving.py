@@ -92,7 +92,7 @@ def app_environment(plan: ServePlan) -> dict[str, str]:
         "ENABLE_WEB_INTERFACE": "true" if plan.web_interface.value else "false",
     }
     if plan.session_timeout.value is not None:
-        env["SESSION_TIMEOUT"] = str(plan.session_timeout.value)
+        env["SESSION_TIMEOUT"] = f"{plan.session_timeout.value:g}"
     return env
 
 
