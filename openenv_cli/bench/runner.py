@@ -1,0 +1,192 @@
+"""Run a benchmark grid against one server and collect a :class:`BenchRun`.
+
+``run_bench(settings, observer)`` is the plain function behind ``openenv bench``: for
+every cell of the grid it asks the load generator for the workload, reads the server's
+CPU from /proc before and after (when the server's pids are known), and tells the
+observer how far it got. The whole run stops at ``settings.deadline``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from . import procstat
+from .loadgen import LoadGenerator
+from .server import get_json
+from .sessions import Target
+from .stats import SUCCESS_THRESHOLD, BenchRun, SessionsCell, ThroughputCell
+
+MODES = ("sessions", "throughput")
+
+
+@dataclass
+class BenchSettings:
+    """What to measure and how (already validated by :meth:`check`)."""
+
+    url: str
+    mode: str = "sessions"
+    transport: str = "ws"
+    requests_grid: list[int] = field(default_factory=lambda: [32, 128, 512, 2048])
+    wait_grid: list[float] = field(default_factory=lambda: [1.0, 5.0])
+    reps: int = 3
+    sessions: list[int] = field(default_factory=lambda: [64])
+    steps: int = 1000
+    timeout: float = 30.0
+    deadline: float = 1800.0
+    processes: int = 1
+    compression: bool = True
+    success_threshold: float = SUCCESS_THRESHOLD
+    server_pids: list[int] = field(default_factory=list)
+    loadgen_cpus: list[int] | None = None
+    settle: float = 0.5
+
+    def check(self) -> None:
+        """Raise ``ValueError`` with a readable message for settings that cannot work."""
+        if self.mode not in MODES:
+            raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        Target.parse(self.url, transport=self.transport, timeout=self.timeout)
+        if self.mode == "sessions" and (not self.requests_grid or min(self.requests_grid) < 1):
+            raise ValueError("--requests-grid needs positive batch sizes, e.g. 32,128,512")
+        if self.mode == "throughput" and (not self.sessions or min(self.sessions) < 1 or self.steps < 1):
+            raise ValueError("--sessions and --steps must be positive")
+        if not self.wait_grid or min(self.wait_grid) < 0:
+            raise ValueError("--wait-grid needs waits ≥ 0 seconds, e.g. 1.0,5.0")
+        if self.reps < 1 or self.processes < 1:
+            raise ValueError("--reps and --processes must be at least 1")
+        if self.timeout <= 0 or self.deadline <= 0:
+            raise ValueError("--timeout and --deadline must be positive")
+        if not 0 < self.success_threshold <= 1:
+            raise ValueError("the success threshold is a fraction in (0, 1]")
+
+    def target(self) -> Target:
+        return Target.parse(self.url, transport=self.transport, timeout=self.timeout, compression=self.compression)
+
+    def cells(self) -> list[tuple[int, float, int]]:
+        """(size, wait, rep) of every run, in order: sizes ascending, repetitions innermost."""
+        sizes = self.requests_grid if self.mode == "sessions" else self.sessions
+        return [(size, wait, rep) for wait in self.wait_grid for size in sizes for rep in range(1, self.reps + 1)]
+
+
+class Observer(Protocol):
+    def cell_started(self, index: int, count: int, label: str, units: int) -> None: ...
+    def progress(self, done: int, total: int) -> None: ...
+    def cell_finished(self, cell: SessionsCell | ThroughputCell) -> None: ...
+
+
+class _Silent:
+    def cell_started(self, index: int, count: int, label: str, units: int) -> None:
+        pass
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def cell_finished(self, cell: SessionsCell | ThroughputCell) -> None:
+        pass
+
+
+def environment_info(settings: BenchSettings, server: str | None = None) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "server": server or "external (--url)",
+        "server_pids": settings.server_pids,
+        "loadgen_processes": settings.processes,
+        "loadgen_cpus": settings.loadgen_cpus,
+    }
+    try:
+        with open("/proc/sys/net/core/somaxconn") as f:
+            info["somaxconn"] = int(f.read())
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            info["ephemeral_ports"] = f.read().split()
+    except OSError:
+        pass
+    return info
+
+
+def _cell_deadline(settings: BenchSettings, wait: float, remaining: float) -> float:
+    if settings.mode == "sessions":
+        # connect, reset, close bounded by the timeout each, the step by timeout + wait.
+        return max(1.0, min(remaining, 4 * settings.timeout + wait + 5))
+    return max(1.0, remaining)
+
+
+def _settle(settings: BenchSettings) -> None:
+    """Give the server a moment to finish closing the last run's sessions before the next one."""
+    if settings.settle <= 0:
+        return
+    time.sleep(settings.settle)
+    base = settings.target().http_url
+    until = time.monotonic() + 10
+    while time.monotonic() < until:
+        try:
+            health = get_json(f"{base}/health", timeout=2)
+        except Exception:
+            return
+        if not isinstance(health, dict) or not health.get("active_sessions"):
+            return
+        time.sleep(0.2)
+
+
+def run_bench(settings: BenchSettings, observer: Observer | None = None, server: str | None = None,
+              loadgen: LoadGenerator | None = None) -> BenchRun:
+    """Measure every cell of the grid; returns the run (also when the deadline cut it short)."""
+    settings.check()
+    observer = observer or _Silent()
+    target = settings.target()
+    recorded = {k: v for k, v in asdict(settings).items() if k not in ("server_pids",)}
+    run = BenchRun(mode=settings.mode, url=settings.url, transport=settings.transport, settings=recorded,
+                   started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                   environment=environment_info(settings, server))
+    if settings.server_pids and not procstat.available():
+        run.notes.append("server CPU unknown: /proc is not readable here")
+    pids = settings.server_pids if procstat.available() else []
+    started = time.monotonic()
+    stop_at = started + settings.deadline
+    cells = settings.cells()
+    own = loadgen is None
+    generator = loadgen or LoadGenerator(settings.processes, settings.loadgen_cpus)
+    if own:
+        generator.__enter__()
+    try:
+        for index, (size, wait, rep) in enumerate(cells):
+            remaining = stop_at - time.monotonic()
+            if remaining <= 1:
+                run.notes.append(f"the run deadline ({settings.deadline:g} s) was reached; "
+                                 f"{len(cells) - index} of {len(cells)} runs were not measured")
+                break
+            if index:
+                _settle(settings)
+            deadline = _cell_deadline(settings, wait, remaining)
+            label = (f"{size:,} sessions, wait {wait:g} s, rep {rep}/{settings.reps}" if settings.mode == "sessions"
+                     else f"{size} sessions × {settings.steps} steps, wait {wait:g} s, rep {rep}/{settings.reps}")
+            units = size if settings.mode == "sessions" else size * settings.steps
+            observer.cell_started(index, len(cells), label, units)
+            before = procstat.tree_cpu_seconds(pids) if pids else None
+            if settings.mode == "sessions":
+                raw = generator.sessions(target, size, wait, deadline, observer.progress)
+            else:
+                raw = generator.throughput(target, size, settings.steps, wait, deadline, observer.progress)
+            server_cpu = procstat.cpu_delta(before, procstat.tree_cpu_seconds(pids)) if before is not None else None
+            cell: SessionsCell | ThroughputCell
+            if settings.mode == "sessions":
+                cell = SessionsCell.from_raw(raw, batch=size, wait=wait, rep=rep, server_cpu_s=server_cpu)
+                run.sessions.append(cell)
+            else:
+                cell = ThroughputCell.from_raw(raw, sessions=size, steps_per_session=settings.steps, wait=wait,
+                                               rep=rep, server_cpu_s=server_cpu)
+                run.throughput.append(cell)
+            observer.cell_finished(cell)
+    finally:
+        if own:
+            generator.__exit__(None, None, None)
+        run.duration_s = time.monotonic() - started
+    if pids:
+        run.notes.append("server CPU is the user+system time of the server's process tree "
+                         f"(pids {', '.join(map(str, pids))} and children) from /proc, read before and after each run")
+    return run
