@@ -1,0 +1,179 @@
+"""``openenv build``: build the project's Docker image through the Docker Engine API."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.spinner import Spinner
+from rich.text import Text
+
+from openenv_cli.console import console
+from openenv_cli.docker_build import (
+    BASE_IMAGE_ENV,
+    TAG_ENV,
+    BuildEvent,
+    BuildPlan,
+    BuildResult,
+    BuildStep,
+    StagedContext,
+    build_image,
+    connect,
+    human_size,
+    plan_build,
+    stage_context,
+)
+
+TAIL_LINES = 8
+
+
+def command(
+    path: Annotated[Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)] = Path("."),
+    tag: Annotated[
+        Optional[list[str]],
+        typer.Option("--tag", "-t", metavar="TAG",
+                     help=f"Image tag, repeatable (env {TAG_ENV}; build.tag; default <name>:<version> and <name>:latest)."),
+    ] = None,
+    base_image: Annotated[
+        Optional[str],
+        typer.Option(metavar="IMAGE", help=f"Python base image, multi-stage files included (env {BASE_IMAGE_ENV}; build.base_image; default python:3.11-slim)."),
+    ] = None,
+    build_arg: Annotated[
+        Optional[list[str]], typer.Option("--build-arg", metavar="NAME=VALUE", help="Build argument (a bare NAME takes $NAME), repeatable.")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", show_default=False, help="Build every layer again, ignoring the engine's cache.")] = False,
+    platform: Annotated[Optional[str], typer.Option(metavar="OS/ARCH", help="Target platform, e.g. linux/amd64.")] = None,
+) -> None:
+    """Build the Docker image of the environment in PATH.
+
+    The build context is the project (minus what .gitignore and .dockerignore exclude) plus the runtime this CLI runs with, in [bold]_openenv_runtime/[/], so the image serves with exactly this runtime version.
+
+    Needs a Docker engine (DOCKER_HOST is honoured); the log is streamed as the engine builds.
+    """
+    plan = plan_build(path, tags=tag or (), base_image=base_image, build_args=build_arg or (),
+                      no_cache=no_cache, platform=platform)
+    client = connect()
+    try:
+        with tempfile.TemporaryDirectory(prefix="openenv-build-") as folder:
+            context = stage_context(plan, Path(folder) / "context")
+            print_plan(plan, context)
+            display = BuildDisplay(console)
+            with display:
+                result = build_image(plan, client, context, display.on_event)
+    finally:
+        client.close()
+    print_result(plan, result)
+
+
+def print_plan(plan: BuildPlan, context: StagedContext) -> None:
+    console.print(
+        f"[bold]Building[/] {escape(plan.tag)} from {escape(plan.dockerfile)} "
+        f"(base image {escape(plan.base_image.value)}, from {escape(plan.base_image.origin or plan.base_image.source)})",
+        highlight=False,
+    )
+    runtime = plan.labels.get("io.openenv.runtime.version", "?")
+    console.print(
+        f"  context {context.files} files, {human_size(context.size)} (with openenv-runtime {escape(runtime)})"
+        + ("; no cache" if plan.no_cache else "") + (f"; platform {escape(plan.platform)}" if plan.platform else ""),
+        highlight=False, style="dim",
+    )
+
+
+def print_result(plan: BuildPlan, result: BuildResult) -> None:
+    for warning in result.warnings:
+        console.print(f"[yellow]Warning:[/] {escape(warning)}", highlight=False)
+    also = f" (also {', '.join(escape(t) for t in result.tags[1:])})" if len(result.tags) > 1 else ""
+    console.print(
+        f"[green]Built[/] image {result.short_id}{also}: {len(result.steps)} steps, {result.cached_steps} cached, "
+        f"in {result.seconds:.1f}s", highlight=False,
+    )
+    console.print(
+        f"[bold green]{escape(plan.tag)}[/] ({human_size(result.size)}). Run it: [bold]{escape(plan.run_command())}[/]",
+        highlight=False,
+    )
+
+
+class BuildDisplay:
+    """Shows the build as it runs: on a terminal a live step line and the last lines of output
+    (finished steps stay above it); elsewhere (CI, pipes) the plain log, streamed."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self.live_mode = out.is_terminal
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.step: BuildStep | None = None
+        self.status = ""
+        self.spinner = Spinner("dots")
+        self.live: Live | None = None
+
+    def __enter__(self) -> BuildDisplay:
+        if self.live_mode:
+            self.live = Live(self._render(), console=self.out, refresh_per_second=8, transient=True,
+                             get_renderable=self._render)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc_info)  # type: ignore[arg-type]
+            self.live = None
+        if exc_info[0] is None:
+            self._finish_step()
+
+    def on_event(self, event: BuildEvent) -> None:
+        if event.kind == "step" and event.step is not None:
+            self._finish_step()
+            self.step = event.step
+            self.tail.clear()
+            self.status = ""
+            if not self.live_mode:
+                self.out.print(f"[bold]Step {event.step.number}/{event.step.total}[/] {escape(event.step.instruction)}",
+                               highlight=False, soft_wrap=True)
+        elif event.kind == "output":
+            self.tail.append(event.text)
+            if not self.live_mode:
+                self.out.print(Text("  " + event.text, style="dim"), soft_wrap=True)
+        elif event.kind == "status":
+            self.status = event.text
+            if not self.live_mode and "progress" not in event.text and "[" not in event.text:
+                self.out.print(Text("  " + event.text, style="dim"), soft_wrap=True)
+        elif event.kind == "warning" and not self.live_mode:
+            self.out.print(f"  [yellow]{escape(event.text)}[/]", highlight=False)
+
+    def _finish_step(self) -> None:
+        step, self.step = self.step, None
+        if step is None or not self.live_mode:
+            return
+        took = "cached" if step.cached else f"{step.duration:.1f}s"
+        self.out.print(
+            f"[green]✓[/] Step {step.number}/{step.total} {escape(_short(step.instruction, self.out.width - 30))} [dim]({took})[/]",
+            highlight=False,
+        )
+
+    def _render(self) -> Group:
+        step = self.step
+        if step is None:
+            self.spinner.text = Text("Sending the build context")
+        else:
+            elapsed = time.monotonic() - step.started
+            self.spinner.text = Text.assemble(
+                (f"Step {step.number}/{step.total} ", "bold"),
+                _short(step.instruction, self.out.width - 30),
+                (f"  {elapsed:.0f}s", "dim"),
+            )
+        lines = [Text("    " + _short(line, self.out.width - 6), style="dim") for line in self.tail]
+        if self.status:
+            lines.append(Text("    " + _short(self.status, self.out.width - 6), style="dim"))
+        return Group(self.spinner, *lines)
+
+
+def _short(text: str, width: int) -> str:
+    width = max(width, 20)
+    return text if len(text) <= width else text[: width - 1] + "…"
