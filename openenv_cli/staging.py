@@ -342,7 +342,7 @@ class _Instruction:
     last: int
 
 
-_DIRECTIVE_ESCAPE = re.compile(r"^#\s*escape\s*=\s*(\S)\s*$", re.I)
+_DIRECTIVE_ESCAPE = re.compile(r"^#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
 _HEREDOC = re.compile(r"<<(-?)\s*([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2")
 
 
@@ -387,9 +387,9 @@ def _instructions(lines: list[str], escape: str) -> list[_Instruction]:
 def _patterns(escape: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     gap = rf"(?:[ \t]|{re.escape(escape)}[ \t]*\r?\n)+"
     from_line = re.compile(
-        rf"^(?P<pre>[ \t]*FROM(?:{gap}--\S+)*{gap})(?P<image>[^\s{re.escape(escape)}]+)(?P<rest>.*)\Z", re.I | re.S
+        rf"^(?P<pre>[ \t]*FROM(?:{gap}--\S+)*{gap})(?P<image>[^\s{re.escape(escape)}]+)(?P<rest>.*)\Z", re.IGNORECASE | re.DOTALL
     )
-    alias = re.compile(rf"^{gap}AS{gap}(?P<name>[^\s{re.escape(escape)}]+)", re.I)
+    alias = re.compile(rf"^{gap}AS{gap}(?P<name>[^\s{re.escape(escape)}]+)", re.IGNORECASE)
     return from_line, alias
 
 
