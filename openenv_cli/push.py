@@ -99,13 +99,13 @@ def parse_repo_id(raw: str) -> RepoRef:
     Model and dataset ids (``datasets/ns/name``, a URL without ``/spaces/``) are refused:
     ``push`` deploys Spaces only.
     """
-    text = raw.strip().rstrip("/")
+    text = raw.strip()
     if "://" in text:
-        path = text.split("://", 1)[1].partition("/")[2]
+        path = text.rstrip("/").split("://", 1)[1].partition("/")[2]
         if not path.startswith("spaces/"):
             raise UsageError(f"{raw!r} is not a Space URL.", hint="Use --repo-id NAMESPACE/NAME, e.g. --repo-id alice/my_env.")
         text = path
-    parts = [p for p in text.split("/") if p]
+    parts = text.split("/")
     if len(parts) == 3 and parts[0] == "spaces":
         parts = parts[1:]
     elif len(parts) == 3 and parts[0] in {"datasets", "models"}:
