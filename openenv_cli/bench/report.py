@@ -113,7 +113,8 @@ def summary_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" for _ in headers) + "|"]
+    """A GitHub Markdown table: the first column left-aligned, the others right-aligned."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---", *("---:" for _ in headers[1:])]) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 

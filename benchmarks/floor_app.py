@@ -1,0 +1,66 @@
+"""The floor: a bare ASGI app that speaks the OpenEnv WebSocket messages and does nothing else.
+
+No framework, no models, no environment: ``/ws`` answers ``reset`` and ``step`` with one
+fixed observation, ``state`` with a fixed state, closes on ``close``; ``GET /health``
+answers ``{"status": "healthy"}``. Served on the same uvicorn with the same settings as
+ours (``python -m openenv_runtime.serve floor_app:app --app-dir benchmarks``), it is
+what the server costs when the application costs nothing: the protocol stack's share.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+OBSERVATION = '{"type":"observation","data":{"observation":{"ok":true,"metadata":{}},"reward":1.0,"done":false}}'
+STATE = '{"type":"state","data":{"episode_id":"floor","step_count":0}}'
+UNKNOWN = '{"type":"error","data":{"message":"unknown message type","code":"UNKNOWN_TYPE"}}'
+INVALID = '{"type":"error","data":{"message":"invalid JSON","code":"INVALID_JSON"}}'
+HEALTH = b'{"status":"healthy"}'
+
+
+async def _websocket(receive: Any, send: Any) -> None:
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    while True:
+        message = await receive()
+        if message["type"] != "websocket.receive":
+            return
+        try:
+            kind = json.loads(message.get("text") or message.get("bytes") or b"").get("type")
+        except (ValueError, AttributeError):
+            await send({"type": "websocket.send", "text": INVALID})
+            continue
+        if kind == "step" or kind == "reset":
+            await send({"type": "websocket.send", "text": OBSERVATION})
+        elif kind == "close":
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        elif kind == "state":
+            await send({"type": "websocket.send", "text": STATE})
+        else:
+            await send({"type": "websocket.send", "text": UNKNOWN})
+
+
+async def _http(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    found = scope["path"] == "/health"
+    await send({"type": "http.response.start", "status": 200 if found else 404,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(HEALTH) if found else 2).encode())]})
+    await send({"type": "http.response.body", "body": HEALTH if found else b"{}"})
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "websocket":
+        await _websocket(receive, send)
+    elif scope["type"] == "http":
+        await _http(scope, receive, send)
+    elif scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -1,0 +1,136 @@
+"""``openenv bench`` against real servers: the built-in environment (--serve) and one started here.
+
+Only tiny grids, and never an assertion on how fast anything was: the outputs must exist
+and make sense (every session accounted for, steps counted, CPU read from /proc).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openenv_cli.bench.server import bench_server, free_port, running
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def openenv(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "openenv_cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=ROOT)
+
+
+def only(directory: Path, pattern: str) -> Path:
+    found = sorted(directory.glob(pattern))
+    assert len(found) == 1, f"expected one {pattern} in {directory}: {found}"
+    return found[0]
+
+
+def test_serve_sessions_grid(tmp_path: Path) -> None:
+    result = openenv("bench", "--serve", "--requests-grid", "8,32", "--wait-grid", "0.05", "--reps", "1",
+                     "--processes", "2", "--output-dir", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "max batch at ≥95% success, wait 0.05 s: 32" in result.stdout
+
+    data = json.loads(only(tmp_path, "bench-sessions-*.json").read_text())
+    assert data["mode"] == "sessions"
+    assert [(c["batch"], c["ok"]) for c in data["sessions"]] == [(8, 8), (32, 32)]
+    for c in data["sessions"]:
+        assert c["success_rate"] == 1.0 and c["errors"] == {}
+        assert c["connect"]["n"] == c["batch"] and c["total"]["n"] == c["batch"]
+        assert c["step"]["p50"] >= 50.0  # the step includes the 0.05 s wait
+        assert c["total"]["p99"] >= c["step"]["p99"]
+        assert c["requests_per_s"] > 0
+        assert c["server_cpu_s"] is not None and c["server_cpu_s"] > 0  # --serve knows the server's pid
+        assert c["loadgen_cpu_s"] > 0
+    assert data["max_batch"] == {"0.05": 32}
+    assert data["environment"]["server_pids"]
+
+    rows = list(csv.DictReader(only(tmp_path, "bench-sessions-*.csv").open()))
+    assert [r["batch"] for r in rows] == ["8", "32"]
+    markdown = only(tmp_path, "bench-sessions-*.md").read_text()
+    assert "| batch |" in markdown and "**32**" in markdown
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert only(tmp_path, "bench-sessions-*-sessions.png").stat().st_size > 0
+
+
+def test_serve_sync_variant(tmp_path: Path) -> None:
+    result = openenv("bench", "--serve", "--sync", "--requests-grid", "16", "--wait-grid", "0.05", "--reps", "1",
+                     "--no-plots", "--output-dir", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(only(tmp_path, "bench-sessions-*.json").read_text())
+    assert data["sessions"][0]["ok"] == 16
+    assert "sync" in data["environment"]["server"]
+
+
+@pytest.mark.parametrize("transport", ["ws", "http"])
+def test_throughput_against_a_running_server(tmp_path: Path, transport: str) -> None:
+    with running(bench_server()) as server:
+        result = openenv("bench", "--url", server.url, "--mode", "throughput", "--sessions", "1,4",
+                         "--steps", "50", "--reps", "1", "--transport", transport,
+                         "--server-pid", str(server.pids[0]), "--output-dir", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(only(tmp_path, "bench-throughput-*.json").read_text())
+    cells = data["throughput"]
+    assert [(c["sessions"], c["steps"], c["ok"]) for c in cells] == [(1, 50, 1), (4, 200, 4)]
+    for c in cells:
+        assert c["steps_per_s"] > 0
+        assert c["step_latency"]["n"] == c["steps"]
+        assert c["step_latency"]["p50"] <= c["step_latency"]["p99"] <= c["step_latency"]["max"]
+        assert c["server_cpu_us_per_step"] is not None and c["server_cpu_us_per_step"] > 0
+    assert data["transport"] == transport
+    assert "openenv bench: throughput" in result.stdout
+
+
+def test_every_session_failing_is_an_error(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    result = openenv("bench", "--url", f"http://127.0.0.1:{port}", "--requests-grid", "4", "--wait-grid", "0",
+                     "--reps", "1", "--timeout", "2", "--no-plots", "--output-dir", str(tmp_path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Every session failed" in result.stderr
+    data = json.loads(only(tmp_path, "bench-sessions-*.json").read_text())  # the report is still written
+    assert data["sessions"][0]["ok"] == 0
+    assert "connect: ConnectionRefusedError" in data["sessions"][0]["errors"]
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["--url", "http://127.0.0.1:1", "--serve"],
+    ["--serve", "--requests-grid", "a,b"],
+    ["--serve", "--wait-grid", "-1"],
+    ["--serve", "--mode", "bogus"],
+    ["--url", "http://127.0.0.1:1", "--workers", "2"],
+    ["--url", "https://example.com"],
+])
+def test_usage_errors_exit_2(args: list[str], tmp_path: Path) -> None:
+    result = openenv("bench", *args, "--output-dir", str(tmp_path), timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_compare_script_ours_and_floor(tmp_path: Path) -> None:
+    """benchmarks/compare.py end to end on a tiny scale (the reference is left to the full run)."""
+    result = subprocess.run(
+        [sys.executable, "benchmarks/compare.py", "--servers", "ours,floor", "--metrics", "memory,latency,throughput",
+         "--idle-sessions", "20", "--latency-steps", "50", "--steps", "20", "--reps", "1", "--no-latest",
+         "--results-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, cwd=ROOT, stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(only(tmp_path, "compare-*.json").read_text())
+    rows = {r["metric"]: r for r in doc["comparison"]}
+    row = rows["server CPU per step (64 sessions)"]
+    assert row["ours"] > 0 and row["floor"] > 0 and row["ours_over_floor"] > 0
+    assert row["reference"] is None
+    assert doc["servers"]["ours"]["memory"]["idle_sessions"] == 20
+    assert doc["servers"]["floor"]["throughput"]["runs"][0]["steps"] == 64 * 20
+    assert "| metric |" in result.stdout
