@@ -19,27 +19,36 @@ from typing import Any
 KINDS = ("action", "observation", "state")
 
 
+_ALIAS: list[tuple[str, str]] = []  # (temporary symlink path, project path) to clean messages
+
+
+def _clean(text: str) -> str:
+    for alias, real in _ALIAS:
+        text = text.replace(alias, real)
+    return text
+
+
 def _error(exc: BaseException, project_dir: Path) -> dict[str, Any]:
     frames = traceback.extract_tb(exc.__traceback__)
     where = None
-    for frame in reversed(frames):
+    if isinstance(exc, SyntaxError) and exc.filename:
+        try:
+            where = {"file": Path(exc.filename).resolve().relative_to(project_dir).as_posix(), "line": exc.lineno}
+        except ValueError:
+            pass
+    for frame in reversed(frames if where is None else []):
         try:
             relative = Path(frame.filename).resolve().relative_to(project_dir)
         except ValueError:
             continue
         where = {"file": relative.as_posix(), "line": frame.lineno}
         break
-    if where is None and isinstance(exc, SyntaxError) and exc.filename:
-        try:
-            where = {"file": Path(exc.filename).resolve().relative_to(project_dir).as_posix(), "line": exc.lineno}
-        except ValueError:
-            pass
     return {
         "type": type(exc).__name__,
-        "message": str(exc).strip() or type(exc).__name__,
+        "message": _clean(str(exc).strip()) or type(exc).__name__,
         "missing_module": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None,
         "where": where,
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:],
+        "traceback": _clean("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))[-6000:],
     }
 
 
@@ -101,6 +110,8 @@ def _served_schema(app: Any) -> dict[str, Any] | None:
 
 def probe(request: dict[str, Any]) -> dict[str, Any]:
     project_dir = Path(request["project_dir"]).resolve()
+    if request.get("alias"):
+        _ALIAS.append((request["alias"], str(project_dir)))
     result: dict[str, Any] = {"python": sys.version.split()[0]}
     try:
         import openenv_runtime

@@ -42,6 +42,11 @@ class ProbeOutcome:
         return entry.get("value") if entry.get("ok") else None
 
 
+def _short(message: str | None) -> str:
+    lines = [l.strip() for l in (message or "").splitlines() if l.strip() and "errors.pydantic.dev" not in l]
+    return " ".join(lines[:3]) + (" ..." if len(lines) > 3 else "")
+
+
 def _where(error: dict[str, Any], default: str) -> tuple[str, str]:
     where = error.get("where") or {}
     file = where.get("file") or default
@@ -72,6 +77,7 @@ def run_probe(project_dir: Path, manifest: Manifest, timeout: float) -> ProbeOut
             "models_module": f"{layout.package}.models",
             "app": manifest.app,
             "example_action": manifest.example_action,
+            "alias": str(layout.root / layout.package),
             "expected": {"action": names.action, "observation": names.observation, "state": names.state},
         }
         request_file, result_file = Path(tmp, "request.json"), Path(tmp, "result.json")
@@ -98,11 +104,11 @@ def run_probe(project_dir: Path, manifest: Manifest, timeout: float) -> ProbeOut
             return outcome
         data = json.loads(result_file.read_text(encoding="utf-8"))
     outcome = ProbeOutcome(data)
-    outcome.checks.extend(_checks(data, manifest, layout.package))
+    outcome.checks.extend(_checks(data, manifest, layout.package, project_dir))
     return outcome
 
 
-def _checks(data: dict[str, Any], manifest: Manifest, package: str) -> list[CheckResult]:
+def _checks(data: dict[str, Any], manifest: Manifest, package: str, project_dir: Path) -> list[CheckResult]:
     checks: list[CheckResult] = []
     if "runtime_error" in data:
         return [failed("models", f"openenv-runtime cannot be imported: {data['runtime_error']['message']}",
@@ -112,7 +118,7 @@ def _checks(data: dict[str, Any], manifest: Manifest, package: str) -> list[Chec
         error = models.get("error") or {}
         file, where = _where(error, "models.py")
         checks.append(failed("models", f"Importing {models.get('module', 'models')} failed at {where}: "
-                             f"{error.get('type')}: {error.get('message')}", _import_fix(error, file, package),
+                             f"{error.get('type')}: {_short(error.get('message'))}", _import_fix(error, file, package),
                              file=file, details={"traceback": error.get("traceback")}))
     else:
         checks.append(_model_classes(data.get("classes") or {}))
@@ -127,7 +133,9 @@ def _checks(data: dict[str, Any], manifest: Manifest, package: str) -> list[Chec
             checks.append(passed("app", f"{manifest.app} imports ({app.get('type')})."))
     else:
         error = app.get("error") or {}
-        default = manifest.app_module.replace(".", "/") + ".py"
+        from openenv_cli.validation.static import app_file
+
+        default = app_file(project_dir, manifest).relative_to(project_dir).as_posix()
         file, where = _where(error, default)
         if error.get("type") == "AttributeError" and not error.get("where"):
             fix = f"Define `{manifest.app_attribute}` in {default}, or correct `app:` in openenv.yaml."
@@ -135,7 +143,7 @@ def _checks(data: dict[str, Any], manifest: Manifest, package: str) -> list[Chec
         else:
             fix = _import_fix(error, file, package)
         checks.append(failed("app", f"Importing the app {manifest.app} failed at {where}: {error.get('type')}: "
-                             f"{error.get('message')}", fix, file=file, details={"traceback": error.get("traceback")}))
+                             f"{_short(error.get('message'))}", fix, file=file, details={"traceback": error.get("traceback")}))
     return checks
 
 
@@ -170,7 +178,7 @@ def _model_classes(classes: dict[str, Any]) -> CheckResult:
 
 
 def _schemas(classes: dict[str, Any]) -> CheckResult:
-    broken = [f"{classes[k]['name']}: {classes[k]['schema_error']}" for k in KINDS if "schema_error" in (classes.get(k) or {})]
+    broken = [f"{classes[k]['name']}: {_short(classes[k]['schema_error'])}" for k in KINDS if "schema_error" in (classes.get(k) or {})]
     if broken:
         return failed("schemas", "JSON schema generation failed: " + "; ".join(broken) + ".",
                       "Use JSON-compatible field types in models.py (str, int, float, bool, list, dict, nested models); "

@@ -46,7 +46,7 @@ def _project_checks(report: Report, project_dir: Path, smoke: bool, timeout: flo
     report.add(*probe.checks)
     schemas = probe.schemas
     if schemas is None:
-        reason = "Needs the models to import."
+        reason = "Needs the models to import and give JSON schemas."
         report.add(failed("contract", f"Cannot update {contract.LOCK_FILE}: the models do not import.", "Fix the models first.")
                    if update_lock else skipped("contract", reason))
     else:
