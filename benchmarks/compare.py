@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class Plan:
     loadgen_processes: int = 2
     compression: bool = True
     no_latest: bool = False
+    wait_quiet: float = 0.0
     results_dir: Path = RESULTS
 
 
@@ -401,8 +403,8 @@ def describe_setup(plan: Plan) -> list[str]:
 
 def markdown_report(doc: dict[str, Any]) -> str:
     lines = [f"# Ours vs. the reference vs. the floor ({'quick' if doc['quick'] else 'full'} run)", "",
-             f"Measured {doc['started_at']} in {doc['duration_s']:.0f} s with `python benchmarks/compare.py"
-             f"{' --quick' if doc['quick'] else ''}`.", ""]
+             f"Measured {doc['started_at']} (revision {doc.get('revision') or 'unknown'}) in "
+             f"{doc['duration_s']:.0f} s with `python benchmarks/compare.py{' --quick' if doc['quick'] else ''}`.", ""]
     lines += [f"- {line}" for line in doc["setup"]] + [""]
     lines += [markdown_table(*table_rows(doc["comparison"])), ""]
     if doc.get("notes"):
@@ -448,6 +450,8 @@ def parse_args(argv: list[str] | None) -> Plan:
     parser.add_argument("--deadline", type=float, help="seconds the whole comparison may take")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server and load generator to cores")
     parser.add_argument("--no-compression", action="store_true", help="do not offer permessage-deflate")
+    parser.add_argument("--wait-quiet", type=float, default=0.0,
+                        help="before each server, wait up to this many seconds for other processes to go quiet")
     parser.add_argument("--no-latest", action="store_true", help="do not overwrite benchmarks/latest.{json,md}")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where compare-<timestamp>.json goes")
     args = parser.parse_args(argv)
@@ -479,6 +483,7 @@ def parse_args(argv: list[str] | None) -> Plan:
     if args.deadline:
         plan.deadline = args.deadline
     plan.no_latest = args.no_latest
+    plan.wait_quiet = args.wait_quiet
     plan.results_dir = args.results_dir
     return plan
 
@@ -498,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = {"server": name, "error": "not measured: the run deadline was reached"}
             continue
         log(f"{name}:")
+        if plan.wait_quiet > 0:
+            wait_for_quiet(min(plan.wait_quiet, max(0.0, stop_at - time.monotonic())))
         try:
             results[name] = measure_server(plan, name, stop_at)
         except Exception as exc:  # one server failing must not lose the others' figures
@@ -508,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema_version": 1, "started_at": stamp.isoformat(timespec="seconds"), "quick": plan.quick,
         "duration_s": time.monotonic() - started, "setup": setup,
         "plan": {k: (str(v) if isinstance(v, Path) else v) for k, v in plan.__dict__.items()},
+        "revision": git_revision(),
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                     "somaxconn": _read("/proc/sys/net/core/somaxconn"),
                     "ephemeral_ports": _read("/proc/sys/net/ipv4/ip_local_port_range")},
@@ -523,6 +531,31 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     log(f"wrote {out}" + ("" if plan.no_latest else ", benchmarks/latest.json, benchmarks/latest.md"))
     return 0
+
+
+def git_revision() -> str | None:
+    """The commit measured, with ``+dirty`` when the working tree has uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "runtime", "openenv_cli",
+                                "benchmarks"], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
+
+
+def wait_for_quiet(max_wait: float, busy_limit: float = 0.3) -> float:
+    """Wait (up to ``max_wait`` s) until the rest of the machine uses under ``busy_limit`` cores; returns that load."""
+    until = time.monotonic() + max_wait
+    while True:
+        before = procstat.MachineCpu.read()
+        time.sleep(1.0)
+        busy = procstat.MachineCpu.read().busy_since(before)
+        if busy < busy_limit or time.monotonic() >= until:
+            return busy
+        log(f"  the machine is busy ({busy:.2f} cores used by other processes); waiting")
+        time.sleep(4.0)
 
 
 def _read(path: str) -> str | None:
