@@ -36,7 +36,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     """Stop the server and everything it started (its own process group)."""
     if proc.poll() is not None:
         return
-    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
