@@ -329,12 +329,13 @@ class BuildStep:
         return (self.finished or time.monotonic()) - self.started
 
 
-EventKind = Literal["step", "output", "status", "warning"]
+EventKind = Literal["step", "cached", "output", "status", "warning"]
 
 
 @dataclass(frozen=True)
 class BuildEvent:
-    """Something to show: a new step, a line of output, pull progress or a warning."""
+    """Something to show: a new step, "this step comes from the cache", a line of output, pull
+    progress or a warning."""
 
     kind: EventKind
     text: str
@@ -416,7 +417,7 @@ class BuildLog:
         stripped = line.strip()
         if stripped == "---> Using cache" and self.current:
             self.current.cached = True
-            return []
+            return [BuildEvent("cached", "", self.current)]
         if (
             stripped.startswith("--->")
             or stripped.startswith("Removing intermediate container")

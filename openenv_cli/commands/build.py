@@ -136,6 +136,9 @@ class BuildDisplay:
             if not self.live_mode:
                 self.out.print(f"[bold]Step {event.step.number}/{event.step.total}[/] {escape(event.step.instruction)}",
                                highlight=False, soft_wrap=True)
+        elif event.kind == "cached":
+            if not self.live_mode:
+                self.out.print("  [dim](cached)[/]")
         elif event.kind == "output":
             self.tail.append(event.text)
             if not self.live_mode:

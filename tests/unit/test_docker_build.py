@@ -267,6 +267,7 @@ def test_stream_of_a_successful_build() -> None:
     assert kinds == [
         ("step", "FROM python:3.11-slim"),
         ("step", "RUN pip install ."),
+        ("cached", ""),
         ("step", "RUN echo one && echo two"),
         ("output", "one"),
         ("output", "two"),
@@ -405,6 +406,7 @@ def test_plain_display_streams_steps_and_output() -> None:
                 display.on_event(event)
     text = out.getvalue()
     assert "Step 1/3 FROM python:3.11-slim" in text
+    assert "Step 2/3 RUN pip install .\n  (cached)\n" in text
     assert "  one\n  two\n  on stderr\n" in text
     assert "One or more build-args" in text
 
