@@ -9,16 +9,20 @@ class EnvironmentContractError(TypeError):
     """An ``Environment`` subclass (or the arguments of ``create_app``) breaks the contract."""
 
 
-class EnvError(Exception):
+class EnvError(RuntimeError):
     """The server answered with an error, or could not be reached.
 
     ``code`` is one of the protocol's codes (``VALIDATION_ERROR``, ``EXECUTION_ERROR``,
     ``CAPACITY_REACHED``, ...) or ``CONNECTION_ERROR`` / ``TIMEOUT`` / ``CLOSED`` for
     failures on the client's side. ``details`` holds any further fields of the reply.
+
+    It is a ``RuntimeError`` whose text reads like openenv-core's client errors
+    (``Server error: <message> (code: <CODE>)``), so code written against that client
+    keeps working.
     """
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(f"[{code}] {message}")
+        super().__init__(f"Server error: {message} (code: {code})")
         self.code = code
         self.message = message
         self.details = details or {}

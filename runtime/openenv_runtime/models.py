@@ -3,6 +3,10 @@
 Subclass these in your project's ``models.py``. The semantics follow the OpenEnv
 protocol: ``Action`` and ``Observation`` refuse unknown fields, ``State`` accepts them,
 and on the wire ``reward`` and ``done`` travel beside the observation, not inside it.
+
+Fields are validated when a model is built, not on every assignment
+(``state.step_count += 1`` stays cheap on the hot path); set
+``model_config = ConfigDict(validate_assignment=True)`` in a subclass to check assignments too.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Action(BaseModel):
     """What an agent sends to ``step()``. Add your own typed fields in a subclass."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form data that travels with the action.")
 
@@ -28,7 +32,7 @@ class Observation(BaseModel):
     the message envelope, where OpenEnv clients read them.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     done: bool = Field(default=False, description="Whether the episode has ended.")
     reward: float | int | bool | None = Field(default=None, description="Reward for the last action.")
@@ -38,7 +42,7 @@ class Observation(BaseModel):
 class State(BaseModel):
     """Episode bookkeeping returned by the ``state`` property. Extra fields are allowed."""
 
-    model_config = ConfigDict(extra="allow", validate_assignment=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
 
     episode_id: str | None = Field(default=None, description="Identifier of the current episode.")
     step_count: int = Field(default=0, ge=0, description="Steps taken in the current episode.")

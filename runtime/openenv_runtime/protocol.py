@@ -52,10 +52,12 @@ def observation_message(obs: Observation) -> str:
     ``reward`` and ``done`` move to the envelope; everything else, ``metadata`` included,
     stays in the observation body.
     """
-    body = obs.model_dump_json(exclude=_EXCLUDE_ENVELOPE)
-    reward = to_json(obs.reward).decode()
+    # The model's own serializer, called directly: model_dump_json adds ~2 µs of Python per call.
+    body = obs.__pydantic_serializer__.to_json(obs, exclude=_EXCLUDE_ENVELOPE).decode()
+    reward = obs.reward
+    encoded = "null" if reward is None else to_json(reward).decode()
     done = "true" if obs.done else "false"
-    return f'{{"type":"observation","data":{{"observation":{body},"reward":{reward},"done":{done}}}}}'
+    return f'{{"type":"observation","data":{{"observation":{body},"reward":{encoded},"done":{done}}}}}'
 
 
 def observation_payload(obs: Observation) -> dict[str, Any]:
@@ -68,7 +70,7 @@ def observation_payload(obs: Observation) -> dict[str, Any]:
 
 
 def state_message(state: BaseModel) -> str:
-    return f'{{"type":"state","data":{state.model_dump_json()}}}'
+    return f'{{"type":"state","data":{state.__pydantic_serializer__.to_json(state).decode()}}}'
 
 
 def error_message(code: ErrorCode, message: str, **extra: Any) -> str:

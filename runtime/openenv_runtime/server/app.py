@@ -28,6 +28,24 @@ from .websocket import WebSocketEndpoint
 logger = logging.getLogger("openenv_runtime.server")
 
 
+class EnvironmentApp(FastAPI):
+    """The FastAPI app of an environment. ``/ws`` skips the HTTP middleware stack.
+
+    Starlette's middleware wraps every ``send`` of a WebSocket; on the path that carries
+    each step that is pure overhead, so ``/ws`` goes straight to its endpoint (through the
+    token check when one is configured). The route is also registered normally, so the
+    app still works when mounted inside another one.
+    """
+
+    ws_endpoint: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and scope["path"] == "/ws" and self.ws_endpoint is not None:
+            await self.ws_endpoint(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     env: type[Environment] | Callable[[], Any],
     action_cls: type[Action],
@@ -117,10 +135,11 @@ def create_app(
         "state": state_cls.model_json_schema(),
     }
 
-    app = FastAPI(title=f"{env_name} (OpenEnv environment)", version=metadata["version"], lifespan=lifespan,
+    app = EnvironmentApp(title=f"{env_name} (OpenEnv environment)", version=metadata["version"], lifespan=lifespan,
                   description=metadata["description"])
-    # /ws first: it is the route matched most often.
-    app.router.routes.insert(0, WebSocketRoute("/ws", WebSocketEndpoint(manager, action_cls, config.max_message_bytes)))
+    ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
+    app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
+    app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, config.api_key) if config.api_key else ws_endpoint
     app.state.openenv_config = config
     app.state.openenv_sessions = manager
 
@@ -146,6 +165,15 @@ def create_app(
         return metadata
 
     app.include_router(build_http_router(manager, action_cls))
+
+    @app.post("/mcp", tags=["info"], summary="Model Context Protocol (JSON-RPC 2.0): not offered")
+    async def mcp(request: dict[str, Any] | None = None) -> dict[str, Any]:
+        # OpenEnv validators probe this route; answer in JSON-RPC terms that no tools are offered.
+        request_id = request.get("id") if isinstance(request, dict) else None
+        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or "method" not in request:
+            return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": "Invalid Request"}}
+        return {"jsonrpc": "2.0", "id": request_id,
+                "error": {"code": -32601, "message": f"Method not found: this environment offers no MCP tools"}}
 
     if config.enable_web_interface:
         from ..web import mount_web

@@ -51,6 +51,7 @@ class WebSocketEndpoint:
         self.manager = manager
         self.runner = manager.runner
         self.action_cls = action_cls
+        self.validate_action = action_cls.__pydantic_validator__.validate_python
         self.max_message_bytes = max_message_bytes
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -132,7 +133,7 @@ class WebSocketEndpoint:
         try:
             if kind == "step":
                 try:
-                    action = self.action_cls.model_validate(msg.get("data"))
+                    action = self.validate_action(msg.get("data"))
                 except ValidationError as exc:
                     return error_message(ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc))
                 return observation_message(await self.runner.step(session.env, action))

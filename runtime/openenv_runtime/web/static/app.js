@@ -403,9 +403,25 @@ function renderHistory() {
   if (page.viewing === null) wrap.scrollTop = wrap.scrollHeight;
 }
 
+/** JSON, indented, with short flat arrays and objects kept on one line ([4, 4]). */
+function prettyJson(value, indent = "") {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  const isArray = Array.isArray(value);
+  const items = isArray ? value.map((v) => [null, v]) : Object.entries(value);
+  if (!items.length) return isArray ? "[]" : "{}";
+  const [open, close] = isArray ? ["[", "]"] : ["{", "}"];
+  const key = (k) => (k === null ? "" : `${JSON.stringify(k)}: `);
+  if (items.every(([, v]) => v === null || typeof v !== "object")) {
+    const flat = `${open}${items.map(([k, v]) => key(k) + JSON.stringify(v)).join(", ")}${close}`;
+    if (flat.length + indent.length <= 76) return flat;
+  }
+  const inner = `${indent}  `;
+  return `${open}\n${items.map(([k, v]) => inner + key(k) + prettyJson(v, inner)).join(",\n")}\n${indent}${close}`;
+}
+
 function renderJson(pre, value) {
   pre.replaceChildren();
-  const text = JSON.stringify(value, null, 2) ?? "null";
+  const text = prettyJson(value);
   if (text.length > HIGHLIGHT_LIMIT) {
     pre.textContent = text;
     return;

@@ -192,6 +192,7 @@ export function buildField(schema, opts) {
   ctrl.omittable = !opts.required && !hasDefault;
   if (hasDefault) ctrl.set(defaultValue);
   else if (nullable && !opts.required) ctrl.set(null);
+  else if (kind === "json" && s.type === "object") ctrl.set({}); // show the expected shape
   ctrl.dirty = false;
   return ctrl;
 }
