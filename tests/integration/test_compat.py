@@ -81,6 +81,7 @@ def test_reference_validator_accepts_our_server(ours: str) -> None:
     assert report["passed"] is True, failed
 
 
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # the invalid action is deliberate
 def test_our_client_against_reference_server(theirs: str) -> None:
     async def episode() -> None:
         async with RefEcho(base_url=theirs) as env:
