@@ -23,6 +23,7 @@ API (all paths may be ``str`` or ``Path``):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -187,30 +188,33 @@ def project_files(project_dir: str | Path, extra_excludes: Sequence[str] = ()) -
 
 
 def _runtime_source() -> Path:
-    try:
-        import openenv_runtime
-    except ImportError as exc:
+    """The installed ``openenv_runtime`` package folder, found without importing it (fastapi is slow to import)."""
+    spec = importlib.util.find_spec(RUNTIME_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
         raise OpenEnvError(
-            f"The openenv runtime is not installed ({exc}).",
+            "The openenv runtime (openenv_runtime) is not installed.",
             hint="Reinstall the CLI: `pip install --force-reinstall openenv-toolkit`.",
-        ) from exc
-    return Path(openenv_runtime.__file__).resolve().parent
+        )
+    return Path(locations[0]).resolve()
+
+
+_VERSION_LINE = re.compile(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
 
 
 def runtime_version() -> str:
     """The version of the runtime the bundle carries.
 
-    The package's own ``__version__`` wins over the distribution metadata: it describes the
-    files that are copied even when an editable install's metadata is stale.
+    The package's own ``__version__`` (from ``_version.py``) wins over the distribution
+    metadata: it describes the files that are copied even when an editable install's
+    metadata is stale.
     """
     try:
-        import openenv_runtime
-
-        version = getattr(openenv_runtime, "__version__", None)
-    except ImportError:
-        version = None
-    if version:
-        return str(version)
+        match = _VERSION_LINE.search((_runtime_source() / "_version.py").read_text(encoding="utf-8"))
+    except (OSError, OpenEnvError):
+        match = None
+    if match:
+        return match.group(1)
     try:
         return metadata.version(RUNTIME_DISTRIBUTION)
     except metadata.PackageNotFoundError:
@@ -244,7 +248,7 @@ def _toml_list(values: Iterable[str], indent: str = "    ") -> str:
     return "[\n" + "\n".join(items) + "\n]" if items else "[]"
 
 
-def _runtime_pyproject(version: str, package_root: Path, package_files: list[str]) -> str:
+def _runtime_pyproject(version: str, package_files: list[str]) -> str:
     try:
         requirements = metadata.requires(RUNTIME_DISTRIBUTION)
         meta = metadata.metadata(RUNTIME_DISTRIBUTION)
@@ -318,7 +322,7 @@ def write_runtime_bundle(dest_dir: str | Path) -> Path:
             copied.append((Path(RUNTIME_PACKAGE) / relative).as_posix())
     if not copied:
         raise OpenEnvError(f"The openenv runtime at {source} has no files.", hint="Reinstall the CLI.")
-    (bundle / "pyproject.toml").write_text(_runtime_pyproject(version, source, copied), encoding="utf-8")
+    (bundle / "pyproject.toml").write_text(_runtime_pyproject(version, copied), encoding="utf-8")
     return bundle
 
 
