@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -56,7 +57,10 @@ class ClassAdapter:
         self.cls = cls
         self.reset = _Method(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
         self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
-        self.close = _Method(cls, "close") if callable(getattr(cls, "close", None)) else None
+        close = getattr(cls, "close", None)
+        # The base class's close() does nothing: skip the call (and its thread hop) entirely.
+        self.close = _Method(cls, "close") if callable(close) and close is not Environment.close else None
+        self.close_cost = LifecycleCost()
         state_attr = inspect.getattr_static(cls, "state")
         if isinstance(state_attr, property):
             self.state_is_property = True
@@ -75,6 +79,47 @@ def _duck_missing(cls: type) -> list[str]:
     return [m for m in ("reset", "step", "state") if not hasattr(cls, m)]
 
 
+class LifecycleCost:
+    """Decides where a plain constructor or ``close()`` runs: the pool until proven cheap.
+
+    Creating and closing an instance happens once per session; for a cheap ``__init__`` the
+    hop to the thread pool and back costs more than the call. Each call is timed on the
+    pool; after ``TRIALS`` calls that all took under ``THRESHOLD`` seconds it runs inline on
+    the event loop. An inline call that ever takes longer sends it back to the pool for good,
+    so a heavy constructor (a model load) never blocks the loop more than once.
+    """
+
+    THRESHOLD = 0.0005
+    TRIALS = 16
+    __slots__ = ("cheap_calls", "inline", "demoted")
+
+    def __init__(self) -> None:
+        self.cheap_calls = 0
+        self.inline = False
+        self.demoted = False
+
+    async def run(self, pool: ThreadPoolExecutor, func: Callable[[], Any]) -> Any:
+        if self.inline:
+            started = time.perf_counter()
+            result = func()
+            if time.perf_counter() - started > self.THRESHOLD:
+                self.inline, self.demoted = False, True
+            return result
+
+        def timed() -> tuple[Any, float]:
+            started = time.perf_counter()
+            value = func()
+            return value, time.perf_counter() - started
+
+        result, took = await asyncio.get_running_loop().run_in_executor(pool, timed)
+        if took > self.THRESHOLD:
+            self.demoted = True
+        elif not self.demoted:
+            self.cheap_calls += 1
+            self.inline = self.cheap_calls >= self.TRIALS
+        return result
+
+
 class EnvRunner:
     """Calls environment instances for a server: one per app, shared by every session."""
 
@@ -84,6 +129,7 @@ class EnvRunner:
         self._pool = pool
         self._observation_cls = observation_cls
         self._adapters: dict[type, ClassAdapter] = {}
+        self._create_cost = LifecycleCost()
 
     def adapter_for(self, env: Any) -> ClassAdapter:
         cls = type(env)
@@ -103,7 +149,7 @@ class EnvRunner:
         if self._factory_is_async:
             env = await self._factory()
         else:
-            env = await self._run(False, self._factory)
+            env = await self._create_cost.run(self._pool, self._factory)
         self.adapter_for(env)  # checks the contract once per class
         return env
 
@@ -134,9 +180,14 @@ class EnvRunner:
         return result
 
     async def close(self, env: Any) -> None:
-        method = self.adapter_for(env).close
-        if method is not None:
-            await self._run(method.is_async, getattr(env, method.name))
+        adapter = self.adapter_for(env)
+        method = adapter.close
+        if method is None:
+            return
+        if method.is_async:
+            await getattr(env, method.name)()
+        else:
+            await adapter.close_cost.run(self._pool, getattr(env, method.name))
 
     def _check_observation(self, env: Any, method: str, result: Any) -> Observation:
         if isinstance(result, Observation):

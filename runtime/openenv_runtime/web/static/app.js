@@ -6,7 +6,7 @@ import { renderMarkdown } from "./markdown.js";
 import { Session, SessionEnd, Unauthorized, getJson, token } from "./session.js";
 
 const $ = (id) => document.getElementById(id);
-const HEALTH_EVERY_MS = 5000;
+const HEALTH_EVERY_MS = 10_000;
 const HIGHLIGHT_LIMIT = 200_000;
 
 const page = {
@@ -371,7 +371,7 @@ function renderHistory() {
   if (!entries.length) body.append(h("tr", { class: "placeholder" }, h("td", { colspan: 5, text: "No steps yet." })));
   const shown = page.viewing ?? entries.length - 1;
   entries.forEach((e, i) => {
-    const actionText = e.kind === "reset" ? (e.action.seed !== undefined ? `reset (seed ${e.action.seed})` : "reset") : JSON.stringify(e.action);
+    const actionText = e.kind === "reset" ? (e.action.seed !== undefined ? `reset (seed ${e.action.seed})` : "reset") : oneLine(e.action);
     const view = h("button", {
       type: "button",
       class: "link",
@@ -401,6 +401,13 @@ function renderHistory() {
   $("download-btn").disabled = !entries.length;
   const wrap = body.closest(".history-wrap");
   if (page.viewing === null) wrap.scrollTop = wrap.scrollHeight;
+}
+
+/** JSON on one line, with a space after each comma and colon. */
+function oneLine(value) {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  if (Array.isArray(value)) return `[${value.map(oneLine).join(", ")}]`;
+  return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${oneLine(v)}`).join(", ")}}`;
 }
 
 /** JSON, indented, with short flat arrays and objects kept on one line ([4, 4]). */

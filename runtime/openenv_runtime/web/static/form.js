@@ -88,7 +88,12 @@ export function classify(schema, root) {
       const values = others.flatMap((a) => (Array.isArray(a.enum) ? a.enum : [a.const]));
       return { kind: "enum", schema: { ...site, enum: values }, nullable };
     }
-    return { kind: "json", schema: s, nullable };
+    const scalar = (a) => ["string", "integer", "number", "boolean"].includes(a.type) || Array.isArray(a.enum) || "const" in a;
+    return {
+      kind: "json",
+      schema: { ...s, "x-scalar": others.every(scalar), "x-string": others.some((a) => a.type === "string") },
+      nullable,
+    };
   }
   if (Array.isArray(s.enum)) {
     const values = s.enum.filter((v) => v !== null);
@@ -105,6 +110,7 @@ export function classify(schema, root) {
   if (type === "object" || (!type && s.properties)) {
     return { kind: s.properties ? "object" : "json", schema: s, nullable };
   }
+  if (type === "array" && Array.isArray(s.prefixItems)) return { kind: "json", schema: s, nullable }; // a tuple
   if (["string", "integer", "number", "boolean", "array"].includes(type)) return { kind: type, schema: s, nullable };
   return { kind: "json", schema: s, nullable };
 }
@@ -321,7 +327,12 @@ function scalarField(s, ctx, nullable) {
         control.value = v === null || v === undefined ? "" : String(v);
       };
     } else {
-      control = h("textarea", { id, rows: 3, spellcheck: "false", class: "mono", placeholder: "JSON, e.g. {\"key\": 1}" });
+      // a union of plain values (int | str) or an array item gets one line; objects a text area
+      const oneLine = ctx.inline || s["x-scalar"] === true;
+      const example = s.type === "object" ? '{"key": 1}' : s.type === "array" ? "[1, 2]" : oneLine ? "a JSON value" : "{}";
+      control = oneLine
+        ? h("input", { type: "text", id, class: "mono", spellcheck: "false", autocomplete: "off", placeholder: example })
+        : h("textarea", { id, rows: 3, spellcheck: "false", class: "mono", placeholder: example });
       ctrl.handlesNull = nullable;
       ctrl.get = () => {
         const text = control.value.trim();
@@ -332,11 +343,13 @@ function scalarField(s, ctx, nullable) {
         try {
           return JSON.parse(text);
         } catch (err) {
+          if (s["x-string"]) return control.value; // int | str: what is not JSON is the string itself
           return fail(ctrl, `Not valid JSON: ${err.message}`);
         }
       };
       ctrl.set = (v) => {
-        control.value = v === undefined ? "" : JSON.stringify(v, null, 2);
+        const flat = JSON.stringify(v);
+        control.value = v === undefined ? "" : oneLine || flat.length <= 60 ? flat : JSON.stringify(v, null, 2);
       };
     }
     const lab = h("label", { for: id, text: ctx.label });
@@ -509,7 +522,7 @@ function arrayField(s, ctx) {
   shell.legend.append(tag);
   const list = h("ol", { class: "rows" });
   const empty = h("p", { class: "empty", text: "No items." });
-  const add = h("button", { type: "button", class: "btn btn-small", text: `Add ${simple ? "item" : humanize(itemKind)}` });
+  const add = h("button", { type: "button", class: "btn btn-small", text: "Add item" });
   add.setAttribute("aria-label", `Add an item to ${ctx.label}`);
   shell.body.append(list, empty, h("div", { class: "row-actions" }, add));
   const rows = [];

@@ -1,0 +1,96 @@
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from openenv_runtime import Environment, Observation, State
+from openenv_runtime.server.adapter import ClassAdapter, ContractViolation, EnvRunner, LifecycleCost
+from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_cheap_calls_move_inline_and_a_slow_one_goes_back_to_the_pool_for_good() -> None:
+    cost = LifecycleCost()
+    pool = ThreadPoolExecutor(2)
+    main = threading.get_ident()
+    seen: list[bool] = []
+
+    def cheap() -> None:
+        seen.append(threading.get_ident() == main)
+
+    async def go() -> None:
+        for _ in range(LifecycleCost.TRIALS + 2):
+            await cost.run(pool, cheap)
+        assert seen[: LifecycleCost.TRIALS] == [False] * LifecycleCost.TRIALS  # on the pool while unproven
+        assert seen[-1] is True and cost.inline  # then inline
+        await cost.run(pool, lambda: time.sleep(0.01))  # one slow call
+        assert not cost.inline and cost.demoted
+        seen.clear()
+        for _ in range(LifecycleCost.TRIALS + 2):
+            await cost.run(pool, cheap)
+        assert seen == [False] * (LifecycleCost.TRIALS + 2)  # never inline again
+
+    run(go())
+
+
+def test_base_close_is_skipped() -> None:
+    class NoClose(Environment):
+        def reset(self, seed=None, episode_id=None, **kw):  # type: ignore[no-untyped-def]
+            return Observation()
+
+        def step(self, action, **kw):  # type: ignore[no-untyped-def]
+            return Observation()
+
+        @property
+        def state(self) -> State:
+            return State()
+
+    assert ClassAdapter(NoClose).close is None
+    assert ClassAdapter(EchoEnvironment).close is not None
+
+
+def test_reset_gets_only_the_keys_its_signature_accepts() -> None:
+    class Narrow(EchoEnvironment):
+        def reset(self, seed=None):  # type: ignore[no-untyped-def,override]
+            return EchoObservation(metadata={"seed": seed})
+
+    runner = EnvRunner(Narrow, ThreadPoolExecutor(1), EchoObservation)
+
+    async def go() -> Observation:
+        env = await runner.create()
+        return await runner.reset(env, {"seed": 4, "episode_id": "x", "other": 1})
+
+    assert run(go()).metadata == {"seed": 4}
+
+
+def test_wrong_return_type_is_a_contract_violation_that_says_what_to_return() -> None:
+    class Wrong(EchoEnvironment):
+        def step(self, action, **kw):  # type: ignore[no-untyped-def,override]
+            return {"echoed_message": "x"}
+
+    runner = EnvRunner(Wrong, ThreadPoolExecutor(1), EchoObservation)
+
+    async def go() -> None:
+        env = await runner.create()
+        await runner.step(env, EchoAction(message="x"))
+
+    with pytest.raises(ContractViolation, match=r"return EchoObservation\("):
+        run(go())
+
+
+def test_state_may_be_an_async_method() -> None:
+    class AsyncState(EchoEnvironment):
+        async def state(self) -> State:  # type: ignore[override]
+            return State(step_count=5)
+
+    runner = EnvRunner(AsyncState, ThreadPoolExecutor(1), EchoObservation)
+
+    async def go() -> State:
+        return await runner.state(await runner.create())
+
+    assert run(go()).step_count == 5
