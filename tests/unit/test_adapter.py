@@ -28,12 +28,24 @@ def test_cheap_calls_move_inline_and_a_slow_one_goes_back_to_the_pool_for_good()
             await cost.run(pool, cheap)
         assert seen[: LifecycleCost.TRIALS] == [False] * LifecycleCost.TRIALS  # on the pool while unproven
         assert seen[-1] is True and cost.inline  # then inline
-        await cost.run(pool, lambda: time.sleep(0.01))  # one slow call
+        await cost.run(pool, lambda: time.sleep(0.01))  # one slow call: inline, over INLINE_LIMIT
         assert not cost.inline and cost.demoted
         seen.clear()
         for _ in range(LifecycleCost.TRIALS + 2):
             await cost.run(pool, cheap)
         assert seen == [False] * (LifecycleCost.TRIALS + 2)  # never inline again
+
+    run(go())
+
+
+def test_blocking_io_on_the_pool_is_never_promoted() -> None:
+    cost = LifecycleCost()
+    pool = ThreadPoolExecutor(2)
+
+    async def go() -> None:
+        for _ in range(LifecycleCost.TRIALS + 2):
+            await cost.run(pool, lambda: time.sleep(LifecycleCost.CHEAP_WALL * 1.5))  # no CPU, but slow
+        assert not cost.inline and cost.demoted
 
     run(go())
 

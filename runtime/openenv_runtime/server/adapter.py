@@ -83,13 +83,17 @@ class LifecycleCost:
     """Decides where a plain constructor or ``close()`` runs: the pool until proven cheap.
 
     Creating and closing an instance happens once per session; for a cheap ``__init__`` the
-    hop to the thread pool and back costs more than the call. Each call is timed on the
-    pool; after ``TRIALS`` calls that all took under ``THRESHOLD`` seconds it runs inline on
-    the event loop. An inline call that ever takes longer sends it back to the pool for good,
-    so a heavy constructor (a model load) never blocks the loop more than once.
+    hop to the thread pool and back costs more than the call. Each call on the pool is timed
+    by the thread's own CPU time (wall time there includes waiting for the GIL while the
+    event loop is busy) and, to catch blocking I/O, by a generous wall-clock bound. After
+    ``TRIALS`` cheap calls it runs inline on the event loop; an inline call that ever takes
+    longer than ``INLINE_LIMIT`` sends it back to the pool for good, so a heavy constructor
+    (a model load) never blocks the loop more than once.
     """
 
-    THRESHOLD = 0.0005
+    CHEAP_CPU = 0.0005
+    CHEAP_WALL = 0.02
+    INLINE_LIMIT = 0.002
     TRIALS = 16
     __slots__ = ("cheap_calls", "inline", "demoted")
 
@@ -102,17 +106,18 @@ class LifecycleCost:
         if self.inline:
             started = time.perf_counter()
             result = func()
-            if time.perf_counter() - started > self.THRESHOLD:
+            if time.perf_counter() - started > self.INLINE_LIMIT:
                 self.inline, self.demoted = False, True
             return result
 
-        def timed() -> tuple[Any, float]:
-            started = time.perf_counter()
+        def timed() -> tuple[Any, bool]:
+            wall, cpu = time.perf_counter(), time.thread_time()
             value = func()
-            return value, time.perf_counter() - started
+            cheap = time.thread_time() - cpu <= self.CHEAP_CPU and time.perf_counter() - wall <= self.CHEAP_WALL
+            return value, cheap
 
-        result, took = await asyncio.get_running_loop().run_in_executor(pool, timed)
-        if took > self.THRESHOLD:
+        result, cheap = await asyncio.get_running_loop().run_in_executor(pool, timed)
+        if not cheap:
             self.demoted = True
         elif not self.demoted:
             self.cheap_calls += 1
