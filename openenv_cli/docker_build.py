@@ -410,7 +410,8 @@ class BuildLog:
         if match:
             if self.current and self.current.finished is None:
                 self.current.finished = time.monotonic()
-            step = BuildStep(int(match.group(1)), int(match.group(2)), match.group(3).strip())
+            # Continuation lines arrive joined with their indentation: show one space instead.
+            step = BuildStep(int(match.group(1)), int(match.group(2)), " ".join(match.group(3).split()))
             self.steps.append(step)
             self.step_lines.clear()
             return [BuildEvent("step", step.instruction, step)]

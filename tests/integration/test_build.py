@@ -370,8 +370,10 @@ MULTI_STAGE = {
         ARG BASE_IMAGE=python:3.11-slim
         FROM ${{BASE_IMAGE}} AS builder
         LABEL {label}
+        ARG GREETING=unset
         COPY _openenv_runtime/ /src/runtime/
-        RUN python -m compileall -q /src/runtime && python -c "import sys; print(sys.version_info[:2])" > /src/python.txt
+        RUN python -m compileall -q /src/runtime && python -c "import sys; print(sys.version_info[:2])" > /src/python.txt \\
+            && echo "$GREETING" > /src/greeting.txt
 
         FROM ${{BASE_IMAGE}}
         LABEL {label}
@@ -387,14 +389,20 @@ def test_multi_stage_dockerfile_with_base_image(client: docker.DockerClient, bas
     dockerfile = textwrap.dedent(MULTI_STAGE[kind]).format(label=f"{LABEL_KEY}={RUN_ID}")
     (scratch_project / "server" / "Dockerfile").write_text(dockerfile)
     tag = f"{REPOSITORY}:{RUN_ID}-multi"
+    # The ARG variant also gets a build argument and --no-cache.
+    extra = ["--build-arg", "GREETING=hello there", "--no-cache"] if "ARG" in kind else []
     try:
-        done = openenv("build", "--base-image", base_image, "-t", tag, cwd=scratch_project)
+        done = openenv("build", "--base-image", base_image, "-t", tag, *extra, cwd=scratch_project)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "One or more build-args" not in done.stdout
         code, out = run_once(client, tag, None)
         assert (code, out.strip()) == (0, "(3, 11)")
         code, out = run_once(client, tag, ["ls", "/opt/src/runtime/openenv_runtime/serve.py"])
         assert code == 0, out
+        if extra:
+            assert "(cached)" not in done.stdout
+            code, out = run_once(client, tag, ["cat", "/opt/src/greeting.txt"])
+            assert (code, out.strip()) == (0, "hello there")
     finally:
         remove_images(client, tag)
 
