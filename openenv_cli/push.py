@@ -30,7 +30,7 @@ import yaml
 from openenv_cli.config import parse_bool
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import Manifest
-from openenv_cli.staging import StagedContext, stage
+from openenv_cli.staging import RUNTIME_DIR, StagedContext, stage
 
 SPACE_COLORS = ("red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray")
 OPENENV_TAG = "openenv"
@@ -130,6 +130,7 @@ class SpaceUrls:
     app: str  # https://<ns>-<name>.hf.space
     websocket: str  # wss://<ns>-<name>.hf.space/ws
     pip: str  # pip install git+<endpoint>/spaces/ns/name
+    pip_with_runtime: str  # the same, plus the runtime from the Space (no package index serves it)
     docker: str  # docker run -p PORT:PORT registry.hf.space/<ns>-<name>:latest
 
 
@@ -146,6 +147,7 @@ def space_urls(repo_id: str, endpoint: str, port: int) -> SpaceUrls:
         app=f"https://{sub}.hf.space",
         websocket=f"wss://{sub}.hf.space/ws",
         pip=f"pip install git+{page}",
+        pip_with_runtime=f'pip install "openenv-runtime @ git+{page}#subdirectory={RUNTIME_DIR}" git+{page}',
         docker=f"docker run -p {port}:{port} registry.hf.space/{sub}:latest",
     )
 

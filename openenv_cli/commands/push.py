@@ -156,6 +156,7 @@ def _show_result(result: PushResult) -> None:
     say(f"App:         {escape(urls.app)}")
     say(f"WebSocket:   {escape(urls.websocket)}")
     say(f"Client:      {escape(urls.pip)}")
+    say(f"             [dim]without openenv installed: {escape(urls.pip_with_runtime)}[/]")
     say(f"Image:       {escape(urls.docker)}")
     if result.commit is not None:
         say("\nThe Space is building; follow it on the Space page.", style="dim")

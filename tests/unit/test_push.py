@@ -110,6 +110,10 @@ def test_space_urls() -> None:
     assert urls.websocket == "wss://alice-my-env.hf.space/ws"
     assert urls.pip == "pip install git+https://huggingface.co/spaces/alice/my_env"
     assert urls.docker == "docker run -p 9000:9000 registry.hf.space/alice-my-env:latest"
+    assert urls.pip_with_runtime == (
+        'pip install "openenv-runtime @ git+https://huggingface.co/spaces/alice/my_env#subdirectory=_openenv_runtime"'
+        " git+https://huggingface.co/spaces/alice/my_env"
+    )
 
 
 # -- README ---------------------------------------------------------------------------------
