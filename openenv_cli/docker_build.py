@@ -45,6 +45,7 @@ BASE_IMAGE_ARG = "BASE_IMAGE"
 LOG_TAIL_LINES = 15
 # Seconds to wait for one read from the engine: a RUN step may be silent for a long time.
 ENGINE_TIMEOUT = 3600
+CONNECT_TIMEOUT = 15
 
 RUNTIME_LABEL = "io.openenv.runtime.version"
 APP_LABEL = "io.openenv.app"
@@ -566,12 +567,15 @@ def connect(environ: Mapping[str, str] | None = None) -> Any:
 
     environ = os.environ if environ is None else environ
     try:
+        # A short timeout while finding out whether anything answers (a DOCKER_HOST pointing
+        # nowhere must not hang), the long one for the build's own requests.
         client = docker.APIClient(
-            version="auto", timeout=ENGINE_TIMEOUT, **docker.utils.kwargs_from_env(environment=dict(environ))
+            version="auto", timeout=CONNECT_TIMEOUT, **docker.utils.kwargs_from_env(environment=dict(environ))
         )
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
         raise engine_unreachable(exc, environ) from None
+    client.timeout = ENGINE_TIMEOUT
     return client
 
 
