@@ -7,9 +7,9 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import openenv_runtime
 import pytest
 
-import openenv_runtime
 from openenv_cli.errors import OpenEnvError
 from openenv_cli.scaffold import render_project
 from openenv_cli.staging import (
