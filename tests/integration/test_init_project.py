@@ -100,7 +100,7 @@ def test_cli_is_installed_from_wheels_with_templates(venv: Path, tmp_path: Path)
     templates, runtime = json.loads(out)
     assert str(venv) in templates and templates.endswith("openenv_cli/templates")
     assert str(venv) in runtime  # not the checkout
-    assert not templates.startswith(str(REPO))
+    assert not templates.startswith(str(REPO / "templates"))  # the copy inside the wheel
     assert "openenv" in run(["openenv", "--version"], tmp_path, env).stdout
     uv = run(["python", "-c", "import shutil; print(shutil.which('uv'))"], tmp_path, env).stdout.strip()
     assert uv == "None" or not uv.startswith(str(venv))
