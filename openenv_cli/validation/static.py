@@ -13,8 +13,11 @@ from openenv_cli.validation.results import CheckResult, failed, passed, skipped,
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+else:  # pragma: no cover - Python 3.10: tomli if installed, else the copy pip vendors
+    try:
+        import tomli as tomllib
+    except ImportError:
+        from pip._vendor import tomli as tomllib
 
 RUNTIME_DISTRIBUTIONS = {"openenv-runtime": "openenv-runtime", "openenv-core": "openenv-core (the reference)"}
 
