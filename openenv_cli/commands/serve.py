@@ -24,18 +24,18 @@ from openenv_cli.validation.isolation import import_layout
 
 def command(
     path: Annotated[Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)] = Path("."),
-    host: Annotated[Optional[str], typer.Option(help="Interface to bind [env HOST; default 127.0.0.1].")] = None,
-    port: Annotated[Optional[int], typer.Option(help="Port [env PORT; openenv.yaml port; default 8000].")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Worker processes [env WORKERS; server.workers; default 1].")] = None,
+    host: Annotated[Optional[str], typer.Option(help="Interface to bind \\[env HOST; default 127.0.0.1].")] = None,
+    port: Annotated[Optional[int], typer.Option(help="Port \\[env PORT; openenv.yaml port; default 8000].")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Worker processes \\[env WORKERS; server.workers; default 1].")] = None,
     reload: Annotated[bool, typer.Option("--reload", help="Restart when the project's files change.")] = False,
     max_concurrent_envs: Annotated[
-        Optional[int], typer.Option(help="Sessions per worker [env MAX_CONCURRENT_ENVS; server.max_concurrent_envs; default 100].")
+        Optional[int], typer.Option(help="Sessions per worker \\[env MAX_CONCURRENT_ENVS; server.max_concurrent_envs; default 100].")
     ] = None,
     session_timeout: Annotated[
-        Optional[float], typer.Option(help="Idle seconds before a session is closed [env SESSION_TIMEOUT; default 600; 0 = never].")
+        Optional[float], typer.Option(help="Idle seconds before a session is closed \\[env SESSION_TIMEOUT; default 600; 0 = never].")
     ] = None,
     web: Annotated[
-        Optional[bool], typer.Option("--web/--no-web", help="Serve the web interface at /web [env ENABLE_WEB_INTERFACE; default on].")
+        Optional[bool], typer.Option("--web/--no-web", help="Serve the web interface at /web \\[env ENABLE_WEB_INTERFACE; default on].")
     ] = None,
 ) -> None:
     """Serve the environment in PATH on uvicorn until Ctrl-C.

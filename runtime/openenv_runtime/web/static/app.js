@@ -19,6 +19,7 @@ const page = {
   health: null,
   episode: newEpisode(null),
   viewing: null, // index in episode.entries shown in the observation card, null = latest
+  selectedRow: null,
 };
 
 function newEpisode(seed) {
@@ -320,7 +321,7 @@ function addEntry({ kind, action, reply }) {
     at: new Date().toISOString(),
   });
   page.viewing = null;
-  renderHistory();
+  renderHistory(kind === "step");
   renderObservation();
 }
 
@@ -350,7 +351,7 @@ function renderObservation() {
   const latest = index === entries.length - 1;
   source.append(entry.kind === "reset" ? "after reset" : `after step ${entry.step}`);
   if (!latest) {
-    source.append(" · ", h("button", { type: "button", class: "link", text: "show latest", onclick: () => { page.viewing = null; renderObservation(); renderHistory(); } }));
+    source.append(" · ", h("button", { type: "button", class: "link", text: "show latest", onclick: () => showEntry(Infinity) }));
   }
   const reward = $("stat-reward");
   reward.textContent = fmt(entry.reward);
@@ -364,39 +365,61 @@ function renderObservation() {
   $("copy-obs").disabled = false;
 }
 
-function renderHistory() {
+function historyRow(e, i) {
+  const actionText = e.kind === "reset" ? (e.action.seed !== undefined ? `reset (seed ${e.action.seed})` : "reset") : oneLine(e.action);
+  const view = h("button", {
+    type: "button",
+    class: "link",
+    text: String(e.step),
+    "aria-label": `Show the observation ${e.kind === "reset" ? "after reset" : `of step ${e.step}`}`,
+    onclick: () => showEntry(i),
+  });
+  return h(
+    "tr",
+    { class: [e.kind, e.done ? "done" : ""].join(" ").trim() },
+    h("td", { class: "num" }, view),
+    h("td", { class: "action mono", title: actionText }, h("span", { text: actionText })),
+    h("td", { class: "num", "data-sign": typeof e.reward === "number" ? Math.sign(e.reward) : "", text: fmt(e.reward) }),
+    h("td", { text: e.done ? "done" : "–", class: e.done ? "done-cell" : "" }),
+    h("td", { class: "num muted", text: `${e.latency_ms.toFixed(1)} ms` }),
+  );
+}
+
+function showEntry(index) {
+  page.viewing = index >= page.episode.entries.length - 1 ? null : index;
+  renderObservation();
+  markSelected();
+}
+
+/** Highlight the row whose observation is shown (touches two rows, not the whole table). */
+function markSelected() {
+  const entries = page.episode.entries;
+  const row = $("history-body").rows[page.viewing ?? entries.length - 1];
+  if (page.selectedRow && page.selectedRow !== row) {
+    page.selectedRow.classList.remove("selected");
+    page.selectedRow.removeAttribute("aria-current");
+  }
+  page.selectedRow = entries.length ? row : null;
+  if (page.selectedRow) {
+    row.classList.add("selected");
+    row.setAttribute("aria-current", "true");
+  }
+}
+
+/** Rebuild the table (new episode), or append the newest entry to it. */
+function renderHistory(appendOnly = false) {
   const entries = page.episode.entries;
   const body = $("history-body");
-  body.replaceChildren();
-  if (!entries.length) body.append(h("tr", { class: "placeholder" }, h("td", { colspan: 5, text: "No steps yet." })));
-  const shown = page.viewing ?? entries.length - 1;
-  entries.forEach((e, i) => {
-    const actionText = e.kind === "reset" ? (e.action.seed !== undefined ? `reset (seed ${e.action.seed})` : "reset") : oneLine(e.action);
-    const view = h("button", {
-      type: "button",
-      class: "link",
-      text: String(e.step),
-      "aria-label": `Show the observation ${e.kind === "reset" ? "after reset" : `of step ${e.step}`}`,
-      onclick: () => {
-        page.viewing = i === entries.length - 1 ? null : i;
-        renderObservation();
-        renderHistory();
-      },
-    });
-    const row = h(
-      "tr",
-      { class: [e.kind, e.done ? "done" : "", i === shown ? "selected" : ""].join(" ").trim(), "aria-current": i === shown ? "true" : null },
-      h("td", { class: "num" }, view),
-      h("td", { class: "action mono", title: actionText }, h("span", { text: actionText })),
-      h("td", { class: "num", "data-sign": typeof e.reward === "number" ? Math.sign(e.reward) : "", text: fmt(e.reward) }),
-      h("td", { text: e.done ? "done" : "–", class: e.done ? "done-cell" : "" }),
-      h("td", { class: "num muted", text: `${e.latency_ms.toFixed(1)} ms` }),
-    );
-    body.append(row);
-  });
-  const total = cumulative(entries);
-  $("history-total").textContent = fmt(total);
-  const steps = entries.filter((e) => e.kind === "step").length;
+  if (appendOnly && entries.length > 1 && body.rows.length === entries.length - 1) {
+    body.append(historyRow(entries[entries.length - 1], entries.length - 1));
+  } else {
+    page.selectedRow = null;
+    body.replaceChildren(...entries.map(historyRow));
+    if (!entries.length) body.append(h("tr", { class: "placeholder" }, h("td", { colspan: 5, text: "No steps yet." })));
+  }
+  markSelected();
+  $("history-total").textContent = fmt(cumulative(entries));
+  const steps = entries.length ? entries[entries.length - 1].step : 0;
   $("history-summary").textContent = entries.length ? `${steps} step${steps === 1 ? "" : "s"}${page.episode.seed !== null ? ` · seed ${page.episode.seed}` : ""}` : "";
   $("download-btn").disabled = !entries.length;
   const wrap = body.closest(".history-wrap");

@@ -241,9 +241,9 @@ function attachErrors(ctrl, target, deco, controls) {
     if (clearChildren) clearChildren();
   };
   ctrl.clearOwnError = clearOwn;
-  target.addEventListener("input", (e) => {
+  target.addEventListener("input", () => {
     ctrl.dirty = true;
-    if (e.target.closest(".field, fieldset") === target || !clearChildren) clearOwn();
+    clearOwn();
   });
   target.addEventListener("change", () => {
     ctrl.dirty = true;
