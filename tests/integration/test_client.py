@@ -119,3 +119,10 @@ def test_message_timeout() -> None:
             env.state()
         env.connect()
         assert env.reset().observation.echoed_message == "ready"
+
+
+def test_an_app_can_be_served_again_after_its_server_stopped() -> None:
+    app = create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    for _ in range(2):
+        with running_server(app) as url, Echo(url).sync() as env:
+            assert env.step(EchoAction(message="again")).observation.echoed_message == "again"

@@ -71,7 +71,7 @@ def test_reset_gets_only_the_keys_its_signature_accepts() -> None:
         def reset(self, seed=None):  # type: ignore[no-untyped-def,override]
             return EchoObservation(metadata={"seed": seed})
 
-    runner = EnvRunner(Narrow, ThreadPoolExecutor(1), EchoObservation)
+    runner = EnvRunner(Narrow, 1, EchoObservation)
 
     async def go() -> Observation:
         env = await runner.create()
@@ -85,7 +85,7 @@ def test_wrong_return_type_is_a_contract_violation_that_says_what_to_return() ->
         def step(self, action, **kw):  # type: ignore[no-untyped-def,override]
             return {"echoed_message": "x"}
 
-    runner = EnvRunner(Wrong, ThreadPoolExecutor(1), EchoObservation)
+    runner = EnvRunner(Wrong, 1, EchoObservation)
 
     async def go() -> None:
         env = await runner.create()
@@ -100,7 +100,7 @@ def test_state_may_be_an_async_method() -> None:
         async def state(self) -> State:  # type: ignore[override]
             return State(step_count=5)
 
-    runner = EnvRunner(AsyncState, ThreadPoolExecutor(1), EchoObservation)
+    runner = EnvRunner(AsyncState, 1, EchoObservation)
 
     async def go() -> State:
         return await runner.state(await runner.create())

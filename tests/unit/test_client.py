@@ -45,3 +45,10 @@ def test_parse_result_reads_reward_and_done_from_envelope() -> None:
     )
     assert result.reward == 0.2 and result.done is True
     assert result.observation.reward == 0.2 and result.observation.metadata == {"a": 1}
+
+
+def test_unknown_observation_fields_from_a_newer_server_are_ignored() -> None:
+    result = Echo("http://x")._parse_result(
+        {"observation": {"echoed_message": "hi", "message_length": 2, "added_later": [1]}, "reward": 0.2, "done": False}
+    )
+    assert result.observation.echoed_message == "hi"

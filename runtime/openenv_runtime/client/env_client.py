@@ -182,7 +182,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     def _parse_result(self, data: dict[str, Any]) -> StepResult[ObsT]:
         reward, done = data.get("reward"), bool(data.get("done", False))
-        obs = self.observation_cls.model_validate({**data.get("observation", {}), "reward": reward, "done": done})
+        body = data.get("observation") or {}
+        fields = self.observation_cls.model_fields
+        if not fields.keys() >= body.keys():
+            # A newer server may add observation fields; an older client keeps working without them.
+            body = {k: v for k, v in body.items() if k in fields}
+        obs = self.observation_cls.model_validate({**body, "reward": reward, "done": done})
         return StepResult(observation=obs, reward=reward, done=done)  # type: ignore[arg-type]
 
     def _parse_state(self, data: dict[str, Any]) -> StateT:

@@ -126,13 +126,27 @@ class LifecycleCost:
 class EnvRunner:
     """Calls environment instances for a server: one per app, shared by every session."""
 
-    def __init__(self, factory: Callable[[], Any], pool: ThreadPoolExecutor, observation_cls: type[Observation]) -> None:
+    def __init__(self, factory: Callable[[], Any], pool_size: int, observation_cls: type[Observation]) -> None:
         self._factory = factory
         self._factory_is_async = inspect.iscoroutinefunction(factory)
-        self._pool = pool
+        self._pool_size = pool_size
+        self._pool_instance: ThreadPoolExecutor | None = None
         self._observation_cls = observation_cls
         self._adapters: dict[type, ClassAdapter] = {}
         self._create_cost = LifecycleCost()
+
+    @property
+    def _pool(self) -> ThreadPoolExecutor:
+        # Made on first use, so an app can be served again after a server using it stopped.
+        if self._pool_instance is None:
+            self._pool_instance = ThreadPoolExecutor(max_workers=self._pool_size, thread_name_prefix="openenv-env")
+        return self._pool_instance
+
+    def shutdown(self) -> None:
+        """Stop the thread pool (a later call makes a new one)."""
+        pool, self._pool_instance = self._pool_instance, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def adapter_for(self, env: Any) -> ClassAdapter:
         cls = type(env)

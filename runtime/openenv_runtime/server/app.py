@@ -6,7 +6,6 @@ import inspect
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -107,8 +106,7 @@ def create_app(
         )
         capacity = 1
 
-    pool = ThreadPoolExecutor(max_workers=config.sync_pool_size, thread_name_prefix="openenv-env")
-    runner = EnvRunner(factory, pool, observation_cls)
+    runner = EnvRunner(factory, config.sync_pool_size, observation_cls)
     manager = SessionManager(runner, capacity, config.session_timeout)
 
     @asynccontextmanager
@@ -118,7 +116,7 @@ def create_app(
             yield
         finally:
             await manager.shutdown()
-            pool.shutdown(wait=False, cancel_futures=True)
+            runner.shutdown()
 
     env_name = name or (env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment"))
     metadata = {

@@ -8,6 +8,7 @@ import { Session, SessionEnd, Unauthorized, getJson, token } from "./session.js"
 const $ = (id) => document.getElementById(id);
 const HEALTH_EVERY_MS = 10_000;
 const HIGHLIGHT_LIMIT = 200_000;
+const MAX_ROWS = 300; // rows kept in the table; the download has every step
 
 const page = {
   meta: null,
@@ -20,6 +21,7 @@ const page = {
   episode: newEpisode(null),
   viewing: null, // index in episode.entries shown in the observation card, null = latest
   selectedRow: null,
+  firstRow: 0, // index in episode.entries of the table's first row
 };
 
 function newEpisode(seed) {
@@ -394,7 +396,7 @@ function showEntry(index) {
 /** Highlight the row whose observation is shown (touches two rows, not the whole table). */
 function markSelected() {
   const entries = page.episode.entries;
-  const row = $("history-body").rows[page.viewing ?? entries.length - 1];
+  const row = $("history-body").rows[(page.viewing ?? entries.length - 1) - page.firstRow];
   if (page.selectedRow && page.selectedRow !== row) {
     page.selectedRow.classList.remove("selected");
     page.selectedRow.removeAttribute("aria-current");
@@ -410,17 +412,27 @@ function markSelected() {
 function renderHistory(appendOnly = false) {
   const entries = page.episode.entries;
   const body = $("history-body");
-  if (appendOnly && entries.length > 1 && body.rows.length === entries.length - 1) {
+  if (appendOnly && entries.length > 1 && page.firstRow + body.rows.length === entries.length - 1) {
     body.append(historyRow(entries[entries.length - 1], entries.length - 1));
+    if (body.rows.length > MAX_ROWS) {
+      if (page.selectedRow === body.rows[0]) page.selectedRow = null;
+      body.deleteRow(0);
+      page.firstRow += 1;
+    }
   } else {
     page.selectedRow = null;
-    body.replaceChildren(...entries.map(historyRow));
+    page.firstRow = Math.max(0, entries.length - MAX_ROWS);
+    body.replaceChildren(...entries.slice(page.firstRow).map((e, i) => historyRow(e, i + page.firstRow)));
     if (!entries.length) body.append(h("tr", { class: "placeholder" }, h("td", { colspan: 5, text: "No steps yet." })));
   }
+  if (page.viewing !== null && page.viewing < page.firstRow) page.viewing = null;
   markSelected();
   $("history-total").textContent = fmt(cumulative(entries));
   const steps = entries.length ? entries[entries.length - 1].step : 0;
-  $("history-summary").textContent = entries.length ? `${steps} step${steps === 1 ? "" : "s"}${page.episode.seed !== null ? ` · seed ${page.episode.seed}` : ""}` : "";
+  const parts = [`${steps} step${steps === 1 ? "" : "s"}`];
+  if (page.episode.seed !== null) parts.push(`seed ${page.episode.seed}`);
+  if (page.firstRow > 0) parts.push(`table shows the last ${MAX_ROWS}`);
+  $("history-summary").textContent = entries.length ? parts.join(" · ") : "";
   $("download-btn").disabled = !entries.length;
   const wrap = body.closest(".history-wrap");
   if (page.viewing === null) wrap.scrollTop = wrap.scrollHeight;
