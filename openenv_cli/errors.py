@@ -33,6 +33,7 @@ class UsageError(OpenEnvError):
 
 def render_error(error: OpenEnvError, console: Console) -> None:
     """Print ``error`` the way every command shows failures."""
-    console.print(f"[bold red]Error:[/] {escape(error.message)}", highlight=False)
+    # soft_wrap: an error stays one line in CI logs and pipes, whatever the console width.
+    console.print(f"[bold red]Error:[/] {escape(error.message)}", highlight=False, soft_wrap=True)
     if error.hint:
-        console.print(f"[yellow]Hint:[/] {escape(error.hint)}", highlight=False)
+        console.print(f"[yellow]Hint:[/] {escape(error.hint)}", highlight=False, soft_wrap=True)
