@@ -184,6 +184,9 @@ def measure_throughput(plan: Plan, server: ServerProcess, target: Target, lg: Lo
         "step_p99_ms": _median([c.step_latency.p99 for c, _ in cells]),
         "success": min(c.success_rate for c, _ in cells),
         "other_cores": max(o for _, o in cells),
+        # Share of one core each side used during the step window: near 1.0 means that side was the limit.
+        "server_core_share": _median([(c.server_cpu_s or 0) / c.window_s if c.window_s else None for c, _ in cells]),
+        "loadgen_core_share": _median([c.loadgen_cpu_s / c.window_s if c.window_s else None for c, _ in cells]),
         "runs": [c.to_dict() for c, _ in cells],
     }
 
@@ -251,6 +254,15 @@ def measure_concurrency(plan: Plan, server: ServerProcess, target: Target, lg: L
     for batch in plan.ladder:
         if failed is not None or (passed is not None and batch <= passed):
             continue
+        last = steps[-1] if steps else None
+        if plan.quick and last is not None and last.get("total_p99_ms"):
+            # Quick runs skip a step that a linear extrapolation says cannot finish within the timeouts.
+            predicted = last["total_p99_ms"] / 1000 * batch / last["batch"]
+            if predicted > 2 * plan.timeout:
+                steps.append({"batch": batch, "skipped": f"predicted total p99 ≈ {predicted:.0f} s from "
+                                                         f"{last['batch']:,} sessions (quick run)"})
+                log(f"    {batch:>6,} sessions: skipped (predicted total p99 ≈ {predicted:.0f} s)")
+                break
         cell, other = _sessions_cell(plan, server, target, lg, batch, 1, plan.ladder_deadline)
         steps.append({"batch": batch, "success": cell.success_rate, "total_p99_ms": cell.total.p99,
                       "connect_p99_ms": cell.connect.p99, "errors": cell.errors, "other_cores": other,
@@ -259,7 +271,8 @@ def measure_concurrency(plan: Plan, server: ServerProcess, target: Target, lg: L
             passed = batch
         else:
             failed = batch
-    return {"max_sessions": passed, "first_failed": failed, "ladder": steps}
+    skipped = [s["batch"] for s in steps if "skipped" in s]
+    return {"max_sessions": passed, "first_failed": failed, "not_tried": skipped, "ladder": steps}
 
 
 def measure_server(plan: Plan, name: str, stop_at: float) -> dict[str, Any]:
@@ -420,6 +433,10 @@ def collect_notes(results: dict[str, dict[str, Any]]) -> list[str]:
             if other is not None and other > 0.15:
                 notes.append(f"{name} {metric}: other processes on the machine used {other:.2f} cores meanwhile; "
                              "the figure may be disturbed")
+        skipped = (result.get("concurrency") or {}).get("not_tried")
+        if skipped:
+            notes.append(f"{name}: concurrency not tried at {', '.join(f'{b:,}' for b in skipped)} "
+                         "(extrapolated to exceed the timeouts; the full run tries every step)")
         if result.get("error"):
             notes.append(f"{name}: {result['error']}")
         if result.get("cut_short"):
@@ -431,7 +448,12 @@ def collect_notes(results: dict[str, dict[str, Any]]) -> list[str]:
         thr = result.get("throughput")
         if thr and thr.get("loadgen_cpu_us_per_step"):
             notes.append(f"{name}: load generator {thr['loadgen_cpu_us_per_step']:.0f} µs CPU per step at "
-                         f"{thr['sessions']} sessions (the server: {thr['server_cpu_us_per_step'] or 0:.0f} µs)")
+                         f"{thr['sessions']} sessions (the server: {thr['server_cpu_us_per_step'] or 0:.0f} µs); "
+                         f"cores used during the steps: server {thr.get('server_core_share') or 0:.2f}, "
+                         f"load generator {thr.get('loadgen_core_share') or 0:.2f}")
+            if (thr.get("loadgen_core_share") or 0) > 0.9 and (thr.get("server_core_share") or 0) < 0.9:
+                notes.append(f"{name}: the load generator saturated its core, so its steps/s is a lower bound "
+                             "(CPU per step is unaffected)")
     return notes
 
 

@@ -2,13 +2,16 @@
 
 No framework, no models, no environment: ``/ws`` answers ``reset`` and ``step`` with one
 fixed observation, ``state`` with a fixed state, closes on ``close``; ``GET /health``
-answers ``{"status": "healthy"}``. Served on the same uvicorn with the same settings as
+answers ``{"status": "healthy"}``. A step whose ``wait`` is positive sleeps that long first,
+like the benchmark environments, so that in the concurrency runs the floor holds its
+sessions open exactly as long as the others (with ``wait`` 0 it costs one dict lookup). Served on the same uvicorn with the same settings as
 ours (``python -m openenv_runtime.serve floor_app:app --app-dir benchmarks``), it is
 what the server costs when the application costs nothing: the protocol stack's share.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -29,11 +32,18 @@ async def _websocket(receive: Any, send: Any) -> None:
         if message["type"] != "websocket.receive":
             return
         try:
-            kind = json.loads(message.get("text") or message.get("bytes") or b"").get("type")
+            frame = json.loads(message.get("text") or message.get("bytes") or b"")
+            kind = frame.get("type")
         except (ValueError, AttributeError):
             await send({"type": "websocket.send", "text": INVALID})
             continue
-        if kind == "step" or kind == "reset":
+        if kind == "step":
+            data = frame.get("data")
+            wait = data.get("wait") if isinstance(data, dict) else None
+            if wait:
+                await asyncio.sleep(wait)
+            await send({"type": "websocket.send", "text": OBSERVATION})
+        elif kind == "reset":
             await send({"type": "websocket.send", "text": OBSERVATION})
         elif kind == "close":
             await send({"type": "websocket.close", "code": 1000})
