@@ -107,6 +107,7 @@ class Meter:
     def __enter__(self) -> Meter:
         self.server0 = procstat.tree_cpu_seconds(self.pids)
         self.machine0 = procstat.MachineCpu.read()
+        self.overflows0 = procstat.listen_overflows()
         self.t0 = time.monotonic()
         return self
 
@@ -114,6 +115,8 @@ class Meter:
         self.server_cpu = procstat.cpu_delta(self.server0, procstat.tree_cpu_seconds(self.pids))
         self.machine_cpu = procstat.MachineCpu.read().busy_since(self.machine0)
         self.wall = time.monotonic() - self.t0
+        after = procstat.listen_overflows()
+        self.listen_overflows = None if after is None or self.overflows0 is None else after - self.overflows0
 
     def other_cores(self, loadgen_cpu: float) -> float:
         """Average cores used by everything else on the machine during the phase."""
@@ -210,8 +213,10 @@ def _sessions_cell(plan: Plan, server: ServerProcess, target: Target, lg: LoadGe
     with Meter(server.pids) as meter:
         raw = lg.sessions(target, batch, plan.sessions_wait, deadline)
     cell = SessionsCell.from_raw(raw, batch=batch, wait=plan.sessions_wait, rep=rep, server_cpu_s=meter.server_cpu)
+    cell.listen_overflows = meter.listen_overflows
     log(f"    {batch:>6,} sessions: {cell.success_rate * 100:5.1f}% ok, total p99 "
-        f"{(cell.total.p99 or 0) / 1000:.2f} s" + (f", failures {dict(list(cell.errors.items())[:3])}" if cell.errors else ""))
+        f"{(cell.total.p99 or 0) / 1000:.2f} s, listen-queue overflows {meter.listen_overflows}"
+        + (f", failures {dict(list(cell.errors.items())[:3])}" if cell.errors else ""))
     return cell, meter.other_cores(cell.loadgen_cpu_s)
 
 
@@ -228,6 +233,7 @@ def _summarize_cells(cells: list[tuple[SessionsCell, float]]) -> dict[str, Any]:
         "server_cpu_ms_per_session": _median([c.server_cpu_ms_per_session for c, _ in cells]),
         "loadgen_cpu_s": sum(c.loadgen_cpu_s for c, _ in cells),
         "other_cores": max(o for _, o in cells),
+        "listen_overflows": max((c.listen_overflows or 0) for c, _ in cells),
         "errors": {k: v for c, _ in cells for k, v in c.errors.items()},
     }
 
@@ -258,7 +264,7 @@ def measure_concurrency(plan: Plan, server: ServerProcess, target: Target, lg: L
         if plan.quick and last is not None and last.get("total_p99_ms"):
             # Quick runs skip a step that a linear extrapolation says cannot finish within the timeouts.
             predicted = last["total_p99_ms"] / 1000 * batch / last["batch"]
-            if predicted > 2 * plan.timeout:
+            if predicted > 1.5 * plan.timeout:
                 steps.append({"batch": batch, "skipped": f"predicted total p99 ≈ {predicted:.0f} s from "
                                                          f"{last['batch']:,} sessions (quick run)"})
                 log(f"    {batch:>6,} sessions: skipped (predicted total p99 ≈ {predicted:.0f} s)")
@@ -266,6 +272,7 @@ def measure_concurrency(plan: Plan, server: ServerProcess, target: Target, lg: L
         cell, other = _sessions_cell(plan, server, target, lg, batch, 1, plan.ladder_deadline)
         steps.append({"batch": batch, "success": cell.success_rate, "total_p99_ms": cell.total.p99,
                       "connect_p99_ms": cell.connect.p99, "errors": cell.errors, "other_cores": other,
+                      "listen_overflows": cell.listen_overflows,
                       "server_cpu_ms_per_session": cell.server_cpu_ms_per_session})
         if cell.success_rate >= SUCCESS_THRESHOLD:
             passed = batch

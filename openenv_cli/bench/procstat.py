@@ -129,3 +129,22 @@ class MachineCpu:
     def busy_since(self, earlier: MachineCpu) -> float:
         """CPU seconds all processes of the machine used between two readings."""
         return self.busy - earlier.busy
+
+
+def listen_overflows() -> int | None:
+    """The kernel's count of connections dropped because a listen queue was full (this network namespace).
+
+    Read before and after a run: a growing count means the server's accept backlog (or
+    ``net.core.somaxconn``) was too small for the burst of connects, and clients waited for
+    SYN retransmissions (1 s, 3 s, 7 s, ...).
+    """
+    try:
+        lines = (_PROC / "net" / "netstat").read_text().splitlines()
+    except OSError:
+        return None
+    for header, values in zip(lines[::2], lines[1::2]):
+        if header.startswith("TcpExt:"):
+            fields = dict(zip(header.split()[1:], values.split()[1:]))
+            value = fields.get("ListenOverflows")
+            return int(value) if value is not None else None
+    return None

@@ -51,7 +51,7 @@ def to_json_dict(run: BenchRun) -> dict[str, Any]:
 SESSIONS_COLUMNS = [
     "batch", "wait", "rep", "attempted", "ok", "success_rate", "wall_s", "requests_per_s",
     "connect_p50_ms", "connect_p99_ms", "reset_p50_ms", "reset_p99_ms", "step_p50_ms", "step_p99_ms",
-    "total_p50_ms", "total_p99_ms", "total_max_ms", "loadgen_cpu_s", "server_cpu_s", "errors",
+    "total_p50_ms", "total_p99_ms", "total_max_ms", "loadgen_cpu_s", "server_cpu_s", "listen_overflows", "errors",
 ]
 THROUGHPUT_COLUMNS = [
     "sessions", "steps_per_session", "wait", "rep", "ok", "success_rate", "steps", "window_s", "steps_per_s",
@@ -68,7 +68,7 @@ def _sessions_row(c: SessionsCell) -> list[Any]:
     return [c.batch, c.wait, c.rep, c.attempted, c.ok, round(c.success_rate, 4), round(c.wall_s, 3),
             round(c.requests_per_s, 1), c.connect.p50, c.connect.p99, c.reset.p50, c.reset.p99, c.step.p50,
             c.step.p99, c.total.p50, c.total.p99, c.total.max, round(c.loadgen_cpu_s, 3), c.server_cpu_s,
-            _errors_text(c.errors)]
+            c.listen_overflows, _errors_text(c.errors)]
 
 
 def _throughput_row(c: ThroughputCell) -> list[Any]:
@@ -151,11 +151,26 @@ def markdown(run: BenchRun, plots: list[Path] | None = None) -> str:
     if failures:
         lines += ["## Failures", ""] + [f"- {label}: {count:,}" for label, count in
                                         sorted(failures.items(), key=lambda kv: -kv[1])] + [""]
+    overflow = listen_overflow_note(run)
+    if overflow:
+        lines += [overflow, ""]
     if run.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in run.notes] + [""]
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     return "\n".join(lines)
+
+
+def listen_overflow_note(run: BenchRun) -> str | None:
+    """A sentence about connections dropped from a full listen queue, when there were any."""
+    dropped = sum(c.listen_overflows or 0 for c in run.sessions)
+    if not dropped:
+        return None
+    worst = max(run.sessions, key=lambda c: c.listen_overflows or 0)
+    return (f"The kernel dropped {dropped:,} connection attempts from a full listen queue (most in the "
+            f"{worst.batch:,}-session run); those clients waited for SYN retransmissions (1 s, 3 s, 7 s, ...). "
+            "A larger server backlog and net.core.somaxconn shorten connect times. (The counter covers this "
+            "machine's network namespace, so it is only meaningful for a server on this machine.)")
 
 
 def write_plots(run: BenchRun, directory: Path, stem: str) -> list[Path]:

@@ -168,6 +168,7 @@ def run_bench(settings: BenchSettings, observer: Observer | None = None, server:
             units = size if settings.mode == "sessions" else size * settings.steps
             observer.cell_started(index, len(cells), label, units)
             before = procstat.tree_cpu_seconds(pids) if pids else None
+            overflows = procstat.listen_overflows()
             if settings.mode == "sessions":
                 raw = generator.sessions(target, size, wait, deadline, observer.progress)
             else:
@@ -176,6 +177,9 @@ def run_bench(settings: BenchSettings, observer: Observer | None = None, server:
             cell: SessionsCell | ThroughputCell
             if settings.mode == "sessions":
                 cell = SessionsCell.from_raw(raw, batch=size, wait=wait, rep=rep, server_cpu_s=server_cpu)
+                after = procstat.listen_overflows()
+                if overflows is not None and after is not None:
+                    cell.listen_overflows = after - overflows
                 run.sessions.append(cell)
             else:
                 cell = ThroughputCell.from_raw(raw, sessions=size, steps_per_session=settings.steps, wait=wait,

@@ -81,6 +81,8 @@ class SessionsCell:
     error_samples: list[str] = field(default_factory=list)
     loadgen_cpu_s: float = 0.0
     server_cpu_s: float | None = None
+    listen_overflows: int | None = None
+    """Connections the kernel dropped from a full listen queue during the run (None: unknown)."""
 
     @classmethod
     def from_raw(cls, raw: dict[str, Any], *, batch: int, wait: float, rep: int,

@@ -159,6 +159,9 @@ def command(
     console.print(f"CPU: load generator {run.loadgen_cpu_s:.2f} s"
                   + (f", server {server_cpu:.2f} s" if server_cpu is not None else
                      ", server unknown (pass --server-pid to read it from /proc)"), highlight=False)
+    overflow = report.listen_overflow_note(run)
+    if overflow:
+        console.print(f"[yellow]{escape(overflow)}[/]", highlight=False)
     for note in run.notes:
         if "deadline" in note:
             console.print(f"[yellow]{escape(note)}[/]", highlight=False)

@@ -97,6 +97,10 @@ class TestProcstat:
         now = procstat.MachineCpu.read()
         assert now.total >= now.busy > 0
 
+    def test_listen_overflows_is_a_counter(self) -> None:
+        value = procstat.listen_overflows()
+        assert value is None or value >= 0
+
     def test_gone_process(self) -> None:
         assert procstat.cpu_seconds(2**22 + 12345) == 0.0
         assert procstat.tree_cpu_seconds([2**22 + 12345]) == {}

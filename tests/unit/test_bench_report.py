@@ -114,3 +114,14 @@ def test_no_plots_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyP
     paths = report.write_reports(sessions_run(), tmp_path, "run")
     assert paths["plots"] == []
     assert "## Plots" not in Path(paths["markdown"]).read_text()  # type: ignore[arg-type]
+
+
+def test_listen_overflow_note() -> None:
+    run = sessions_run()
+    assert report.listen_overflow_note(run) is None
+    run.sessions[3].listen_overflows = 1200
+    note = report.listen_overflow_note(run)
+    assert note is not None and "1,200" in note and "128-session run" in note
+    assert note in report.markdown(run)
+    rows = list(csv.DictReader(io.StringIO(report.csv_text(run))))
+    assert rows[3]["listen_overflows"] == "1200" and rows[0]["listen_overflows"] == ""
