@@ -421,6 +421,37 @@ def test_reset_and_steps_show_observations_rewards_and_history(visit: Callable[.
         assert v.errors == [] and v.outside_requests() == []
 
 
+def test_long_episode_keeps_the_table_short_and_the_download_complete(visit: Callable[..., Visit]) -> None:
+    with running_server(echo_app()) as url:
+        v = visit(url)
+        page = v.page
+        reset(v)
+        page.get_by_label("Message").fill("ab")
+        steps = 310
+        page.evaluate(
+            """async (n) => {
+                const step = document.querySelector('#step-btn');
+                const shown = () => document.querySelector('#stat-step').textContent;
+                for (let i = 0; i < n; i++) {
+                    const before = shown();
+                    step.click();
+                    while (shown() === before) await new Promise((r) => setTimeout(r, 1));
+                }
+            }""",
+            steps,
+        )
+        rows = history_rows(v)
+        assert len(rows) == 300 and rows[0][0] == "11" and rows[-1][0] == str(steps)
+        assert "table shows the last 300" in page.locator("#history-summary").inner_text()
+        assert page.locator("#history-body tr.selected").count() == 1
+        assert page.locator("#history-total").inner_text() == "62"  # 310 × 0.2
+        with page.expect_download() as download:
+            page.click("#download-btn")
+        exported = json.loads(Path(download.value.path()).read_text())
+        assert len(exported["steps"]) == steps + 1 and exported["cumulative_reward"] == pytest.approx(62)
+        assert v.errors == []
+
+
 # ---------------------------------------------------------------- a full server, a dropped connection
 
 
