@@ -642,7 +642,6 @@ function wire() {
   });
   $("connect-btn").addEventListener("click", () => (page.session && page.session.isOpen ? disconnect() : reconnect()));
   $("token-btn").addEventListener("click", forgetToken);
-  $("token-btn").textContent = "Forget token";
   $("token-form").addEventListener("submit", submitToken);
   $("token-dialog").addEventListener("cancel", (e) => e.preventDefault()); // nothing works without it
   $("download-btn").addEventListener("click", download);
