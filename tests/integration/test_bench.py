@@ -47,7 +47,8 @@ def test_serve_sessions_grid(tmp_path: Path) -> None:
         assert c["step"]["p50"] >= 50.0  # the step includes the 0.05 s wait
         assert c["total"]["p99"] >= c["step"]["p99"]
         assert c["requests_per_s"] > 0
-        assert c["server_cpu_s"] is not None and c["server_cpu_s"] > 0  # --serve knows the server's pid
+        # --serve knows the server's pid (/proc counts in 10 ms ticks, so a tiny run may read 0)
+        assert c["server_cpu_s"] is not None and c["server_cpu_s"] >= 0
         assert c["loadgen_cpu_s"] > 0
     assert data["max_batch"] == {"0.05": 32}
     assert data["environment"]["server_pids"]
@@ -86,7 +87,7 @@ def test_throughput_against_a_running_server(tmp_path: Path, transport: str) -> 
         assert c["steps_per_s"] > 0
         assert c["step_latency"]["n"] == c["steps"]
         assert c["step_latency"]["p50"] <= c["step_latency"]["p99"] <= c["step_latency"]["max"]
-        assert c["server_cpu_us_per_step"] is not None and c["server_cpu_us_per_step"] > 0
+        assert c["server_cpu_us_per_step"] is not None and c["server_cpu_us_per_step"] >= 0
     assert data["transport"] == transport
     assert "openenv bench: throughput" in result.stdout
 
