@@ -212,7 +212,7 @@ def test_variables_and_secrets(hub: HubHandle, tmp_path: Path, project: Path) ->
     out = ok(result)
     repo = hub.state.repo(f"alice/{NAME}")
     assert repo.variable_values() == {
-        "WORKERS": "1", "MAX_CONCURRENT_ENVS": "64", "SESSION_TIMEOUT": "600", "ENABLE_WEB_INTERFACE": "true",
+        "WORKERS": "1", "MAX_CONCURRENT_ENVS": "100", "SESSION_TIMEOUT": "600", "ENABLE_WEB_INTERFACE": "true",
         "MODE": "fast", "LEVEL": "3", "EXTRA": "x=y",
     }
     assert repo.secret_values() == {"API_KEY": SECRET, "FROM_ENV": ENV_SECRET}

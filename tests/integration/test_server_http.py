@@ -87,7 +87,9 @@ def test_metadata_schema_health(server: str) -> None:
     status, meta = get_json(server + "/metadata")
     assert {"name", "description", "version", "readme_content", "author", "documentation_url"} <= set(meta)
     status, health = get_json(server + "/health")
-    assert health["status"] == "healthy" and health["max_sessions"] == 2
+    assert health["status"] == "healthy" and health["max_sessions"] == 2 and health["auth_required"] is False
+    # a class without a docstring of its own does not inherit Environment's as its description
+    assert meta["description"] == "The TrackingEnvironment environment"
 
 
 def test_token_protects_everything_but_health() -> None:
@@ -95,7 +97,8 @@ def test_token_protects_everything_but_health() -> None:
     app = create_app(tracking_env(tracker), EchoAction, EchoObservation, api_key="s3cret",
                      enable_web_interface=False)
     with running_server(app) as url:
-        assert get_json(url + "/health")[0] == 200
+        status, health = get_json(url + "/health")
+        assert status == 200 and health["auth_required"] is True
         assert get_json(url + "/schema")[0] == 401
         assert post_json(url + "/reset")[0] == 401
         assert get_json(url + "/schema", headers={"Authorization": "Bearer s3cret"})[0] == 200

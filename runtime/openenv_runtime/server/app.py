@@ -121,7 +121,8 @@ def create_app(
     env_name = name or (env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment"))
     metadata = {
         "name": env_name,
-        "description": description or _first_line(inspect.getdoc(env_cls) if env_cls else None) or f"The {env_name} environment",
+        # the class's own docstring only (inspect.getdoc would inherit Environment's)
+        "description": description or _first_line(env_cls.__doc__ if env_cls else None) or f"The {env_name} environment",
         "version": version or "0.0.0",
         "readme_content": _readme(readme, env_cls or factory),
         "author": author,
@@ -151,6 +152,7 @@ def create_app(
             "http_sessions": manager.count("http"),
             "sessions_opened": manager.total_opened,
             "runtime_version": __version__,
+            "auth_required": bool(config.api_key),
             "pid": os.getpid(),
         }
 
