@@ -3,7 +3,7 @@
     python benchmarks/compare.py --quick          # about 2-4 minutes
     python benchmarks/compare.py                  # the full run (bounded by --deadline)
 
-Three servers are measured one after another:
+Three servers, measured on the same machine with the same load:
 
 * ``reference`` — openenv-core 0.3.0 in its own virtualenv (tests/support/reference.py),
   serving its equivalent async environment (``ref_echo_server.py --env bench``);
@@ -11,8 +11,8 @@ Three servers are measured one after another:
 * ``floor`` — ``benchmarks/floor_app.py``, a bare ASGI app on the same uvicorn with the
   same settings, answering the same messages with a fixed observation.
 
-For each: server CPU per step and steps/s (64 sessions, wait 0), the single-session step
-round trip, the scaling-study sessions workload at 2,048 sessions (wait 1 s), the largest
+For each: server CPU per step and steps/s (64 sessions, wait 0) and the single-session step
+round trip (the three servers in rotation, so drift of the machine hits all alike), the scaling-study sessions workload at 2,048 sessions (wait 1 s), the largest
 batch with ≥95% success up to 16,384, and memory per idle session. Server CPU and memory
 come from /proc (the server's process tree), because the load generator shares the cores.
 The table shows each figure and the ratios ours/floor and ours/reference against the
@@ -162,24 +162,20 @@ def measure_memory(plan: Plan, server: ServerProcess, target: Target, lg: LoadGe
             "baseline_threads": base_threads, "threads_with_idle_sessions": threads}
 
 
-def _throughput(plan: Plan, server: ServerProcess, target: Target, lg: LoadGenerator, sessions: int, steps: int,
-                reps: int) -> list[tuple[ThroughputCell, float]]:
-    lg.throughput(target, sessions, max(10, steps // 10), 0.0, 60)  # warm-up, not measured
-    cells = []
-    for rep in range(1, reps + 1):
-        _settle(server.url, 0.3)
-        with Meter(server.pids) as meter:
-            raw = lg.throughput(target, sessions, steps, 0.0, 120)
-        cell = ThroughputCell.from_raw(raw, sessions=sessions, steps_per_session=steps, wait=0.0, rep=rep,
-                                       server_cpu_s=meter.server_cpu)
-        cells.append((cell, meter.other_cores(cell.loadgen_cpu_s)))
-    return cells
+def _throughput_cell(server: ServerProcess, target: Target, lg: LoadGenerator, sessions: int, steps: int,
+                     rep: int) -> tuple[ThroughputCell, float]:
+    _settle(server.url, 0.3)
+    with Meter(server.pids) as meter:
+        raw = lg.throughput(target, sessions, steps, 0.0, 120)
+    cell = ThroughputCell.from_raw(raw, sessions=sessions, steps_per_session=steps, wait=0.0, rep=rep,
+                                   server_cpu_s=meter.server_cpu)
+    return cell, meter.other_cores(cell.loadgen_cpu_s)
 
 
-def measure_throughput(plan: Plan, server: ServerProcess, target: Target, lg: LoadGenerator) -> dict[str, Any]:
-    cells = _throughput(plan, server, target, lg, plan.throughput_sessions, plan.throughput_steps, plan.throughput_reps)
+def summarize_throughput(cells: list[tuple[ThroughputCell, float]]) -> dict[str, Any]:
+    first = cells[0][0]
     return {
-        "sessions": plan.throughput_sessions, "steps_per_session": plan.throughput_steps, "reps": len(cells),
+        "sessions": first.sessions, "steps_per_session": first.steps_per_session, "reps": len(cells),
         "steps_per_s": _median([c.steps_per_s for c, _ in cells]),
         "server_cpu_us_per_step": _median([c.server_cpu_us_per_step for c, _ in cells]),
         "loadgen_cpu_us_per_step": _median([c.loadgen_cpu_us_per_step for c, _ in cells]),
@@ -194,10 +190,9 @@ def measure_throughput(plan: Plan, server: ServerProcess, target: Target, lg: Lo
     }
 
 
-def measure_latency(plan: Plan, server: ServerProcess, target: Target, lg: LoadGenerator) -> dict[str, Any]:
-    cells = _throughput(plan, server, target, lg, 1, plan.latency_steps, plan.latency_reps)
+def summarize_latency(cells: list[tuple[ThroughputCell, float]]) -> dict[str, Any]:
     return {
-        "steps": plan.latency_steps, "reps": len(cells),
+        "steps": cells[0][0].steps_per_session, "reps": len(cells),
         "rtt_p50_ms": _median([c.step_latency.p50 for c, _ in cells]),
         "rtt_p99_ms": _median([c.step_latency.p99 for c, _ in cells]),
         "server_cpu_us_per_step": _median([c.server_cpu_us_per_step for c, _ in cells]),
@@ -205,6 +200,41 @@ def measure_latency(plan: Plan, server: ServerProcess, target: Target, lg: LoadG
         "other_cores": max(o for _, o in cells),
         "runs": [c.to_dict() for c, _ in cells],
     }
+
+
+def measure_per_step(plan: Plan, servers: dict[str, ServerProcess], results: dict[str, dict[str, Any]],
+                     stop_at: float) -> None:
+    """Latency and throughput of every server, interleaved (A B C, B C A, ...) so drift hits all alike."""
+    wanted = [m for m in ("latency", "throughput") if m in plan.metrics]
+    if not wanted or not servers:
+        return
+    pinned = plan.pin and (os.cpu_count() or 1) >= 2
+    for server in servers.values():
+        pin_tree(server.pids, [0] if pinned else list(range(os.cpu_count() or 1)))
+    targets = {n: Target.parse(s.url, timeout=plan.timeout, compression=plan.compression) for n, s in servers.items()}
+    cells: dict[tuple[str, str], list[tuple[ThroughputCell, float]]] = {}
+    shape = {"latency": (1, plan.latency_steps), "throughput": (plan.throughput_sessions, plan.throughput_steps)}
+    reps = {"latency": plan.latency_reps, "throughput": plan.throughput_reps}
+    names = list(servers)
+    with LoadGenerator(1, [1] if pinned else None) as lg:
+        for name in names:  # warm-up, not measured
+            for metric in wanted:
+                sessions, steps = shape[metric]
+                lg.throughput(targets[name], sessions, max(10, steps // 10), 0.0, 60)
+        for rep in range(max(reps[m] for m in wanted)):
+            order = names[rep % len(names):] + names[: rep % len(names)]
+            for metric in wanted:
+                if rep >= reps[metric]:
+                    continue
+                for name in order:
+                    if time.monotonic() >= stop_at:
+                        break
+                    sessions, steps = shape[metric]
+                    log(f"  {name}: {metric} rep {rep + 1}")
+                    cell = _throughput_cell(servers[name], targets[name], lg, sessions, steps, rep + 1)
+                    cells.setdefault((name, metric), []).append(cell)
+    for (name, metric), measured in cells.items():
+        results[name][metric] = (summarize_latency if metric == "latency" else summarize_throughput)(measured)
 
 
 def _sessions_cell(plan: Plan, server: ServerProcess, target: Target, lg: LoadGenerator, batch: int, rep: int,
@@ -282,39 +312,62 @@ def measure_concurrency(plan: Plan, server: ServerProcess, target: Target, lg: L
     return {"max_sessions": passed, "first_failed": failed, "not_tried": skipped, "ladder": steps}
 
 
-def measure_server(plan: Plan, name: str, stop_at: float) -> dict[str, Any]:
-    """All metrics of one server, which is started here and always stopped."""
-    server = make_server(name, plan.workers)
-    result: dict[str, Any] = {"server": name, "workers": plan.workers}
-    server.start()
-    try:
-        health = server.wait_healthy(120)
-        result["health"] = health
-        base = Target.parse(server.url, timeout=plan.timeout, compression=plan.compression)
-        pinned = plan.pin and (os.cpu_count() or 1) >= 2
-        if pinned:
-            pin_tree(server.pids, [0])
+def measure_alone(plan: Plan, name: str, server: ServerProcess, result: dict[str, Any], stop_at: float) -> None:
+    """Memory (pinned), then the sessions and concurrency runs (unpinned), one server at a time."""
+    base = Target.parse(server.url, timeout=plan.timeout, compression=plan.compression)
+    pinned = plan.pin and (os.cpu_count() or 1) >= 2
+    if "memory" in plan.metrics and time.monotonic() < stop_at:
+        pin_tree(server.pids, [0] if pinned else list(range(os.cpu_count() or 1)))
         with LoadGenerator(1, [1] if pinned else None) as lg:
-            for metric, fn in (("memory", measure_memory), ("latency", measure_latency),
-                               ("throughput", measure_throughput)):
-                if metric in plan.metrics and time.monotonic() < stop_at:
-                    log(f"  {name}: {metric}")
-                    result[metric] = fn(plan, server, base, lg)
-        if pinned:
-            pin_tree(server.pids, list(range(os.cpu_count() or 1)))
-        with LoadGenerator(plan.loadgen_processes) as lg:
-            if "sessions" in plan.metrics and time.monotonic() < stop_at:
-                log(f"  {name}: sessions ({plan.sessions_batch:,} at wait {plan.sessions_wait:g} s)")
-                result["sessions"] = measure_sessions(plan, server, base, lg)
-            if "concurrency" in plan.metrics and time.monotonic() < stop_at:
-                log(f"  {name}: concurrency ladder {plan.ladder}")
-                known = result.get("sessions") if plan.sessions_wait == 1.0 else None
-                result["concurrency"] = measure_concurrency(plan, server, base, lg, known)
-        if time.monotonic() >= stop_at:
-            result["cut_short"] = "the run deadline was reached"
+            log(f"  {name}: memory")
+            result["memory"] = measure_memory(plan, server, base, lg)
+    pin_tree(server.pids, list(range(os.cpu_count() or 1)))
+    if not {"sessions", "concurrency"} & set(plan.metrics):
+        return
+    if plan.wait_quiet > 0:
+        wait_for_quiet(min(plan.wait_quiet, max(0.0, stop_at - time.monotonic())))
+    with LoadGenerator(plan.loadgen_processes) as lg:
+        if "sessions" in plan.metrics and time.monotonic() < stop_at:
+            log(f"  {name}: sessions ({plan.sessions_batch:,} at wait {plan.sessions_wait:g} s)")
+            result["sessions"] = measure_sessions(plan, server, base, lg)
+        if "concurrency" in plan.metrics and time.monotonic() < stop_at:
+            log(f"  {name}: concurrency ladder {plan.ladder}")
+            known = result.get("sessions") if plan.sessions_wait == 1.0 else None
+            result["concurrency"] = measure_concurrency(plan, server, base, lg, known)
+    if time.monotonic() >= stop_at:
+        result["cut_short"] = "the run deadline was reached"
+
+
+def run_all(plan: Plan, stop_at: float) -> dict[str, dict[str, Any]]:
+    """Start every server, measure, and always stop them all."""
+    results: dict[str, dict[str, Any]] = {}
+    servers: dict[str, ServerProcess] = {}
+    try:
+        for name in plan.servers:
+            results[name] = {"server": name, "workers": plan.workers}
+            try:
+                server = make_server(name, plan.workers)
+                servers[name] = server
+                server.start()
+                results[name]["health"] = server.wait_healthy(180)
+            except Exception as exc:  # one server failing must not lose the others' figures
+                log(f"{name} did not start: {type(exc).__name__}: {exc}")
+                results[name]["error"] = f"did not start: {type(exc).__name__}: {str(exc)[:500]}"
+                servers.pop(name, None)
+        if plan.wait_quiet > 0:
+            wait_for_quiet(min(plan.wait_quiet, max(0.0, stop_at - time.monotonic())))
+        measure_per_step(plan, servers, results, stop_at)
+        for name, server in servers.items():
+            log(f"{name}:")
+            try:
+                measure_alone(plan, name, server, results[name], stop_at)
+            except Exception as exc:
+                log(f"  {name} failed: {type(exc).__name__}: {exc}")
+                results[name]["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
     finally:
-        server.stop()
-    return result
+        for name, server in servers.items():
+            server.stop()
+    return results
 
 
 # --- the comparison table ---------------------------------------------------------------------
@@ -404,14 +457,16 @@ def table_rows(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
 def describe_setup(plan: Plan) -> list[str]:
     cores = os.cpu_count() or 1
     lines = [
-        f"Machine: {cores} cores; servers measured one after another with {plan.workers} worker(s) each; "
+        f"Machine: {cores} cores; {plan.workers} worker(s) per server; "
         f"load generator: websockets client on uvloop, permessage-deflate "
         f"{'offered (as common clients do)' if plan.compression else 'off'}, per-operation timeout {plan.timeout:g} s.",
     ]
     if plan.pin and cores >= 2:
-        lines.append("CPU per step, steps/s, round trip and memory: server pinned to core 0, load generator "
-                     "(1 process) to core 1. Sessions and concurrency runs: server unpinned (all cores), "
-                     f"load generator in {plan.loadgen_processes} unpinned processes.")
+        lines.append("CPU per step, steps/s and round trip: every server running (an idle one costs nothing), "
+                     "measured in rotation (A B C, B C A, ...) so that drift affects all alike, the measured server "
+                     "pinned to core 0 and the load generator (1 process) to core 1. Memory: the same pinning. "
+                     "Sessions and concurrency runs: one server at a time, unpinned (all cores), the load "
+                     f"generator in {plan.loadgen_processes} unpinned processes.")
     else:
         lines.append("No CPU pinning: server and load generator share every core.")
     lines.append("Server CPU is user+system time of the server's process tree from /proc; memory is the "
@@ -526,19 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     setup = describe_setup(plan)
     for line in setup:
         log(line)
-    results: dict[str, dict[str, Any]] = {}
-    for name in plan.servers:
-        if time.monotonic() >= stop_at:
-            results[name] = {"server": name, "error": "not measured: the run deadline was reached"}
-            continue
-        log(f"{name}:")
-        if plan.wait_quiet > 0:
-            wait_for_quiet(min(plan.wait_quiet, max(0.0, stop_at - time.monotonic())))
-        try:
-            results[name] = measure_server(plan, name, stop_at)
-        except Exception as exc:  # one server failing must not lose the others' figures
-            log(f"  {name} failed: {type(exc).__name__}: {exc}")
-            results[name] = {"server": name, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    results = run_all(plan, stop_at)
     rows = comparison(results)
     doc = {
         "schema_version": 1, "started_at": stamp.isoformat(timespec="seconds"), "quick": plan.quick,
