@@ -72,6 +72,7 @@ class Plan:
     pin: bool = True
     loadgen_processes: int = 2
     compression: bool = True
+    client: str = "lean"
     no_latest: bool = False
     wait_quiet: float = 0.0
     results_dir: Path = RESULTS
@@ -211,7 +212,8 @@ def measure_per_step(plan: Plan, servers: dict[str, ServerProcess], results: dic
     pinned = plan.pin and (os.cpu_count() or 1) >= 2
     for server in servers.values():
         pin_tree(server.pids, [0] if pinned else list(range(os.cpu_count() or 1)))
-    targets = {n: Target.parse(s.url, timeout=plan.timeout, compression=plan.compression) for n, s in servers.items()}
+    targets = {n: Target.parse(s.url, timeout=plan.timeout, compression=plan.compression, client=plan.client)
+               for n, s in servers.items()}
     cells: dict[tuple[str, str], list[tuple[ThroughputCell, float]]] = {}
     shape = {"latency": (1, plan.latency_steps), "throughput": (plan.throughput_sessions, plan.throughput_steps)}
     reps = {"latency": plan.latency_reps, "throughput": plan.throughput_reps}
@@ -314,7 +316,7 @@ def measure_concurrency(plan: Plan, server: ServerProcess, target: Target, lg: L
 
 def measure_alone(plan: Plan, name: str, server: ServerProcess, result: dict[str, Any], stop_at: float) -> None:
     """Memory (pinned), then the sessions and concurrency runs (unpinned), one server at a time."""
-    base = Target.parse(server.url, timeout=plan.timeout, compression=plan.compression)
+    base = Target.parse(server.url, timeout=plan.timeout, compression=plan.compression, client=plan.client)
     pinned = plan.pin and (os.cpu_count() or 1) >= 2
     if "memory" in plan.metrics and time.monotonic() < stop_at:
         pin_tree(server.pids, [0] if pinned else list(range(os.cpu_count() or 1)))
@@ -458,7 +460,7 @@ def describe_setup(plan: Plan) -> list[str]:
     cores = os.cpu_count() or 1
     lines = [
         f"Machine: {cores} cores; {plan.workers} worker(s) per server; "
-        f"load generator: websockets client on uvloop, permessage-deflate "
+        f"load generator: {'websockets sans-I/O protocol on a plain asyncio.Protocol' if plan.client == 'lean' else 'websockets asyncio client'} on uvloop, permessage-deflate "
         f"{'offered (as common clients do)' if plan.compression else 'off'}, per-operation timeout {plan.timeout:g} s.",
     ]
     if plan.pin and cores >= 2:
@@ -534,6 +536,8 @@ def parse_args(argv: list[str] | None) -> Plan:
     parser.add_argument("--deadline", type=float, help="seconds the whole comparison may take")
     parser.add_argument("--no-pin", action="store_true", help="do not pin server and load generator to cores")
     parser.add_argument("--no-compression", action="store_true", help="do not offer permessage-deflate")
+    parser.add_argument("--client", choices=("lean", "websockets"), default="lean",
+                        help="load generator's WebSocket client (lean: websockets' sans-I/O protocol)")
     parser.add_argument("--wait-quiet", type=float, default=0.0,
                         help="before each server, wait up to this many seconds for other processes to go quiet")
     parser.add_argument("--no-latest", action="store_true", help="do not overwrite benchmarks/latest.{json,md}")
@@ -545,7 +549,7 @@ def parse_args(argv: list[str] | None) -> Plan:
     if bad:
         parser.error(f"unknown server or metric: {', '.join(bad)}")
     plan = Plan(servers=servers, metrics=metrics, quick=args.quick, workers=args.workers, timeout=args.timeout,
-                pin=not args.no_pin, compression=not args.no_compression)
+                pin=not args.no_pin, compression=not args.no_compression, client=args.client)
     if args.quick:
         plan.throughput_steps, plan.throughput_reps = 150, 1
         plan.latency_steps, plan.latency_reps = 1000, 1

@@ -38,6 +38,7 @@ from typing import Any
 from .sessions import (
     Collector,
     Target,
+    Watchdog,
     http_close,
     http_open_and_reset,
     http_session,
@@ -129,6 +130,7 @@ async def _run_throughput(job: dict[str, Any], conn: Connection) -> Collector:
     count = job["count"]
     col.attempted = count
     go = asyncio.Event()
+    watchdog = Watchdog().start()
     arrived = 0
     all_arrived = asyncio.Event()
 
@@ -145,7 +147,7 @@ async def _run_throughput(job: dict[str, Any], conn: Connection) -> Collector:
             if ws is None:
                 return
             await go.wait()
-            if await ws_steps(ws, target, job["steps"], job["wait"], col, stop_at):
+            if await ws_steps(ws, target, job["steps"], job["wait"], col, stop_at, watchdog):
                 await ws_close(ws, target, col)
                 col.ok += 1
             elif ws.transport is not None:
@@ -157,7 +159,7 @@ async def _run_throughput(job: dict[str, Any], conn: Connection) -> Collector:
                 return
             http, session_id = opened
             await go.wait()
-            ok = await http_steps(http, session_id, target, job["steps"], job["wait"], col, stop_at)
+            ok = await http_steps(http, session_id, target, job["steps"], job["wait"], col, stop_at, watchdog)
             if await http_close(http, session_id, target, col) and ok:
                 col.ok += 1
 
@@ -173,6 +175,7 @@ async def _run_throughput(job: dict[str, Any], conn: Connection) -> Collector:
     reporter = asyncio.create_task(_progress_loop(conn, col, throughput=True))
     await _bounded(tasks, stop_at, col, "session")
     reporter.cancel()
+    watchdog.stop()
     return col
 
 

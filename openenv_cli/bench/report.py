@@ -126,7 +126,7 @@ def markdown(run: BenchRun, plots: list[Path] | None = None) -> str:
     lines = [f"# openenv bench: {run.mode}", "",
              f"- target: `{run.url}` ({run.transport}), started {run.started_at}, took {run.duration_s:.1f} s",
              f"- server: {env.get('server', 'external')}" + (f", pids {env['server_pids']}" if env.get("server_pids") else ""),
-             f"- load generator: {s.get('processes')} process(es), compression "
+             f"- load generator: {s.get('processes')} process(es), {s.get('client', 'lean')} WebSocket client, compression "
              f"{'offered' if s.get('compression') else 'off'}, per-operation timeout {s.get('timeout')} s, "
              f"deadline per run {s.get('deadline')} s",
              f"- machine: {env.get('cpus', '?')} CPUs, Python {env.get('python', '?')}"]

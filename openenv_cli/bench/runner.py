@@ -40,6 +40,7 @@ class BenchSettings:
     deadline: float = 1800.0
     processes: int = 1
     compression: bool = True
+    client: str = "lean"
     success_threshold: float = SUCCESS_THRESHOLD
     server_pids: list[int] = field(default_factory=list)
     loadgen_cpus: list[int] | None = None
@@ -49,7 +50,7 @@ class BenchSettings:
         """Raise ``ValueError`` with a readable message for settings that cannot work."""
         if self.mode not in MODES:
             raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        Target.parse(self.url, transport=self.transport, timeout=self.timeout)
+        Target.parse(self.url, transport=self.transport, timeout=self.timeout, client=self.client)
         if self.mode == "sessions" and (not self.requests_grid or min(self.requests_grid) < 1):
             raise ValueError("--requests-grid needs positive batch sizes, e.g. 32,128,512")
         if self.mode == "throughput" and (not self.sessions or min(self.sessions) < 1 or self.steps < 1):
@@ -64,7 +65,8 @@ class BenchSettings:
             raise ValueError("the success threshold is a fraction in (0, 1]")
 
     def target(self) -> Target:
-        return Target.parse(self.url, transport=self.transport, timeout=self.timeout, compression=self.compression)
+        return Target.parse(self.url, transport=self.transport, timeout=self.timeout, compression=self.compression,
+                            client=self.client)
 
     def cells(self) -> list[tuple[int, float, int]]:
         """(size, wait, rep) of every run, in order: sizes ascending, repetitions innermost."""

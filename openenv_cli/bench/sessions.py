@@ -1,6 +1,6 @@
 """What one simulated client does: the coroutines the load generator runs by the thousand.
 
-Two transports: ``ws`` (the ``websockets`` asyncio client, one connection per session) and
+Two transports: ``ws`` (one WebSocket connection per session, see ``wsclient``) and
 ``http`` (a minimal keep-alive HTTP/1.1 client on asyncio streams, ``POST /reset`` then
 ``/step`` and ``/close`` naming the session). No pydantic and no full JSON parse on the
 hot path: a reply that starts like an observation is one; anything else is parsed to
@@ -19,11 +19,11 @@ from time import perf_counter
 from typing import Any
 from urllib.parse import urlsplit
 
-from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from .wsclient import CLIENTS, CLOSE_FRAME, ConnectionLost, open_connection
+
 RESET_FRAME = '{"type":"reset","data":{}}'
-CLOSE_FRAME = '{"type":"close"}'
 _OBSERVATION_PREFIXES = ('{"type":"observation"', '{"type": "observation"')
 _MAX_SAMPLES = 5
 
@@ -38,9 +38,11 @@ class Target:
     transport: str = "ws"
     timeout: float = 30.0
     compression: bool = True
+    client: str = "lean"
 
     @classmethod
-    def parse(cls, url: str, *, transport: str = "ws", timeout: float = 30.0, compression: bool = True) -> Target:
+    def parse(cls, url: str, *, transport: str = "ws", timeout: float = 30.0, compression: bool = True,
+              client: str = "lean") -> Target:
         """``http://host:port[/prefix]`` or ``ws://host:port[/prefix][/ws]``; raises ``ValueError``."""
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "ws"):
@@ -51,10 +53,12 @@ class Target:
             raise ValueError(f"transport must be ws or http, got {transport!r}")
         if timeout <= 0:
             raise ValueError("the timeout must be positive")
+        if client not in CLIENTS:
+            raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r}")
         path = parts.path.rstrip("/")
         if path.endswith("/ws"):
             path = path[: -len("/ws")]
-        return cls(parts.hostname, parts.port or 80, path, transport, float(timeout), compression)
+        return cls(parts.hostname, parts.port or 80, path, transport, float(timeout), compression, client)
 
     @property
     def ws_url(self) -> str:
@@ -99,6 +103,8 @@ def describe_failure(exc: BaseException) -> str:
         return "timeout"
     if isinstance(exc, InvalidStatus):
         return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, ConnectionLost):
+        return "connection lost"
     if isinstance(exc, ConnectionClosed):
         code = exc.rcvd.code if exc.rcvd is not None else None
         return f"connection closed ({code})" if code is not None else "connection lost"
@@ -149,29 +155,23 @@ class Collector:
 # --- WebSocket ------------------------------------------------------------------------------
 
 
-async def ws_open(target: Target) -> ClientConnection:
-    return await connect(
-        target.ws_url,
-        compression="deflate" if target.compression else None,
-        proxy=None,  # never route through a proxy from the environment: traffic goes where --url says
-        open_timeout=target.timeout,
-        close_timeout=min(target.timeout, 5.0),
-        ping_interval=None,  # the load generator must not add work of its own
-        max_size=None,
-        max_queue=None,
-        user_agent_header="openenv-bench",
-    )
+async def ws_open(target: Target) -> Any:
+    async with asyncio.timeout(target.timeout):
+        return await open_connection(target.ws_url, client=target.client, compression=target.compression)
 
 
-async def ws_request(ws: ClientConnection, frame: str, timeout: float) -> str | bytes:
+async def ws_request(ws: Any, frame: str, timeout: float) -> str | bytes:
     async with asyncio.timeout(timeout):
-        await ws.send(frame)
-        return await ws.recv()
+        return await ws.request(frame)
 
 
-def _abort(ws: ClientConnection | None) -> None:
-    if ws is not None and ws.transport is not None:
-        ws.transport.abort()
+def _abort(ws: Any) -> None:
+    if ws is not None:
+        ws.abort()
+
+
+def _detail(exc: BaseException) -> object:
+    return None if isinstance(exc, TimeoutError) else exc
 
 
 async def ws_session(target: Target, wait: float, col: Collector) -> None:
@@ -180,8 +180,7 @@ async def ws_session(target: Target, wait: float, col: Collector) -> None:
     phase, ws = "connect", None
     start = perf_counter()
     try:
-        async with asyncio.timeout(target.timeout):
-            ws = await ws_open(target)
+        ws = await ws_open(target)
         t_open = perf_counter()
         col.connect.append(t_open - start)
         phase = "reset"
@@ -201,21 +200,19 @@ async def ws_session(target: Target, wait: float, col: Collector) -> None:
         col.step.append(perf_counter() - t_reset)
         phase = "close"
         async with asyncio.timeout(target.timeout):
-            await ws.send(CLOSE_FRAME)
-            await ws.close()
+            await ws.finish()
         col.total.append(perf_counter() - start)
         col.ok += 1
     except Exception as exc:  # every failure is a data point, never a crash of the run
-        col.fail(phase, describe_failure(exc), exc if not isinstance(exc, TimeoutError) else None)
+        col.fail(phase, describe_failure(exc), _detail(exc))
         _abort(ws)
 
 
-async def ws_open_and_reset(target: Target, col: Collector) -> ClientConnection | None:
+async def ws_open_and_reset(target: Target, col: Collector) -> Any:
     """Connect and reset (for throughput and idle sessions); None (and a recorded failure) on error."""
     phase, ws = "connect", None
     try:
-        async with asyncio.timeout(target.timeout):
-            ws = await ws_open(target)
+        ws = await ws_open(target)
         phase = "reset"
         problem = reply_problem(await ws_request(ws, RESET_FRAME, target.timeout))
         if problem:
@@ -224,27 +221,73 @@ async def ws_open_and_reset(target: Target, col: Collector) -> ClientConnection 
             return None
         return ws
     except Exception as exc:
-        col.fail(phase, describe_failure(exc), exc if not isinstance(exc, TimeoutError) else None)
+        col.fail(phase, describe_failure(exc), _detail(exc))
         _abort(ws)
         return None
 
 
-async def ws_close(ws: ClientConnection, target: Target, col: Collector) -> None:
+async def ws_close(ws: Any, target: Target, col: Collector) -> None:
     try:
         async with asyncio.timeout(target.timeout):
-            await ws.send(CLOSE_FRAME)
-            await ws.close()
+            await ws.finish()
     except Exception as exc:
         col.fail("close", describe_failure(exc))
         _abort(ws)
 
 
-async def ws_steps(ws: ClientConnection, target: Target, steps: int, wait: float, col: Collector,
-                   stop_at: float) -> bool:
-    """``steps`` back-to-back steps; latencies into ``col``. False when the session broke."""
+class Guard:
+    """The deadline of one session's current operation, enforced by a :class:`Watchdog`."""
+
+    __slots__ = ("deadline", "expired", "abort")
+
+    def __init__(self, abort: Any) -> None:
+        self.deadline = 0.0  # 0: no operation running
+        self.expired = False
+        self.abort = abort
+
+
+class Watchdog:
+    """Aborts the connection of any session whose operation outlives its deadline.
+
+    Back-to-back steps would otherwise arm and cancel a timer per step; one task that
+    looks at every guard a few times a second bounds them all for a fraction of the cost.
+    A step is then bounded by its timeout plus at most one ``interval``.
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.guards: set[Guard] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> Watchdog:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            now = perf_counter()
+            for guard in list(self.guards):
+                if guard.deadline and now > guard.deadline:
+                    guard.expired, guard.deadline = True, 0.0
+                    guard.abort()
+
+
+async def ws_steps(ws: Any, target: Target, steps: int, wait: float, col: Collector,
+                   stop_at: float, watchdog: Watchdog) -> bool:
+    """``steps`` back-to-back steps; latencies into ``col``. False when the session broke.
+
+    ``stop_at`` is on the monotonic clock, as ``perf_counter`` is on Linux.
+    """
     frame = step_frame(wait)
     timeout = target.timeout + wait
     latencies = col.step_latencies
+    guard = Guard(lambda: _abort(ws))
+    watchdog.guards.add(guard)
     first = perf_counter()
     last = first
     done = 0
@@ -255,10 +298,10 @@ async def ws_steps(ws: ClientConnection, target: Target, steps: int, wait: float
                 col.fail("step", "deadline reached")
                 break
             begin = perf_counter()
-            async with asyncio.timeout(timeout):
-                await ws.send(frame)
-                reply = await ws.recv()
+            guard.deadline = begin + timeout
+            reply = await ws.request(frame)
             last = perf_counter()
+            guard.deadline = 0.0
             if not (isinstance(reply, str) and reply.startswith(_OBSERVATION_PREFIXES)):
                 problem = reply_problem(reply)
                 if problem:
@@ -268,8 +311,10 @@ async def ws_steps(ws: ClientConnection, target: Target, steps: int, wait: float
             latencies.append(last - begin)
             done += 1
     except Exception as exc:
-        col.fail("step", describe_failure(exc))
+        col.fail("step", "timeout" if guard.expired else describe_failure(exc))
         ok = False
+    finally:
+        watchdog.guards.discard(guard)
     col.steps += done
     if done:
         col.mark_window(first, last)
@@ -417,10 +462,12 @@ async def http_session(target: Target, wait: float, col: Collector) -> None:
 
 
 async def http_steps(conn: HttpConnection, session_id: str | None, target: Target, steps: int, wait: float,
-                     col: Collector, stop_at: float) -> bool:
+                     col: Collector, stop_at: float, watchdog: Watchdog) -> bool:
     body = http_step_body(wait, session_id)
     path = f"{target.base_path}/step"
     timeout = target.timeout + wait
+    guard = Guard(conn.close)
+    watchdog.guards.add(guard)
     first = last = perf_counter()
     done = 0
     ok = True
@@ -430,9 +477,10 @@ async def http_steps(conn: HttpConnection, session_id: str | None, target: Targe
                 col.fail("step", "deadline reached")
                 break
             begin = perf_counter()
-            async with asyncio.timeout(timeout):
-                status, reply = await conn.request("POST", path, body)
+            guard.deadline = begin + timeout
+            status, reply = await conn.request("POST", path, body)
             last = perf_counter()
+            guard.deadline = 0.0
             problem = _http_problem(status, reply)
             if problem:
                 col.fail("step", problem)
@@ -441,8 +489,10 @@ async def http_steps(conn: HttpConnection, session_id: str | None, target: Targe
             col.step_latencies.append(last - begin)
             done += 1
     except Exception as exc:
-        col.fail("step", describe_failure(exc))
+        col.fail("step", "timeout" if guard.expired else describe_failure(exc))
         ok = False
+    finally:
+        watchdog.guards.discard(guard)
     col.steps += done
     if done:
         col.mark_window(first, last)

@@ -84,6 +84,7 @@ def command(
     processes: Annotated[int, typer.Option(help="Load-generator processes (each with its own event loop).")] = 1,
     server_pid: Annotated[Optional[list[int]], typer.Option("--server-pid", help="Server process id(s), to report its CPU from /proc (children included).")] = None,
     compression: Annotated[bool, typer.Option("--compression/--no-compression", help="Offer permessage-deflate, as common clients do.")] = True,
+    client: Annotated[str, typer.Option(help="WebSocket client: lean (websockets' sans-I/O protocol, cheapest) or websockets (its asyncio client).")] = "lean",
     output_dir: Annotated[Path, typer.Option(help="Where to write JSON, CSV, Markdown and PNG reports.")] = Path("bench-results"),
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots (needs matplotlib: pip install 'openenv-toolkit[plot]').")] = True,
 ) -> None:
@@ -105,6 +106,8 @@ def command(
         raise UsageError(f"--mode must be sessions or throughput, got {mode!r}")
     if transport not in ("ws", "http"):
         raise UsageError(f"--transport must be ws or http, got {transport!r}")
+    if client not in ("lean", "websockets"):
+        raise UsageError(f"--client must be lean or websockets, got {client!r}")
     if (workers != 1 or sync) and not serve:
         raise UsageError("--workers and --sync only apply with --serve.")
     default_wait = "1.0,5.0" if mode == "sessions" else "0"
@@ -113,7 +116,7 @@ def command(
         requests_grid=_int_list(requests_grid, "--requests-grid"),
         wait_grid=_float_list(wait_grid or default_wait, "--wait-grid"), reps=reps,
         sessions=_int_list(sessions, "--sessions"), steps=steps, timeout=timeout, deadline=deadline,
-        processes=processes, compression=compression, server_pids=list(server_pid or []),
+        processes=processes, compression=compression, client=client, server_pids=list(server_pid or []),
     )
     try:
         settings.check()

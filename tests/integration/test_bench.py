@@ -6,6 +6,7 @@ and make sense (every session accounted for, steps counted, CPU read from /proc)
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 import subprocess
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.bench.server import bench_server, free_port, running
+from openenv_cli.bench.server import bench_server, free_port, get_json, running
+from openenv_cli.bench.wsclient import open_connection
 
 pytestmark = pytest.mark.integration
 
@@ -73,11 +75,11 @@ def test_serve_sync_variant(tmp_path: Path) -> None:
     assert "sync" in data["environment"]["server"]
 
 
-@pytest.mark.parametrize("transport", ["ws", "http"])
-def test_throughput_against_a_running_server(tmp_path: Path, transport: str) -> None:
+@pytest.mark.parametrize(("transport", "client"), [("ws", "lean"), ("ws", "websockets"), ("http", "lean")])
+def test_throughput_against_a_running_server(tmp_path: Path, transport: str, client: str) -> None:
     with running(bench_server()) as server:
         result = openenv("bench", "--url", server.url, "--mode", "throughput", "--sessions", "1,4",
-                         "--steps", "50", "--reps", "1", "--transport", transport,
+                         "--steps", "50", "--reps", "1", "--transport", transport, "--client", client,
                          "--server-pid", str(server.pids[0]), "--output-dir", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(only(tmp_path, "bench-throughput-*.json").read_text())
@@ -90,6 +92,27 @@ def test_throughput_against_a_running_server(tmp_path: Path, transport: str) -> 
         assert c["server_cpu_us_per_step"] is not None and c["server_cpu_us_per_step"] >= 0
     assert data["transport"] == transport
     assert "openenv bench: throughput" in result.stdout
+
+
+@pytest.mark.parametrize("client", ["lean", "websockets"])
+@pytest.mark.parametrize("compression", [True, False])
+def test_ws_clients_survive_keepalive_pings_and_close_cleanly(client: str, compression: bool) -> None:
+    """Idle longer than the server's ping timeout: the client must answer its pings."""
+    env = {"WS_PING_INTERVAL": "0.1", "WS_PING_TIMEOUT": "0.2"}
+
+    async def session(url: str) -> list[str]:
+        ws = await open_connection(url, client=client, compression=compression)
+        replies = [str(await ws.request('{"type":"reset","data":{}}'))]
+        await asyncio.sleep(1.0)
+        replies.append(str(await ws.request('{"type":"step","data":{"wait":0.0}}')))
+        await asyncio.wait_for(ws.finish(), 10)
+        return replies
+
+    with running(bench_server(env=env)) as server:
+        replies = asyncio.run(session(f"ws://127.0.0.1:{server.port}/ws"))
+        health = get_json(f"{server.url}/health")
+    assert all(json.loads(r)["type"] == "observation" for r in replies)
+    assert health["active_sessions"] == 0
 
 
 def test_every_session_failing_is_an_error(tmp_path: Path) -> None:

@@ -31,6 +31,12 @@ class TestTarget:
         with pytest.raises(ValueError):
             Target.parse(url)
 
+    def test_client(self) -> None:
+        assert Target.parse("http://h:1").client == "lean"
+        assert Target.parse("http://h:1", client="websockets").client == "websockets"
+        with pytest.raises(ValueError):
+            Target.parse("http://h:1", client="aiohttp")
+
     def test_rejects_bad_transport_and_timeout(self) -> None:
         with pytest.raises(ValueError):
             Target.parse("http://h:1", transport="grpc")
