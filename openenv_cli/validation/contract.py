@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openenv_cli.validation.example import resolve_ref
 from openenv_cli.validation.results import CheckResult, failed, passed, warned
 
 LOCK_FILE = "openenv.lock.json"
@@ -62,21 +63,9 @@ def read_lock(path: Path) -> dict[str, Any]:
 
 # -- normalising schemas into fields and type atoms -----------------------------------------
 
-def _resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(schema, dict):
-        return {}
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        return {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-    return schema
-
-
 def _atoms(schema: Any, root: dict[str, Any], depth: int = 0) -> frozenset[str]:
     """The set of value kinds a schema admits: "string", "integer", "null", "const:..." ..."""
-    schema = _resolve(schema, root)
+    schema = resolve_ref(schema, root)
     if depth > _MAX_DEPTH or not schema:
         return frozenset({"any"})
     if "const" in schema:
@@ -125,17 +114,17 @@ def _covers(wide: frozenset[str], narrow: frozenset[str]) -> bool:
 
 
 def _fields(schema: Any, root: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    schema = _resolve(schema, root)
+    schema = resolve_ref(schema, root)
     if "allOf" in schema and len(schema["allOf"]) == 1:
-        schema = _resolve(schema["allOf"][0], root)
+        schema = resolve_ref(schema["allOf"][0], root)
     return dict(schema.get("properties") or {}), set(schema.get("required") or [])
 
 
 def _nested(schema: Any, root: dict[str, Any]) -> dict[str, Any] | None:
     """The object schema inside a field (``Model`` or ``Model | None``), if it has properties."""
-    schema = _resolve(schema, root)
+    schema = resolve_ref(schema, root)
     options = schema.get("anyOf") or schema.get("oneOf") or [schema]
-    objects = [_resolve(o, root) for o in options if "properties" in _resolve(o, root)]
+    objects = [resolve_ref(o, root) for o in options if "properties" in resolve_ref(o, root)]
     return objects[0] if len(objects) == 1 else None
 
 

@@ -8,7 +8,10 @@ from typing import Any
 _MAX_DEPTH = 8
 
 
-def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def resolve_ref(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with a local ``$ref`` (``#/$defs/...``) replaced by its target; ``{}`` for a non-object."""
+    if not isinstance(schema, dict):
+        return {}
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
         target: Any = root
@@ -22,7 +25,7 @@ def example_value(schema: dict[str, Any], root: dict[str, Any] | None = None, de
     """A value that validates against ``schema``: its default, first example, first enum value,
     or a minimal value of its type (required object properties filled in recursively)."""
     root = root if root is not None else schema
-    schema = _resolve(schema, root)
+    schema = resolve_ref(schema, root)
     if depth > _MAX_DEPTH:
         return None
     if "default" in schema:
@@ -36,7 +39,7 @@ def example_value(schema: dict[str, Any], root: dict[str, Any] | None = None, de
     for key in ("anyOf", "oneOf", "allOf"):
         options = schema.get(key)
         if options:
-            non_null = [o for o in options if _resolve(o, root).get("type") != "null"]
+            non_null = [o for o in options if resolve_ref(o, root).get("type") != "null"]
             return example_value((non_null or options)[0], root, depth + 1)
     kind = schema.get("type")
     if isinstance(kind, list):
