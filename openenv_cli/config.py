@@ -13,7 +13,8 @@ error messages).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -133,3 +134,45 @@ class Setting(Generic[T]):
             parse=self.parse,
             environ=environ,
         )
+
+
+_ASSIGNMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_assignments(
+    values: Iterable[str],
+    option: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    bare_from_env: bool = False,
+    secret: bool = False,
+) -> dict[str, str]:
+    """``["K=V", ...]`` → ``{"K": "V"}`` for options like ``--build-arg``, ``-e``, ``--secret``.
+
+    Later entries win. With ``bare_from_env`` (always for ``secret``), a bare ``K`` takes the
+    value of the environment variable ``K``. With ``secret``, errors quote no part of the
+    entry (a mistyped entry may be the secret itself). Raises :class:`UsageError` naming ``option``.
+    """
+    environ = os.environ if environ is None else environ
+    parsed: dict[str, str] = {}
+    for number, raw in enumerate(values, start=1):
+        key, sep, value = raw.partition("=")
+        key = key.strip()
+        which = f"{option} #{number}" if secret else f"{option} {key or repr(raw)}"
+        shown = "KEY" if secret else (key or "NAME")
+        if not _ASSIGNMENT_NAME.match(key):
+            raise UsageError(
+                f"{which} is not NAME=VALUE (a NAME of letters, digits and underscores).",
+                hint=f"For example: {option} API_KEY=...",
+            )
+        if not sep:
+            if not (bare_from_env or secret):
+                raise UsageError(f"{which} has no value.", hint=f"Write {option} {shown}=VALUE.")
+            if key not in environ:
+                raise UsageError(
+                    f"{which} has no value and names no environment variable that is set.",
+                    hint=f"Write {option} {shown}=VALUE, or export {shown} and pass {option} {shown}.",
+                )
+            value = environ[key]
+        parsed[key] = value
+    return parsed

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from openenv_cli.config import Resolved, resolve
+from openenv_cli.config import Resolved, parse_assignments, resolve
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import Manifest, load_manifest
 
@@ -56,7 +56,6 @@ _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
 _TAG = r"[\w][\w.-]{0,127}"
 _REFERENCE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::{_TAG})?$")
-_BUILD_ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _EXIT_CODE = re.compile(r"returned a non-zero code: (\d+)")
@@ -151,24 +150,7 @@ def plan_build(
 def parse_build_args(values: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``["K=V", "K2"]`` → ``{"K": "V", "K2": <$K2>}``; a bare name takes its value from the
     environment, as ``docker build`` does. Later values win."""
-    environ = os.environ if environ is None else environ
-    result: dict[str, str] = {}
-    for raw in values:
-        name, sep, value = raw.partition("=")
-        name = name.strip()
-        if not _BUILD_ARG_NAME.match(name):
-            raise UsageError(
-                f"--build-arg {raw!r} is not NAME=VALUE.", hint="Pass e.g. --build-arg PIP_INDEX_URL=https://example.org/simple."
-            )
-        if not sep:
-            if name not in environ:
-                raise UsageError(
-                    f"--build-arg {name} has no value and ${name} is not set.",
-                    hint=f"Pass --build-arg {name}=VALUE, or export {name} first.",
-                )
-            value = environ[name]
-        result[name] = value
-    return result
+    return parse_assignments(values, "--build-arg", environ=environ, bare_from_env=True)
 
 
 def is_valid_reference(tag: str) -> bool:

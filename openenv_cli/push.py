@@ -39,44 +39,12 @@ README = "README.md"
 # The Hub creates this file in every repository; it is never deleted by a push.
 HUB_MANAGED_FILES = frozenset({".gitattributes"})
 
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REPO_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
 # Front matter keys that describe other SDKs and would confuse a Docker Space.
 _FOREIGN_KEYS = ("sdk_version", "app_file", "python_version")
 
 
 # -- options --------------------------------------------------------------------------------
-
-
-def parse_assignments(
-    values: Iterable[str], option: str, *, environ: Mapping[str, str] | None = None, secret: bool = False
-) -> dict[str, str]:
-    """``["K=V", ...]`` → ``{"K": "V"}`` (later wins). With ``secret``, a bare ``K`` takes its
-    value from the environment variable ``K`` (so secrets stay out of shell history), and
-    errors quote no part of the entry (a mistyped entry may be the secret itself).
-    Raises :class:`UsageError` naming ``option``."""
-    environ = os.environ if environ is None else environ
-    parsed: dict[str, str] = {}
-    for number, raw in enumerate(values, start=1):
-        key, sep, value = raw.partition("=")
-        key = key.strip()
-        which = f"{option} #{number}" if secret else f"{option} {key!r}"
-        if not _ENV_KEY.match(key):
-            raise UsageError(
-                f"{which} needs KEY=VALUE with KEY made of letters, digits and underscores.",
-                hint=f"For example: {option} API_KEY=...",
-            )
-        if not sep:
-            if not secret:
-                raise UsageError(f"{which} has no value.", hint=f"Write {option} {key}=VALUE.")
-            if key not in environ:
-                raise UsageError(
-                    f"{which} has no '=' and names no environment variable that is set.",
-                    hint=f"Write {option} KEY=VALUE, or export KEY and pass {option} KEY.",
-                )
-            value = environ[key]
-        parsed[key] = value
-    return parsed
 
 
 @dataclass(frozen=True)

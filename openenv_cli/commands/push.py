@@ -54,11 +54,11 @@ def command(
 
     Creates the Space when needed, sets its variables and secrets on every push, and commits only what changed (files no longer shipped are deleted). The Hub is [bold]$HF_ENDPOINT[/] (default https://huggingface.co).
     """
+    from openenv_cli.config import parse_assignments
     from openenv_cli.manifest import load_manifest
     from openenv_cli.push import (
         Redactor,
         deploy,
-        parse_assignments,
         prepare_push,
         redacting,
         resolve_token,

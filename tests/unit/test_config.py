@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.config import Resolved, Setting, manifest_lookup, parse_bool, parse_int, resolve
+from openenv_cli.config import Resolved, Setting, manifest_lookup, parse_assignments, parse_bool, parse_int, resolve
 from openenv_cli.errors import UsageError
 from openenv_cli.manifest import parse_manifest
 
@@ -73,3 +73,33 @@ def test_resolve_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) ->
     got = resolve("port", env="OPENENV_TEST_PORT", manifest=MANIFEST, manifest_key="port", default=8000, parse=parse_int)
     assert got.value == 7000
     assert got.describe() == "7000 (from OPENENV_TEST_PORT)"
+
+
+# -- K=V options (--build-arg, -e, --secret) ----------------------------------------------
+
+
+def test_parse_assignments() -> None:
+    assert parse_assignments(["A=1", "B=x=y", "A=2", "EMPTY="], "-e") == {"A": "2", "B": "x=y", "EMPTY": ""}
+
+
+@pytest.mark.parametrize("raw", ["=1", "1A=x", "A-B=x", "A B=x"])
+def test_parse_assignments_bad_keys(raw: str) -> None:
+    with pytest.raises(UsageError, match="NAME=VALUE"):
+        parse_assignments([raw], "-e")
+
+
+def test_parse_assignments_missing_value() -> None:
+    with pytest.raises(UsageError, match="has no value"):
+        parse_assignments(["LEVEL"], "-e")
+
+
+def test_secret_from_the_environment() -> None:
+    assert parse_assignments(["TOKEN"], "--secret", environ={"TOKEN": "s3cr3t"}, secret=True) == {"TOKEN": "s3cr3t"}
+
+
+def test_secret_errors_quote_nothing() -> None:
+    for raw in ["hunter2-is-my-password", "hunter2isMyPassword"]:
+        with pytest.raises(UsageError) as caught:
+            parse_assignments(["OK=1", raw], "--secret", environ={}, secret=True)
+        assert "hunter2" not in str(caught.value)
+        assert "--secret #2" in caught.value.message

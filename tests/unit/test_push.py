@@ -16,7 +16,6 @@ from openenv_cli.push import (
     RepoRef,
     _Context,
     _http_error,
-    parse_assignments,
     parse_repo_id,
     prepare_push,
     redacting,
@@ -38,33 +37,6 @@ def _manifest(**overrides: object) -> Manifest:
 
 
 # -- options --------------------------------------------------------------------------------
-
-
-def test_parse_assignments() -> None:
-    assert parse_assignments(["A=1", "B=x=y", "A=2", "EMPTY="], "-e") == {"A": "2", "B": "x=y", "EMPTY": ""}
-
-
-@pytest.mark.parametrize("raw", ["=1", "1A=x", "A-B=x", "A B=x"])
-def test_parse_assignments_bad_keys(raw: str) -> None:
-    with pytest.raises(UsageError, match="KEY=VALUE"):
-        parse_assignments([raw], "-e")
-
-
-def test_parse_assignments_missing_value() -> None:
-    with pytest.raises(UsageError, match="has no value"):
-        parse_assignments(["LEVEL"], "-e")
-
-
-def test_secret_from_the_environment() -> None:
-    assert parse_assignments(["TOKEN"], "--secret", environ={"TOKEN": "s3cr3t"}, secret=True) == {"TOKEN": "s3cr3t"}
-
-
-def test_secret_errors_quote_nothing() -> None:
-    for raw in ["hunter2-is-my-password", "hunter2isMyPassword"]:
-        with pytest.raises(UsageError) as caught:
-            parse_assignments(["OK=1", raw], "--secret", environ={}, secret=True)
-        assert "hunter2" not in str(caught.value)
-        assert "--secret #2" in caught.value.message
 
 
 @pytest.mark.parametrize(
