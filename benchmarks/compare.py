@@ -41,7 +41,15 @@ if str(ROOT) not in sys.path:
 from openenv_cli.bench import procstat  # noqa: E402
 from openenv_cli.bench.loadgen import LoadGenerator, raise_open_file_limit  # noqa: E402
 from openenv_cli.bench.report import markdown_table  # noqa: E402
-from openenv_cli.bench.server import BENCH_ENV, ServerProcess, bench_server, free_port, get_json, pin_tree, serve_command  # noqa: E402
+from openenv_cli.bench.server import (  # noqa: E402
+    BENCH_ENV,
+    ServerProcess,
+    bench_server,
+    free_port,
+    get_json,
+    pin_tree,
+    serve_command,
+)
 from openenv_cli.bench.sessions import Target  # noqa: E402
 from openenv_cli.bench.stats import SUCCESS_THRESHOLD, SessionsCell, ThroughputCell  # noqa: E402
 

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from .wsclient import CLIENTS, CLOSE_FRAME, ConnectionLost, open_connection
+from .wsclient import CLIENTS, ConnectionLost, open_connection
 
 RESET_FRAME = '{"type":"reset","data":{}}'
 _OBSERVATION_PREFIXES = ('{"type":"observation"', '{"type": "observation"')
@@ -56,8 +56,7 @@ class Target:
         if client not in CLIENTS:
             raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r}")
         path = parts.path.rstrip("/")
-        if path.endswith("/ws"):
-            path = path[: -len("/ws")]
+        path = path.removesuffix("/ws")
         return cls(parts.hostname, parts.port or 80, path, transport, float(timeout), compression, client)
 
     @property
@@ -238,7 +237,7 @@ async def ws_close(ws: Any, target: Target, col: Collector) -> None:
 class Guard:
     """The deadline of one session's current operation, enforced by a :class:`Watchdog`."""
 
-    __slots__ = ("deadline", "expired", "abort")
+    __slots__ = ("abort", "deadline", "expired")
 
     def __init__(self, abort: Any) -> None:
         self.deadline = 0.0  # 0: no operation running

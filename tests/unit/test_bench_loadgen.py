@@ -10,7 +10,13 @@ import pytest
 
 from openenv_cli.bench import procstat
 from openenv_cli.bench.loadgen import merge, split
-from openenv_cli.bench.sessions import Target, describe_failure, http_step_body, reply_problem, step_frame
+from openenv_cli.bench.sessions import (
+    Target,
+    describe_failure,
+    http_step_body,
+    reply_problem,
+    step_frame,
+)
 
 
 class TestTarget:
