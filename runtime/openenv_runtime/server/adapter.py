@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -179,6 +179,23 @@ class EnvRunner:
         method = self.adapter_for(env).step
         result = await self._run(method.is_async, getattr(env, method.name), action)
         return self._check_observation(env, method.name, result)
+
+    def bind_step(self, env: Any) -> Callable[[Any], Awaitable[Observation]]:
+        """``step`` of one instance, bound once per session: the hot path does no lookups."""
+        method = self.adapter_for(env).step
+        func = getattr(env, method.name)
+        check = self._check_observation
+        name = method.name
+        if method.is_async:
+            async def step(action: Any) -> Observation:
+                result = await func(action)
+                return result if isinstance(result, Observation) else check(env, name, result)
+        else:
+            pool = self._pool
+            async def step(action: Any) -> Observation:
+                result = await asyncio.get_running_loop().run_in_executor(pool, func, action)
+                return result if isinstance(result, Observation) else check(env, name, result)
+        return step
 
     async def state(self, env: Any) -> State:
         adapter = self.adapter_for(env)

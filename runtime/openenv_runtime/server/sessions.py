@@ -23,12 +23,13 @@ logger = logging.getLogger("openenv_runtime.server")
 class Session:
     """One client's episode: its environment instance and bookkeeping."""
 
-    __slots__ = ("id", "kind", "env", "last_active", "busy", "released", "lock", "on_expire")
+    __slots__ = ("id", "kind", "env", "step", "last_active", "busy", "released", "lock", "on_expire")
 
     def __init__(self, kind: str) -> None:
         self.id = secrets.token_urlsafe(12)
         self.kind = kind
         self.env: Any = None
+        self.step: Any = None  # the environment's step, bound once (see EnvRunner.bind_step)
         self.last_active = time.monotonic()
         self.busy = False
         self.released = False

@@ -7,7 +7,7 @@ frame is parsed once, validated once, and its reply serialized once.
 from __future__ import annotations
 
 import logging
-import time
+from time import monotonic
 from typing import Any
 
 from pydantic import ValidationError
@@ -83,6 +83,7 @@ class WebSocketEndpoint:
         try:
             try:
                 session.env = await self.runner.create()
+                session.step = self.runner.bind_step(session.env)
             except Exception as exc:
                 logger.exception("creating the environment failed")
                 await send({"type": "websocket.send", "text": error_message(ErrorCode.FACTORY_ERROR, describe_exception(exc))})
@@ -95,6 +96,7 @@ class WebSocketEndpoint:
             await self.manager.release(session)
 
     async def _serve(self, session: Session, receive: Any, send: Any) -> None:
+        handle = self._handle
         while True:
             message = await receive()
             if message["type"] != "websocket.receive" or session.released:
@@ -104,10 +106,10 @@ class WebSocketEndpoint:
                 frame = message.get("bytes") or b""
             session.busy = True
             try:
-                reply = await self._handle(session, frame)
+                reply = await handle(session, frame)
             finally:
                 session.busy = False
-                session.last_active = time.monotonic()
+                session.last_active = monotonic()
             if reply is _CLOSE:
                 await send({"type": "websocket.close", "code": CLOSE_NORMAL})
                 return
@@ -136,7 +138,7 @@ class WebSocketEndpoint:
                     action = self.validate_action(msg.get("data"))
                 except ValidationError as exc:
                     return error_message(ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc))
-                return observation_message(await self.runner.step(session.env, action))
+                return observation_message(await session.step(action))
             if kind == "reset":
                 options = msg.get("data")
                 if options is None:
