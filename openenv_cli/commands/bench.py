@@ -78,7 +78,7 @@ def command(
     serve: Annotated[bool, typer.Option("--serve", help="Start the built-in benchmark environment on a free 127.0.0.1 port and measure it.")] = False,
     workers: Annotated[int, typer.Option(help="With --serve: server worker processes.")] = 1,
     sync: Annotated[bool, typer.Option("--sync", help="With --serve: the sync variant (step runs time.sleep on the thread pool).")] = False,
-    mode: Annotated[str, typer.Option(help="sessions (connect, reset, one step, close) or throughput (C sessions × K steps).")] = "sessions",
+    mode: Annotated[str, typer.Option(help="sessions (connect, reset, one step, close) or throughput (C sessions × K steps); ws or http mean the sessions workload over that transport.")] = "sessions",
     requests_grid: Annotated[str, typer.Option(help="Sessions mode: concurrent sessions per run, comma-separated.")] = "32,128,512,2048",
     wait_grid: Annotated[Optional[str], typer.Option(help="Seconds each step waits, comma-separated \\[sessions: 1.0,5.0; throughput: 0].")] = None,
     reps: Annotated[int, typer.Option(help="Repetitions of every run.")] = 3,
@@ -108,8 +108,10 @@ def command(
 
     if serve == (url is not None):
         raise UsageError("Give either --url URL (a running server) or --serve (start the built-in benchmark environment).")
+    if mode in ("ws", "http"):  # the scaling study's own wording: --mode ws|http
+        mode, transport = "sessions", mode
     if mode not in MODES:
-        raise UsageError(f"--mode must be sessions or throughput, got {mode!r}")
+        raise UsageError(f"--mode must be sessions, throughput, ws or http, got {mode!r}")
     if transport not in ("ws", "http"):
         raise UsageError(f"--transport must be ws or http, got {transport!r}")
     if client not in ("lean", "websockets"):
