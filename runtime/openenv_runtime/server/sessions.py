@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..protocol import CLOSE_NORMAL
 from .adapter import EnvRunner
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -23,7 +24,7 @@ logger = logging.getLogger("openenv_runtime.server")
 class Session:
     """One client's episode: its environment instance and bookkeeping."""
 
-    __slots__ = ("id", "kind", "env", "step", "last_active", "busy", "released", "lock", "on_expire")
+    __slots__ = ("id", "kind", "env", "step", "last_active", "busy", "released", "lock", "send")
 
     def __init__(self, kind: str) -> None:
         self.id = secrets.token_urlsafe(12)
@@ -35,7 +36,15 @@ class Session:
         self.released = False
         # HTTP requests of one session run in order; a WebSocket session is ordered by its loop.
         self.lock: asyncio.Lock | None = asyncio.Lock() if kind == "http" else None
-        self.on_expire: Callable[[], Awaitable[None]] | None = None
+        self.send: Callable[[dict[str, Any]], Awaitable[None]] | None = None  # a WebSocket's ASGI send
+
+    async def close_connection(self) -> None:
+        """Tell a WebSocket client its session is over (HTTP sessions have no connection)."""
+        if self.send is not None:
+            try:
+                await self.send({"type": "websocket.close", "code": CLOSE_NORMAL, "reason": "session closed by server"})
+            except Exception:  # the connection may already be gone; releasing is what matters
+                pass
 
 
 class SessionManager:
@@ -97,11 +106,7 @@ class SessionManager:
         idle = [s for s in self.sessions.values() if not s.busy and s.last_active < deadline]
         for session in idle:
             logger.info("closing %s session %s: idle for more than %ss", session.kind, session.id, self.idle_timeout)
-            if session.on_expire is not None:
-                try:
-                    await session.on_expire()
-                except Exception:  # the connection may already be gone; releasing is what matters
-                    pass
+            await session.close_connection()
             await self.release(session)
         return len(idle)
 
@@ -111,9 +116,5 @@ class SessionManager:
             self._reaper.cancel()
             self._reaper = None
         for session in list(self.sessions.values()):
-            if session.on_expire is not None:
-                try:
-                    await session.on_expire()
-                except Exception:
-                    pass
+            await session.close_connection()
             await self.release(session)

@@ -76,10 +76,7 @@ class WebSocketEndpoint:
             await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER, "reason": "capacity reached"})
             return
 
-        async def expire() -> None:
-            await send({"type": "websocket.close", "code": CLOSE_NORMAL, "reason": "session closed by server"})
-
-        session.on_expire = expire
+        session.send = send  # lets the reaper and shutdown close this connection
         try:
             try:
                 session.env = await self.runner.create()
@@ -89,31 +86,30 @@ class WebSocketEndpoint:
                 await send({"type": "websocket.send", "text": error_message(ErrorCode.FACTORY_ERROR, describe_exception(exc))})
                 await send({"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR, "reason": "environment factory failed"})
                 return
-            await self._serve(session, receive, send)
+            # The message loop lives in this frame (not a helper coroutine): one frame less per
+            # open session, which is what thousands of idle sessions are made of.
+            handle = self._handle
+            while True:
+                message = await receive()
+                if message["type"] != "websocket.receive" or session.released:
+                    return  # disconnect, or the reaper/shutdown closed it
+                frame = message.get("text")
+                if frame is None:
+                    frame = message.get("bytes") or b""
+                session.busy = True
+                try:
+                    reply = await handle(session, frame)
+                finally:
+                    session.busy = False
+                    session.last_active = monotonic()
+                if reply is _CLOSE:
+                    await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+                    return
+                await send({"type": "websocket.send", "text": reply})
         except OSError:
             pass  # the client went away while we were sending
         finally:
             await self.manager.release(session)
-
-    async def _serve(self, session: Session, receive: Any, send: Any) -> None:
-        handle = self._handle
-        while True:
-            message = await receive()
-            if message["type"] != "websocket.receive" or session.released:
-                return  # disconnect, or the reaper/shutdown closed it
-            frame = message.get("text")
-            if frame is None:
-                frame = message.get("bytes") or b""
-            session.busy = True
-            try:
-                reply = await handle(session, frame)
-            finally:
-                session.busy = False
-                session.last_active = monotonic()
-            if reply is _CLOSE:
-                await send({"type": "websocket.close", "code": CLOSE_NORMAL})
-                return
-            await send({"type": "websocket.send", "text": reply})
 
     async def _handle(self, session: Session, frame: str | bytes) -> Any:
         if len(frame) > self.max_message_bytes:
