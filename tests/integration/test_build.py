@@ -29,8 +29,7 @@ import pytest
 from docker.models.containers import Container
 
 import openenv_runtime
-from tests.support.base_image import ensure_base_image
-from tests.support.docker_engine import docker_client, run_once, started_container
+from tests.support.docker_engine import base_image, client, run_once, started_container  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -141,18 +140,6 @@ def runtime_digest_script() -> str:
 
 
 # --- fixtures --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[docker.DockerClient]:
-    client = docker_client()
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def base_image(client: docker.DockerClient) -> str:
-    return ensure_base_image(client=client)
 
 
 @pytest.fixture(scope="module")

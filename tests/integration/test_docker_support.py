@@ -15,24 +15,12 @@ import docker.errors
 import pytest
 
 from tests.support.base_image import ensure_base_image
-from tests.support.docker_engine import docker_client, run_once, started_container
+from tests.support.docker_engine import base_image, client, run_once, started_container  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 # Small, pure-Python and not part of the base image.
 PYPI_PACKAGE = "iniconfig==2.0.0"
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[docker.DockerClient]:
-    client = docker_client()
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def base_image(client: docker.DockerClient) -> str:
-    return ensure_base_image(client=client)
 
 
 @pytest.fixture
