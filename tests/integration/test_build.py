@@ -8,7 +8,6 @@ removed afterwards (containers by `started_container`, images by the fixtures).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket

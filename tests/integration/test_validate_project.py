@@ -177,7 +177,7 @@ def test_url_mode_uses_the_project_example_and_lock(echo_url: str, tmp_path: Pat
     assert episode.status is Status.FAIL and "EXECUTION_ERROR" in episode.message  # the example makes it explode
 
     from openenv_cli.validation.contract import build_lock, write_lock
-    from openenv_runtime import Action, Observation, State
+    from openenv_runtime import State
 
     class Old(EchoAction):
         extra_required: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import typing
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -14,6 +14,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
+
+if TYPE_CHECKING:
+    from .sync import SyncEnvClient
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)

@@ -19,7 +19,7 @@ from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware
-from .config import ServerConfig, resolve_config
+from .config import resolve_config
 from .http_api import build_http_router
 from .sessions import SessionManager
 from .websocket import WebSocketEndpoint
