@@ -56,8 +56,16 @@ async def _websocket(receive: Any, send: Any) -> None:
 
 async def _http(scope: dict[str, Any], receive: Any, send: Any) -> None:
     found = scope["path"] == "/health"
-    await send({"type": "http.response.start", "status": 200 if found else 404,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(HEALTH) if found else 2).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200 if found else 404,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(HEALTH) if found else 2).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": HEALTH if found else b"{}"})
 
 

@@ -14,7 +14,12 @@ _debug = False
 
 def debug_enabled() -> bool:
     """True when tracebacks should be shown (``--debug`` or ``OPENENV_DEBUG=1``)."""
-    return _debug or os.environ.get("OPENENV_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
+    return _debug or os.environ.get("OPENENV_DEBUG", "").strip().lower() in {
+        "1",
+        "true",
+        "yes",
+        "on",
+    }
 
 
 def set_debug(value: bool) -> None:

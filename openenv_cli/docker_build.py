@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -116,13 +116,21 @@ def plan_build(
         )
     flag_base = base_image if base_image is not None else from_args
     base = resolve(
-        "base_image", flag=flag_base, env=BASE_IMAGE_ENV, manifest=manifest, manifest_key="build.base_image",
-        default=DEFAULT_BASE_IMAGE, environ=environ,
+        "base_image",
+        flag=flag_base,
+        env=BASE_IMAGE_ENV,
+        manifest=manifest,
+        manifest_key="build.base_image",
+        default=DEFAULT_BASE_IMAGE,
+        environ=environ,
         flag_name="--base-image" if base_image is not None else f"--build-arg {BASE_IMAGE_ARG}",
     )
     base_value = base.value.strip()
     if not base_value:
-        raise UsageError(f"The base image ({base.origin}) is empty.", hint=f"Pass e.g. --base-image {DEFAULT_BASE_IMAGE}.")
+        raise UsageError(
+            f"The base image ({base.origin}) is empty.",
+            hint=f"Pass e.g. --base-image {DEFAULT_BASE_IMAGE}.",
+        )
     base = Resolved(base_value, base.source, base.origin)
     resolved_tags, tag_origin = resolve_tags(tags, manifest, version, environ)
     dockerfile = manifest.build.dockerfile.strip().replace("\\", "/")
@@ -134,20 +142,36 @@ def plan_build(
         )
     if Path(os.path.relpath(path.resolve(), project_dir)).parts[:1] == ("..",):
         raise UsageError(
-            f"build.dockerfile {dockerfile!r} is outside the project.", hint="Keep the Dockerfile inside the project folder."
+            f"build.dockerfile {dockerfile!r} is outside the project.",
+            hint="Keep the Dockerfile inside the project folder.",
         )
     labels = image_labels(
-        manifest, version, source=source_url(project_dir, manifest), revision=git_revision(project_dir),
-        base_image=base.value, runtime_version=runtime_version(), created=now or datetime.now(timezone.utc),
+        manifest,
+        version,
+        source=source_url(project_dir, manifest),
+        revision=git_revision(project_dir),
+        base_image=base.value,
+        runtime_version=runtime_version(),
+        created=now or datetime.now(UTC),
     )
     return BuildPlan(
-        project_dir=project_dir, manifest=manifest, version=version, dockerfile=Path(dockerfile).as_posix(),
-        tags=tuple(resolved_tags), tag_origin=tag_origin, base_image=base, build_args=args, labels=labels,
-        no_cache=no_cache, platform=platform or None,
+        project_dir=project_dir,
+        manifest=manifest,
+        version=version,
+        dockerfile=Path(dockerfile).as_posix(),
+        tags=tuple(resolved_tags),
+        tag_origin=tag_origin,
+        base_image=base,
+        build_args=args,
+        labels=labels,
+        no_cache=no_cache,
+        platform=platform or None,
     )
 
 
-def parse_build_args(values: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def parse_build_args(
+    values: Iterable[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``["K=V", "K2"]`` → ``{"K": "V", "K2": <$K2>}``; a bare name takes its value from the
     environment, as ``docker build`` does. Later values win."""
     return parse_assignments(values, "--build-arg", environ=environ, bare_from_env=True)
@@ -174,7 +198,10 @@ def tag_for_version(version: str) -> str:
 
 
 def resolve_tags(
-    flags: Sequence[str], manifest: Manifest, version: str | None, environ: Mapping[str, str] | None = None
+    flags: Sequence[str],
+    manifest: Manifest,
+    version: str | None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[list[str], str]:
     """The tags to apply and where they came from: ``-t`` (repeatable), else ``$OPENENV_IMAGE_TAG``,
     else ``build.tag`` in ``openenv.yaml``, else ``<name>:<version>`` and ``<name>:latest``."""
@@ -235,7 +262,10 @@ def image_labels(
         f"{OCI}.version": version or "",
         f"{OCI}.source": source or "",
         f"{OCI}.revision": revision or "",
-        f"{OCI}.created": created.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        f"{OCI}.created": created.astimezone(UTC)
+        .replace(microsecond=0)
+        .isoformat()
+        .replace("+00:00", "Z"),
         f"{OCI}.base.name": base_image,
         APP_LABEL: manifest.app,
         RUNTIME_LABEL: runtime_version,
@@ -246,7 +276,11 @@ def image_labels(
 def _git(project_dir: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(
-            ["git", "-C", str(project_dir), *args], capture_output=True, text=True, timeout=10, check=False
+            ["git", "-C", str(project_dir), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -263,7 +297,9 @@ def public_url(remote: str) -> str | None:
     parts = urlsplit(remote)
     if parts.scheme not in {"http", "https", "ssh", "git"} or not parts.hostname:
         return None
-    host = parts.hostname + (f":{parts.port}" if parts.port and parts.scheme in {"http", "https"} else "")
+    host = parts.hostname + (
+        f":{parts.port}" if parts.port and parts.scheme in {"http", "https"} else ""
+    )
     path = re.sub(r"\.git/?$", "", parts.path)
     return urlunsplit(("https" if parts.scheme != "http" else "http", host, path, "", ""))
 
@@ -364,10 +400,14 @@ class BuildLog:
         if chunk.get("error") or chunk.get("errorDetail"):
             events.extend(self.flush())
             detail = chunk.get("errorDetail") or {}
-            self.error = _ANSI.sub("", str(chunk.get("error") or detail.get("message") or "unknown error")).strip()
+            self.error = _ANSI.sub(
+                "", str(chunk.get("error") or detail.get("message") or "unknown error")
+            ).strip()
             code = detail.get("code") if isinstance(detail, Mapping) else None
             match = _EXIT_CODE.search(self.error)
-            self.error_code = int(match.group(1)) if match else (int(code) if isinstance(code, int) else None)
+            self.error_code = (
+                int(match.group(1)) if match else (int(code) if isinstance(code, int) else None)
+            )
         return events
 
     def flush(self) -> list[BuildEvent]:
@@ -394,7 +434,9 @@ class BuildLog:
             if self.current and self.current.finished is None:
                 self.current.finished = time.monotonic()
             # Continuation lines arrive joined with their indentation: show one space instead.
-            step = BuildStep(int(match.group(1)), int(match.group(2)), " ".join(match.group(3).split()))
+            step = BuildStep(
+                int(match.group(1)), int(match.group(2)), " ".join(match.group(3).split())
+            )
             self.steps.append(step)
             self.step_lines.clear()
             return [BuildEvent("step", step.instruction, step)]
@@ -407,11 +449,12 @@ class BuildLog:
             or stripped.startswith("Removing intermediate container")
             or stripped.startswith("Successfully built")
             or stripped.startswith("Successfully tagged")
-            or not stripped and not self.step_lines
+            or (not stripped
+            and not self.step_lines)
         ):
             return []
         if stripped.startswith("[Warning]"):
-            self.warnings.append(stripped[len("[Warning]"):].strip())
+            self.warnings.append(stripped[len("[Warning]") :].strip())
             return [BuildEvent("warning", self.warnings[-1], self.current)]
         self.lines.append(line)
         self.step_lines.append(line)
@@ -424,10 +467,14 @@ class BuildLog:
 def _reason(exc: BaseException) -> str:
     """The useful part of a connection error: ``FileNotFoundError(2, 'No such file ...')`` → the text."""
     text = str(exc)
-    match = re.search(r"\w+Error\(\d+, '([^']+)'\)", text) or re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    match = re.search(r"\w+Error\(\d+, '([^']+)'\)", text) or re.search(
+        r"\[Errno -?\d+\] ([^'\")]+)", text
+    )
     if match:
         return match.group(1).strip()
-    match = re.search(r"Connection refused|timed out|Name or service not known|certificate verify failed", text)
+    match = re.search(
+        r"Connection refused|timed out|Name or service not known|certificate verify failed", text
+    )
     if match:
         return match.group(0)
     return text.splitlines()[0][:200] if text else type(exc).__name__
@@ -438,7 +485,9 @@ def engine_host(environ: Mapping[str, str] | None = None) -> str:
     return environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
-def engine_unreachable(exc: BaseException, environ: Mapping[str, str] | None = None) -> OpenEnvError:
+def engine_unreachable(
+    exc: BaseException, environ: Mapping[str, str] | None = None
+) -> OpenEnvError:
     """The one-line error for "no Docker engine answers", saying how to start one."""
     host = engine_host(environ)
     reason = _reason(exc)
@@ -486,7 +535,11 @@ def build_failure(log: BuildLog, plan_dockerfile: str, base_image: str) -> OpenE
     else:
         summary = f"{where} failed: {error}"
     tail = log.tail()
-    message = summary if not tail else summary + "\nLast lines of its output:\n" + "\n".join(f"  {line}" for line in tail)
+    message = (
+        summary
+        if not tail
+        else summary + "\nLast lines of its output:\n" + "\n".join(f"  {line}" for line in tail)
+    )
     hint = f"Fix that step of {plan_dockerfile} (or what it runs) and build again."
     if keyword in {"COPY", "ADD"}:
         hint = f"Check that the file exists in the project and is not excluded by .dockerignore or .gitignore; then fix {plan_dockerfile}."
@@ -504,7 +557,10 @@ def request_failure(exc: BaseException, plan_dockerfile: str) -> OpenEnvError:
             f"{plan_dockerfile} is not a valid Dockerfile{where}: {text}.",
             hint=f"Fix {plan_dockerfile}{where} and build again.",
         )
-    return OpenEnvError(f"The Docker engine refused the build: {text}.", hint=f"Check {plan_dockerfile} and the options given.")
+    return OpenEnvError(
+        f"The Docker engine refused the build: {text}.",
+        hint=f"Check {plan_dockerfile} and the options given.",
+    )
 
 
 # --- the build ---------------------------------------------------------------------------------
@@ -552,7 +608,9 @@ def connect(environ: Mapping[str, str] | None = None) -> Any:
         # A short timeout while finding out whether anything answers (a DOCKER_HOST pointing
         # nowhere must not hang), the long one for the build's own requests.
         client = docker.APIClient(
-            version="auto", timeout=CONNECT_TIMEOUT, **docker.utils.kwargs_from_env(environment=dict(environ))
+            version="auto",
+            timeout=CONNECT_TIMEOUT,
+            **docker.utils.kwargs_from_env(environment=dict(environ)),
         )
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
@@ -580,7 +638,12 @@ def context_archive(root: Path) -> IO[bytes]:
 
     with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in _walk(root):
-            tar.add(str(path), arcname=path.relative_to(root).as_posix(), recursive=False, filter=normalise)
+            tar.add(
+                str(path),
+                arcname=path.relative_to(root).as_posix(),
+                recursive=False,
+                filter=normalise,
+            )
     archive.seek(0)
     return archive
 
@@ -610,7 +673,9 @@ def stage_context(plan: BuildPlan, dest: Path) -> StagedContext:
     with the Dockerfile's base image set to the plan's."""
     from openenv_cli import staging
 
-    staged = staging.stage(plan.project_dir, dest, dockerfile=plan.dockerfile, base_image=plan.base_image.value)
+    staged = staging.stage(
+        plan.project_dir, dest, dockerfile=plan.dockerfile, base_image=plan.base_image.value
+    )
     size = sum((staged.root / name).stat().st_size for name in staged.files)
     return StagedContext(staged.root, staged.dockerfile, len(staged.files), size)
 
@@ -626,7 +691,9 @@ def build_image(
     import docker.errors
     import requests
 
-    dockerfile_text = (context.root / context.dockerfile).read_text(encoding="utf-8", errors="replace")
+    dockerfile_text = (context.root / context.dockerfile).read_text(
+        encoding="utf-8", errors="replace"
+    )
     build_args = dict(plan.build_args)
     if declares_base_image_arg(dockerfile_text):
         build_args[BASE_IMAGE_ARG] = plan.base_image.value
@@ -635,9 +702,18 @@ def build_image(
     try:
         with context_archive(context.root) as archive:
             stream = client.build(
-                fileobj=archive, custom_context=True, dockerfile=context.dockerfile, tag=plan.tag,
-                buildargs=build_args, labels=plan.labels, nocache=plan.no_cache, pull=False, rm=True,
-                forcerm=True, decode=True, platform=plan.platform,
+                fileobj=archive,
+                custom_context=True,
+                dockerfile=context.dockerfile,
+                tag=plan.tag,
+                buildargs=build_args,
+                labels=plan.labels,
+                nocache=plan.no_cache,
+                pull=False,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                platform=plan.platform,
             )
             for chunk in stream:
                 for event in log.feed(chunk):
@@ -655,17 +731,26 @@ def build_image(
     if log.error is not None:
         raise build_failure(log, plan.dockerfile, plan.base_image.value)
     if log.image_id is None:
-        raise OpenEnvError("The engine finished the build without reporting an image.", hint="Run the build again; check `docker info`.")
+        raise OpenEnvError(
+            "The engine finished the build without reporting an image.",
+            hint="Run the build again; check `docker info`.",
+        )
     try:
         for extra in plan.tags[1:]:
             repository, _, tag = _split_tag(extra)
             client.tag(log.image_id, repository, tag or "latest")
         size = int(client.inspect_image(log.image_id).get("Size") or 0)
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise OpenEnvError(f"The image was built but tagging or inspecting it failed: {_reason(exc)}.") from None
+        raise OpenEnvError(
+            f"The image was built but tagging or inspecting it failed: {_reason(exc)}."
+        ) from None
     return BuildResult(
-        image_id=log.image_id, tags=plan.tags, size=size, seconds=time.monotonic() - started,
-        steps=tuple(log.steps), warnings=tuple(log.warnings),
+        image_id=log.image_id,
+        tags=plan.tags,
+        size=size,
+        seconds=time.monotonic() - started,
+        steps=tuple(log.steps),
+        warnings=tuple(log.warnings),
     )
 
 
@@ -674,5 +759,5 @@ def _split_tag(reference: str) -> tuple[str, str, str]:
     slash = reference.rfind("/")
     colon = reference.rfind(":")
     if colon > slash:
-        return reference[:colon], ":", reference[colon + 1:]
+        return reference[:colon], ":", reference[colon + 1 :]
     return reference, "", ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from importlib import metadata
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -55,8 +55,14 @@ def _show_version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        Optional[bool],
-        typer.Option("--version", "-V", callback=_show_version, is_eager=True, help="Show the version and exit."),
+        bool | None,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_show_version,
+            is_eager=True,
+            help="Show the version and exit.",
+        ),
     ] = None,
     debug: Annotated[
         bool,

@@ -38,14 +38,18 @@ class ServerConfig(_Section):
     session_timeout: float | None = Field(
         None, gt=0, description="Seconds before an idle session is closed (SESSION_TIMEOUT)."
     )
-    web_interface: bool | None = Field(None, description="Serve the web UI at /web (ENABLE_WEB_INTERFACE).")
+    web_interface: bool | None = Field(
+        None, description="Serve the web UI at /web (ENABLE_WEB_INTERFACE)."
+    )
 
 
 class BuildConfig(_Section):
     """What ``openenv build`` needs."""
 
     dockerfile: str = Field("server/Dockerfile", description="Dockerfile, relative to the project.")
-    base_image: str = Field("python:3.11-slim", description="Passed as the BASE_IMAGE build argument.")
+    base_image: str = Field(
+        "python:3.11-slim", description="Passed as the BASE_IMAGE build argument."
+    )
     tag: str | None = Field(None, description="Image tag; defaults to <name>:<version>.")
 
 
@@ -55,13 +59,18 @@ class PushConfig(_Section):
     repo_id: str | None = Field(None, description="Hugging Face Space id, e.g. user/my_env.")
     private: bool = Field(False, description="Create (or switch) the Space to private.")
     variables: dict[str, str] = Field(default_factory=dict, description="Space variables.")
-    exclude: list[str] = Field(default_factory=list, description="Extra gitignore-style patterns not uploaded.")
+    exclude: list[str] = Field(
+        default_factory=list, description="Extra gitignore-style patterns not uploaded."
+    )
 
     @field_validator("variables", mode="before")
     @classmethod
     def _stringify(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            return {str(k): "" if v is None else str(v) if not isinstance(v, bool) else str(v).lower() for k, v in value.items()}
+            return {
+                str(k): "" if v is None else str(v) if not isinstance(v, bool) else str(v).lower()
+                for k, v in value.items()
+            }
         return value
 
 
@@ -88,21 +97,27 @@ class Manifest(_Section):
     @classmethod
     def _supported(cls, value: int) -> int:
         if value != SPEC_VERSION:
-            raise ValueError(f"spec_version {value} is not supported by this openenv (it reads {SPEC_VERSION})")
+            raise ValueError(
+                f"spec_version {value} is not supported by this openenv (it reads {SPEC_VERSION})"
+            )
         return value
 
     @field_validator("app")
     @classmethod
     def _app_path(cls, value: str) -> str:
         if not _APP_PATTERN.match(value.strip()):
-            raise ValueError("must look like `package.module:attribute`, e.g. my_env.server.app:app")
+            raise ValueError(
+                "must look like `package.module:attribute`, e.g. my_env.server.app:app"
+            )
         return value.strip()
 
     @field_validator("version", mode="before")
     @classmethod
     def _version_str(cls, value: Any) -> Any:
         # YAML reads `version: 1.0` as a float.
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        return (
+            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        )
 
     @property
     def app_module(self) -> str:
@@ -146,7 +161,7 @@ def _fix_for(key: str, project_dir: Path) -> str:
 
 def _unknown_keys(model: BaseModel, prefix: str = "") -> list[tuple[str, list[str]]]:
     found: list[tuple[str, list[str]]] = []
-    for key in (model.model_extra or {}):
+    for key in model.model_extra or {}:
         found.append((prefix + key, list(type(model).model_fields)))
     for name in type(model).model_fields:
         value = getattr(model, name)
@@ -160,12 +175,21 @@ def parse_manifest(data: Any, project_dir: Path, path: Path | None = None) -> Ma
     path = path or project_dir / MANIFEST_FILE
     report = ManifestReport(path=path)
     if data is None:
-        report.errors.append(ManifestIssue("", f"{MANIFEST_FILE} is empty.", _fix_for("name", project_dir) + " " + _fix_for("app", project_dir)))
+        report.errors.append(
+            ManifestIssue(
+                "",
+                f"{MANIFEST_FILE} is empty.",
+                _fix_for("name", project_dir) + " " + _fix_for("app", project_dir),
+            )
+        )
         return report
     if not isinstance(data, dict):
         report.errors.append(
-            ManifestIssue("", f"{MANIFEST_FILE} must be a mapping of keys to values, not a {type(data).__name__}.",
-                          f"Rewrite {MANIFEST_FILE} as `key: value` lines (see `openenv init`).")
+            ManifestIssue(
+                "",
+                f"{MANIFEST_FILE} must be a mapping of keys to values, not a {type(data).__name__}.",
+                f"Rewrite {MANIFEST_FILE} as `key: value` lines (see `openenv init`).",
+            )
         )
         return report
     try:
@@ -184,10 +208,14 @@ def parse_manifest(data: Any, project_dir: Path, path: Path | None = None) -> Ma
     for key, known in _unknown_keys(manifest):
         leaf = key.rsplit(".", 1)[-1]
         close = difflib.get_close_matches(leaf, known, n=1)
-        hint = f"Did you mean `{key[: len(key) - len(leaf)]}{close[0]}`?" if close else (
-            f"Remove it, or check the spelling (known keys here: {', '.join(known)})."
+        hint = (
+            f"Did you mean `{key[: len(key) - len(leaf)]}{close[0]}`?"
+            if close
+            else (f"Remove it, or check the spelling (known keys here: {', '.join(known)}).")
         )
-        report.warnings.append(ManifestIssue(key, f"{MANIFEST_FILE}: unknown key `{key}` is ignored.", hint))
+        report.warnings.append(
+            ManifestIssue(key, f"{MANIFEST_FILE}: unknown key `{key}` is ignored.", hint)
+        )
     report.manifest = manifest
     return report
 
@@ -198,14 +226,21 @@ def inspect_manifest(project_dir: Path) -> ManifestReport:
     report = ManifestReport(path=path)
     if not path.is_file():
         report.errors.append(
-            ManifestIssue("", f"No {MANIFEST_FILE} in {project_dir}.",
-                          f"Run this in an environment project, or create one with `openenv init NAME`.")
+            ManifestIssue(
+                "",
+                f"No {MANIFEST_FILE} in {project_dir}.",
+                "Run this in an environment project, or create one with `openenv init NAME`.",
+            )
         )
         return report
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        report.errors.append(ManifestIssue("", f"Cannot read {path}: {exc}.", f"Make {MANIFEST_FILE} a readable UTF-8 file."))
+        report.errors.append(
+            ManifestIssue(
+                "", f"Cannot read {path}: {exc}.", f"Make {MANIFEST_FILE} a readable UTF-8 file."
+            )
+        )
         return report
     try:
         data = yaml.safe_load(text)
@@ -216,8 +251,11 @@ def inspect_manifest(project_dir: Path) -> ManifestReport:
             where = f" at line {mark.line + 1}, column {mark.column + 1}"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         report.errors.append(
-            ManifestIssue("", f"{MANIFEST_FILE} is not valid YAML{where}: {problem}.",
-                          f"Fix the YAML syntax in {path}{where}.")
+            ManifestIssue(
+                "",
+                f"{MANIFEST_FILE} is not valid YAML{where}: {problem}.",
+                f"Fix the YAML syntax in {path}{where}.",
+            )
         )
         return report
     return parse_manifest(data, project_dir, path)
@@ -234,8 +272,13 @@ def load_manifest(
     report = inspect_manifest(Path(project_dir))
     if report.errors or report.manifest is None:
         first = report.errors[0]
-        message = first.message if len(report.errors) == 1 else (
-            f"{report.path} has {len(report.errors)} problems:\n" + "\n".join(f"  - {e.message}" for e in report.errors)
+        message = (
+            first.message
+            if len(report.errors) == 1
+            else (
+                f"{report.path} has {len(report.errors)} problems:\n"
+                + "\n".join(f"  - {e.message}" for e in report.errors)
+            )
         )
         if len(report.errors) == 1 and str(report.path) not in message:
             message = f"{message} ({report.path})"
@@ -245,8 +288,12 @@ def load_manifest(
         if on_warning is not None:
             on_warning(warning)
         else:
-            from openenv_cli.console import err_console
             from rich.markup import escape
 
-            err_console.print(f"[yellow]Warning:[/] {escape(warning.message)} {escape(warning.fix)}", highlight=False)
+            from openenv_cli.console import err_console
+
+            err_console.print(
+                f"[yellow]Warning:[/] {escape(warning.message)} {escape(warning.fix)}",
+                highlight=False,
+            )
     return report.manifest

@@ -71,7 +71,10 @@ def parse_repo_id(raw: str) -> RepoRef:
     if "://" in text:
         path = text.rstrip("/").split("://", 1)[1].partition("/")[2]
         if not path.startswith("spaces/"):
-            raise UsageError(f"{raw!r} is not a Space URL.", hint="Use --repo-id NAMESPACE/NAME, e.g. --repo-id alice/my_env.")
+            raise UsageError(
+                f"{raw!r} is not a Space URL.",
+                hint="Use --repo-id NAMESPACE/NAME, e.g. --repo-id alice/my_env.",
+            )
         text = path
     parts = text.split("/")
     if len(parts) == 3 and parts[0] == "spaces":
@@ -81,7 +84,9 @@ def parse_repo_id(raw: str) -> RepoRef:
             f"{raw!r} names a {parts[0][:-1]} repository; openenv push deploys a Space.",
             hint=f"Use --repo-id {parts[1]}/{parts[2]} (a Space may share a model's name).",
         )
-    if not 1 <= len(parts) <= 2 or not all(_REPO_PART.match(p) and "--" not in p and ".." not in p for p in parts):
+    if not 1 <= len(parts) <= 2 or not all(
+        _REPO_PART.match(p) and "--" not in p and ".." not in p for p in parts
+    ):
         raise UsageError(
             f"{raw!r} is not a valid Space id.",
             hint="Use NAMESPACE/NAME or NAME: letters, digits, '-', '_' and '.', not starting or ending with '-' or '.'.",
@@ -139,7 +144,9 @@ def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:
     return None, text
 
 
-def space_front_matter(manifest: Manifest, existing: Mapping[str, Any] | None, *, interface: bool) -> dict[str, Any]:
+def space_front_matter(
+    manifest: Manifest, existing: Mapping[str, Any] | None, *, interface: bool
+) -> dict[str, Any]:
     """Front matter a Docker Space accepts, keeping the user's valid choices and other keys.
 
     Forced: ``sdk: docker``, ``app_port`` (the manifest's port), the ``openenv`` tag, and
@@ -167,7 +174,11 @@ def space_front_matter(manifest: Manifest, existing: Mapping[str, Any] | None, *
     for key in ("sdk", "app_port", "base_path", *_FOREIGN_KEYS):
         rest.pop(key, None)
     tags = rest.pop("tags", None)
-    tags = [str(t) for t in tags] if isinstance(tags, list) else ([str(tags)] if isinstance(tags, str) else [])
+    tags = (
+        [str(t) for t in tags]
+        if isinstance(tags, list)
+        else ([str(tags)] if isinstance(tags, str) else [])
+    )
     front["tags"] = tags if OPENENV_TAG in tags else [*tags, OPENENV_TAG]
     if interface:
         front["base_path"] = WEB_BASE_PATH
@@ -176,10 +187,16 @@ def space_front_matter(manifest: Manifest, existing: Mapping[str, Any] | None, *
 
 
 def render_front_matter(front: Mapping[str, Any]) -> str:
-    return "---\n" + yaml.safe_dump(dict(front), sort_keys=False, allow_unicode=True, default_flow_style=False) + "---\n"
+    return (
+        "---\n"
+        + yaml.safe_dump(dict(front), sort_keys=False, allow_unicode=True, default_flow_style=False)
+        + "---\n"
+    )
 
 
-def space_readme(readme_text: str | None, manifest: Manifest, *, interface: bool) -> tuple[str, dict[str, Any]]:
+def space_readme(
+    readme_text: str | None, manifest: Manifest, *, interface: bool
+) -> tuple[str, dict[str, Any]]:
     """The README.md to upload and its front matter (the body is kept; a README is made when
     the project has none)."""
     existing, body = split_front_matter(readme_text) if readme_text is not None else (None, "")
@@ -189,7 +206,9 @@ def space_readme(readme_text: str | None, manifest: Manifest, *, interface: bool
     return render_front_matter(front) + "\n" + body, front
 
 
-def space_variables(manifest: Manifest, cli_variables: Mapping[str, str], *, no_interface: bool) -> dict[str, str]:
+def space_variables(
+    manifest: Manifest, cli_variables: Mapping[str, str], *, no_interface: bool
+) -> dict[str, str]:
     """Variables set on the Space: the manifest's ``server:`` settings (the container reads
     them from the environment), then ``push.variables``, then ``-e`` (later wins).
     ``ENABLE_WEB_INTERFACE`` is always set, so turning the interface back on works too."""
@@ -200,13 +219,17 @@ def space_variables(manifest: Manifest, cli_variables: Mapping[str, str], *, no_
         variables["MAX_CONCURRENT_ENVS"] = str(server.max_concurrent_envs)
     if server.session_timeout is not None:
         variables["SESSION_TIMEOUT"] = f"{server.session_timeout:g}"
-    variables["ENABLE_WEB_INTERFACE"] = "false" if no_interface or server.web_interface is False else "true"
+    variables["ENABLE_WEB_INTERFACE"] = (
+        "false" if no_interface or server.web_interface is False else "true"
+    )
     variables.update(manifest.push.variables)
     if no_interface and "ENABLE_WEB_INTERFACE" in manifest.push.variables:
         variables["ENABLE_WEB_INTERFACE"] = "false"
     if no_interface and _truthy(cli_variables.get("ENABLE_WEB_INTERFACE")) is True:
         raise UsageError(
-            "--no-interface contradicts -e ENABLE_WEB_INTERFACE=" + cli_variables["ENABLE_WEB_INTERFACE"] + ".",
+            "--no-interface contradicts -e ENABLE_WEB_INTERFACE="
+            + cli_variables["ENABLE_WEB_INTERFACE"]
+            + ".",
             hint="Drop one of them.",
         )
     variables.update(cli_variables)
@@ -274,12 +297,21 @@ def prepare_push(
     (staged.root / README).write_text(readme, encoding="utf-8")
     if README not in staged.files:
         staged = StagedContext(
-            staged.root, tuple(sorted((*staged.files, README))), staged.dockerfile,
-            staged.dockerfile_text, staged.runtime_version,
+            staged.root,
+            tuple(sorted((*staged.files, README))),
+            staged.dockerfile,
+            staged.dockerfile_text,
+            staged.runtime_version,
         )
     return PushPlan(
-        manifest=manifest, repo=repo, staged=staged, front_matter=front, variables=final_variables,
-        secrets=dict(secrets or {}), private=private, interface=interface,
+        manifest=manifest,
+        repo=repo,
+        staged=staged,
+        front_matter=front,
+        variables=final_variables,
+        secrets=dict(secrets or {}),
+        private=private,
+        interface=interface,
     )
 
 
@@ -344,7 +376,12 @@ def redacting(redactor: Redactor) -> Iterator[None]:
 
 def _network_errors() -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = [ConnectionError, TimeoutError]
-    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError"), ("requests", "ConnectionError"), ("requests", "Timeout")):
+    for module, name in (
+        ("httpx2", "TransportError"),
+        ("httpx", "TransportError"),
+        ("requests", "ConnectionError"),
+        ("requests", "Timeout"),
+    ):
         try:
             found.append(getattr(__import__(module), name))
         except (ImportError, AttributeError):
@@ -368,7 +405,10 @@ def _hub(what: str, ctx: _Context) -> Iterator[None]:
     try:
         yield
     except OfflineModeIsEnabled:
-        raise OpenEnvError("huggingface_hub is in offline mode (HF_HUB_OFFLINE is set).", hint="Unset HF_HUB_OFFLINE and run again.") from None
+        raise OpenEnvError(
+            "huggingface_hub is in offline mode (HF_HUB_OFFLINE is set).",
+            hint="Unset HF_HUB_OFFLINE and run again.",
+        ) from None
     except HfHubHTTPError as exc:
         raise _http_error(exc, what, ctx) from None
     except _network_errors() as exc:
@@ -382,7 +422,9 @@ def _hub(what: str, ctx: _Context) -> Iterator[None]:
 def _http_error(exc: Any, what: str, ctx: _Context) -> OpenEnvError:
     response = exc.response
     status = response.status_code
-    server = (exc.server_message or response.headers.get("X-Error-Message") or "").strip().splitlines()
+    server = (
+        (exc.server_message or response.headers.get("X-Error-Message") or "").strip().splitlines()
+    )
     detail = f": {server[0]}" if server else ""
     repo = ctx.repo_id or "the Space"
     tokens = f"{ctx.endpoint}/settings/tokens"
@@ -397,16 +439,25 @@ def _http_error(exc: Any, what: str, ctx: _Context) -> OpenEnvError:
             hint=f"Push to a namespace you can write to (--repo-id {ctx.user or 'YOUR_USER'}/NAME), or use a token with write access ({tokens}).",
         )
     if status == 404:
-        return OpenEnvError(f"{repo} was not found on {ctx.endpoint} while {what}{detail}.", hint="Check --repo-id.")
+        return OpenEnvError(
+            f"{repo} was not found on {ctx.endpoint} while {what}{detail}.", hint="Check --repo-id."
+        )
     if status == 409:
         return OpenEnvError(f"The name {repo} is taken{detail}.", hint="Choose another --repo-id.")
     if status == 402:
-        return OpenEnvError(f"The Hub requires a paid plan for {what}{detail}.", hint="Check your plan and the Space's hardware.")
+        return OpenEnvError(
+            f"The Hub requires a paid plan for {what}{detail}.",
+            hint="Check your plan and the Space's hardware.",
+        )
     if status == 429:
-        return OpenEnvError(f"The Hub rate-limited the request while {what}.", hint="Wait a minute and run again.")
+        return OpenEnvError(
+            f"The Hub rate-limited the request while {what}.", hint="Wait a minute and run again."
+        )
     return OpenEnvError(
         f"The Hub answered {status} while {what}{detail}.",
-        hint="Run again; if it persists, check the Hub status page." if status >= 500 else "Fix the cause above and run again.",
+        hint="Run again; if it persists, check the Hub status page."
+        if status >= 500
+        else "Fix the cause above and run again.",
     )
 
 
@@ -451,7 +502,9 @@ def _unchanged(data: bytes, remote: Any) -> bool:
     return _git_blob_sha1(data) == getattr(remote, "blob_id", None)
 
 
-def deploy(plan: PushPlan, token: str, *, token_source: str = "--token", endpoint: str | None = None) -> PushResult:
+def deploy(
+    plan: PushPlan, token: str, *, token_source: str = "--token", endpoint: str | None = None
+) -> PushResult:
     """Create or update the Space for ``plan``; every Hub failure is one :class:`OpenEnvError`."""
     from huggingface_hub import (
         CommitOperationAdd,
@@ -495,13 +548,21 @@ def deploy(plan: PushPlan, token: str, *, token_source: str = "--token", endpoin
     created = info is None
     if created:
         with _hub(f"creating the Space {repo_id}", ctx):
-            api.create_repo(repo_id, repo_type="space", space_sdk="docker", private=plan.create_private, exist_ok=True)
+            api.create_repo(
+                repo_id,
+                repo_type="space",
+                space_sdk="docker",
+                private=plan.create_private,
+                exist_ok=True,
+            )
             info = api.space_info(repo_id)
     elif info.sdk and info.sdk != "docker":
         notes.append(f"{repo_id} was a {info.sdk} Space; its new README makes it a Docker Space.")
 
     private = bool(info.private)
-    desired = plan.private if plan.private is not None else (True if plan.manifest.push.private else None)
+    desired = (
+        plan.private if plan.private is not None else (True if plan.manifest.push.private else None)
+    )
     visibility_changed = desired is not None and desired != private
     if visibility_changed:
         with _hub(f"making {repo_id} {'private' if desired else 'public'}", ctx):
@@ -510,7 +571,10 @@ def deploy(plan: PushPlan, token: str, *, token_source: str = "--token", endpoin
 
     # Variables and secrets before the files, so the build the commit starts already sees them.
     with _hub(f"reading the variables of {repo_id}", ctx):
-        current = {key: getattr(var, "value", None) for key, var in api.get_space_variables(repo_id).items()}
+        current = {
+            key: getattr(var, "value", None)
+            for key, var in api.get_space_variables(repo_id).items()
+        }
     variables_set = []
     for key, value in plan.variables.items():
         if current.get(key) != value:
@@ -524,15 +588,23 @@ def deploy(plan: PushPlan, token: str, *, token_source: str = "--token", endpoin
     with _hub(f"listing the files of {repo_id}", ctx):
         remote = {
             entry.path: entry
-            for entry in api.list_repo_tree(repo_id, repo_type="space", recursive=True, revision=info.sha)
+            for entry in api.list_repo_tree(
+                repo_id, repo_type="space", recursive=True, revision=info.sha
+            )
             if isinstance(entry, RepoFile)
         }
     root = plan.staged.root
-    uploaded = [p for p in plan.staged.files if p not in remote or not _unchanged((root / p).read_bytes(), remote[p])]
+    uploaded = [
+        p
+        for p in plan.staged.files
+        if p not in remote or not _unchanged((root / p).read_bytes(), remote[p])
+    ]
     deleted = sorted(p for p in remote if p not in plan.staged.files and p not in HUB_MANAGED_FILES)
     commit = None
     if uploaded or deleted:
-        operations = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(root / p)) for p in uploaded]
+        operations = [
+            CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(root / p)) for p in uploaded
+        ]
         operations += [CommitOperationDelete(path_in_repo=p) for p in deleted]
         version = plan.manifest.version or ""
         with _hub(f"uploading to {repo_id}", ctx):

@@ -33,14 +33,66 @@ RUNTIME_REQUIREMENT = "openenv-runtime>=0.1.0"
 # the tools a project is built and tested with, and well-known names users install beside it.
 RESERVED_NAMES = frozenset(
     {
-        "openenv", "openenv_runtime", "openenv_cli", "openenv_core", "openenv_toolkit",
-        "fastapi", "starlette", "pydantic", "pydantic_core", "uvicorn", "websockets", "anyio",
-        "sniffio", "h11", "httptools", "uvloop", "watchfiles", "httpx", "httpcore", "requests",
-        "urllib3", "idna", "certifi", "annotated_types", "typing_extensions", "typing_inspection",
-        "typer", "click", "rich", "jinja2", "markupsafe", "yaml", "pathspec", "docker",
-        "huggingface_hub", "pip", "setuptools", "wheel", "pkg_resources", "hatchling", "packaging",
-        "pytest", "_pytest", "pluggy", "iniconfig", "numpy", "pandas", "torch", "gym", "gymnasium",
-        "test", "tests", "server", "client", "models", "app", "env", "environment", "main", "site",
+        "openenv",
+        "openenv_runtime",
+        "openenv_cli",
+        "openenv_core",
+        "openenv_toolkit",
+        "fastapi",
+        "starlette",
+        "pydantic",
+        "pydantic_core",
+        "uvicorn",
+        "websockets",
+        "anyio",
+        "sniffio",
+        "h11",
+        "httptools",
+        "uvloop",
+        "watchfiles",
+        "httpx",
+        "httpcore",
+        "requests",
+        "urllib3",
+        "idna",
+        "certifi",
+        "annotated_types",
+        "typing_extensions",
+        "typing_inspection",
+        "typer",
+        "click",
+        "rich",
+        "jinja2",
+        "markupsafe",
+        "yaml",
+        "pathspec",
+        "docker",
+        "huggingface_hub",
+        "pip",
+        "setuptools",
+        "wheel",
+        "pkg_resources",
+        "hatchling",
+        "packaging",
+        "pytest",
+        "_pytest",
+        "pluggy",
+        "iniconfig",
+        "numpy",
+        "pandas",
+        "torch",
+        "gym",
+        "gymnasium",
+        "test",
+        "tests",
+        "server",
+        "client",
+        "models",
+        "app",
+        "env",
+        "environment",
+        "main",
+        "site",
     }
 )
 _NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -85,7 +137,11 @@ def _suggest(name: str) -> str:
     candidate = re.sub(r"_+", "_", candidate).strip("_")
     if not candidate or not candidate[0].isalpha():
         candidate = f"env_{candidate}".rstrip("_")
-    if candidate in RESERVED_NAMES or candidate in sys.stdlib_module_names or keyword.iskeyword(candidate):
+    if (
+        candidate in RESERVED_NAMES
+        or candidate in sys.stdlib_module_names
+        or keyword.iskeyword(candidate)
+    ):
         candidate = f"{candidate}_env"
     return candidate
 
@@ -93,7 +149,9 @@ def _suggest(name: str) -> str:
 def validate_project_name(name: str) -> None:
     """Raise :class:`UsageError` (exit code 2) unless ``name`` makes a good package name."""
     if not name:
-        raise UsageError("The project name is empty.", hint="Give a name such as `openenv init my_env`.")
+        raise UsageError(
+            "The project name is empty.", hint="Give a name such as `openenv init my_env`."
+        )
     if "/" in name or "\\" in name or name in {".", ".."} or os.sep in name:
         raise UsageError(
             f"The project name {name!r} contains a path.",
@@ -106,10 +164,14 @@ def validate_project_name(name: str) -> None:
             hint=f"Try `openenv init {_suggest(name)}`.",
         )
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-        raise UsageError(f"{name!r} is a Python keyword and cannot be a package name.", hint=f"Try `openenv init {name}_env`.")
+        raise UsageError(
+            f"{name!r} is a Python keyword and cannot be a package name.",
+            hint=f"Try `openenv init {name}_env`.",
+        )
     if name in sys.stdlib_module_names:
         raise UsageError(
-            f"{name!r} would shadow the standard library module of the same name.", hint=f"Try `openenv init {name}_env`."
+            f"{name!r} would shadow the standard library module of the same name.",
+            hint=f"Try `openenv init {name}_env`.",
         )
     if name in RESERVED_NAMES:
         raise UsageError(
@@ -159,12 +221,20 @@ def _quoted(value: Any) -> str:
 
 def _template_files(root: Path) -> Iterator[Path]:
     for path in sorted(root.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in {".pyc", ".pyo"}:
+        if (
+            path.is_file()
+            and "__pycache__" not in path.parts
+            and path.suffix not in {".pyc", ".pyo"}
+        ):
             yield path
 
 
 def render_project(
-    name: str, context: Mapping[str, Any] | None = None, *, template: str = "project", root: Path | None = None
+    name: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    template: str = "project",
+    root: Path | None = None,
 ) -> dict[str, str]:
     """Render template set ``template`` for project ``name``: ``{relative posix path: text}``.
 
@@ -187,7 +257,10 @@ def render_project(
             target = env.from_string(relative).render(ctx)
             text = env.get_template(relative).render(ctx)
         except TemplateError as exc:
-            raise OpenEnvError(f"Template {relative} failed to render: {exc}", hint="This is a bug in openenv; please report it.") from exc
+            raise OpenEnvError(
+                f"Template {relative} failed to render: {exc}",
+                hint="This is a bug in openenv; please report it.",
+            ) from exc
         if target.endswith(TEMPLATE_SUFFIX):
             target = target[: -len(TEMPLATE_SUFFIX)]
         files[target] = text
@@ -196,7 +269,9 @@ def render_project(
 
 def _check_destination(dest: Path, force: bool) -> None:
     if dest.exists() and not dest.is_dir():
-        raise UsageError(f"{dest} exists and is not a folder.", hint="Choose another name or --output-dir.")
+        raise UsageError(
+            f"{dest} exists and is not a folder.", hint="Choose another name or --output-dir."
+        )
     if dest.is_dir() and any(dest.iterdir()) and not force:
         raise UsageError(
             f"{dest} already exists and is not empty.",
@@ -207,14 +282,23 @@ def _check_destination(dest: Path, force: bool) -> None:
             if not parent.is_dir():
                 raise UsageError(f"{parent} is not a folder.", hint="Choose another --output-dir.")
             if not os.access(parent, os.W_OK | os.X_OK):
-                raise UsageError(f"Cannot write to {parent}: permission denied.", hint="Choose a writable --output-dir.")
+                raise UsageError(
+                    f"Cannot write to {parent}: permission denied.",
+                    hint="Choose a writable --output-dir.",
+                )
             break
 
 
 def _unwritable(exc: OSError, where: Path) -> OpenEnvError:
     if exc.errno in {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR}:
-        return UsageError(f"Cannot write to {where}: {exc.strerror or exc}.", hint="Choose a writable --output-dir.")
-    return OpenEnvError(f"Writing the project to {where} failed: {exc}. Nothing was written.", hint="Fix the cause above and run the command again.")
+        return UsageError(
+            f"Cannot write to {where}: {exc.strerror or exc}.",
+            hint="Choose a writable --output-dir.",
+        )
+    return OpenEnvError(
+        f"Writing the project to {where} failed: {exc}. Nothing was written.",
+        hint="Fix the cause above and run the command again.",
+    )
 
 
 def write_project(files: Mapping[str, str], dest: str | Path, force: bool = False) -> list[Path]:
@@ -232,7 +316,9 @@ def write_project(files: Mapping[str, str], dest: str | Path, force: bool = Fals
         for parent in missing:
             parent.mkdir()
             created.append(parent)
-        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
+        )
         umask = os.umask(0)
         os.umask(umask)
         for relative, text in files.items():

@@ -64,16 +64,51 @@ def plan_serve(
         project_dir=project_dir.resolve(),
         manifest=manifest,
         host=resolve("host", flag=host, env="HOST", default="127.0.0.1"),
-        port=resolve("port", flag=port, env="PORT", manifest=manifest, manifest_key="port", default=8000, parse=parse_int),
-        workers=resolve("workers", flag=workers, env="WORKERS", manifest=manifest, manifest_key="server.workers",
-                        default=1, parse=parse_int),
-        max_concurrent_envs=resolve("max_concurrent_envs", flag=max_concurrent_envs, env="MAX_CONCURRENT_ENVS",
-                                    manifest=manifest, manifest_key="server.max_concurrent_envs",
-                                    default=DEFAULT_CAPACITY, parse=parse_int),
-        session_timeout=resolve("session_timeout", flag=session_timeout, env="SESSION_TIMEOUT", manifest=manifest,
-                                manifest_key="server.session_timeout", default=None, parse=parse_float),
-        web_interface=resolve("web_interface", flag=web_interface, env="ENABLE_WEB_INTERFACE", manifest=manifest,
-                              manifest_key="server.web_interface", default=True, parse=parse_bool),
+        port=resolve(
+            "port",
+            flag=port,
+            env="PORT",
+            manifest=manifest,
+            manifest_key="port",
+            default=8000,
+            parse=parse_int,
+        ),
+        workers=resolve(
+            "workers",
+            flag=workers,
+            env="WORKERS",
+            manifest=manifest,
+            manifest_key="server.workers",
+            default=1,
+            parse=parse_int,
+        ),
+        max_concurrent_envs=resolve(
+            "max_concurrent_envs",
+            flag=max_concurrent_envs,
+            env="MAX_CONCURRENT_ENVS",
+            manifest=manifest,
+            manifest_key="server.max_concurrent_envs",
+            default=DEFAULT_CAPACITY,
+            parse=parse_int,
+        ),
+        session_timeout=resolve(
+            "session_timeout",
+            flag=session_timeout,
+            env="SESSION_TIMEOUT",
+            manifest=manifest,
+            manifest_key="server.session_timeout",
+            default=None,
+            parse=parse_float,
+        ),
+        web_interface=resolve(
+            "web_interface",
+            flag=web_interface,
+            env="ENABLE_WEB_INTERFACE",
+            manifest=manifest,
+            manifest_key="server.web_interface",
+            default=True,
+            parse=parse_bool,
+        ),
         reload=reload,
     )
     if not 1 <= plan.port.value <= 65535:
@@ -132,7 +167,9 @@ def check_app_imports(plan: ServePlan, import_path: str) -> None:
 
 def open_file_advice(soft_limit: int, plan: ServePlan) -> str | None:
     """A warning when the open-file limit is below what the asked capacity needs."""
-    needed = plan.max_concurrent_envs.value + 64  # one descriptor per session, plus the server's own
+    needed = (
+        plan.max_concurrent_envs.value + 64
+    )  # one descriptor per session, plus the server's own
     if soft_limit < needed:
         return (
             f"The open-file limit is {soft_limit}, below the {needed} that {plan.max_concurrent_envs.value} "

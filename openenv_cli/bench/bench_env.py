@@ -47,7 +47,9 @@ class BenchEnvironment(Environment[BenchAction, BenchObservation, State]):
     def __init__(self) -> None:
         self._state = State()
 
-    async def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> BenchObservation:
+    async def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> BenchObservation:
         self._state = State(episode_id=episode_id or uuid4().hex)
         return BenchObservation(reward=0.0)
 
@@ -70,7 +72,9 @@ class SyncBenchEnvironment(Environment[BenchAction, BenchObservation, State]):
     def __init__(self) -> None:
         self._state = State()
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> BenchObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> BenchObservation:
         self._state = State(episode_id=episode_id or uuid4().hex)
         return BenchObservation(reward=0.0)
 
@@ -98,7 +102,10 @@ def build_app(sync: bool = False) -> Any:
     """A fresh server for the async (default) or the sync benchmark environment."""
     env = SyncBenchEnvironment if sync else BenchEnvironment
     return create_app(
-        env, BenchAction, BenchObservation, State,
+        env,
+        BenchAction,
+        BenchObservation,
+        State,
         name="openenv-bench-sync" if sync else "openenv-bench",
         description="The openenv benchmark environment: step sleeps `wait` seconds.",
         readme="The openenv benchmark environment: `step` sleeps `wait` seconds, then answers `ok`.",

@@ -85,7 +85,9 @@ async def _recv_from_parent(conn: Connection) -> Any:
     return conn.recv()
 
 
-async def _bounded(tasks: list[asyncio.Task[Any]], stop_at: float, col: Collector, phase: str) -> None:
+async def _bounded(
+    tasks: list[asyncio.Task[Any]], stop_at: float, col: Collector, phase: str
+) -> None:
     """Wait for ``tasks`` until ``stop_at`` (monotonic); cancel and count the unfinished."""
     if not tasks:
         return
@@ -159,7 +161,9 @@ async def _run_throughput(job: dict[str, Any], conn: Connection) -> Collector:
                 return
             http, session_id = opened
             await go.wait()
-            ok = await http_steps(http, session_id, target, job["steps"], job["wait"], col, stop_at, watchdog)
+            ok = await http_steps(
+                http, session_id, target, job["steps"], job["wait"], col, stop_at, watchdog
+            )
             if await http_close(http, session_id, target, col) and ok:
                 col.ok += 1
 
@@ -186,7 +190,9 @@ async def _run_idle(job: dict[str, Any], conn: Connection) -> Collector:
     stop_at = time.monotonic() + job["deadline"]
     tasks = [asyncio.create_task(ws_open_and_reset(target, col)) for _ in range(job["count"])]
     await _bounded(tasks, stop_at, col, "session")
-    sockets = [t.result() for t in tasks if t.done() and not t.cancelled() and t.exception() is None]
+    sockets = [
+        t.result() for t in tasks if t.done() and not t.cancelled() and t.exception() is None
+    ]
     open_ = [ws for ws in sockets if ws is not None]
     col.ok = len(open_)
     conn.send(("ready", {"ready": len(open_)}))
@@ -248,8 +254,20 @@ def worker_main(conn: Connection, cpus: list[int] | None) -> None:
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     """One result from the workers' results (lists concatenated, counts added, windows joined)."""
-    merged: dict[str, Any] = {"attempted": 0, "ok": 0, "errors": {}, "samples": [], "connect": [], "reset": [],
-                              "step": [], "total": [], "step_latencies": [], "steps": 0, "window": [], "cpu": 0.0}
+    merged: dict[str, Any] = {
+        "attempted": 0,
+        "ok": 0,
+        "errors": {},
+        "samples": [],
+        "connect": [],
+        "reset": [],
+        "step": [],
+        "total": [],
+        "step_latencies": [],
+        "steps": 0,
+        "window": [],
+        "cpu": 0.0,
+    }
     for part in results:
         for key in ("attempted", "ok", "steps", "cpu"):
             merged[key] += part.get(key, 0)
@@ -260,8 +278,11 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
         merged["samples"].extend(part.get("samples", ())[: max(0, 5 - len(merged["samples"]))])
         window = part.get("window")
         if window:
-            merged["window"] = window if not merged["window"] else [
-                min(merged["window"][0], window[0]), max(merged["window"][1], window[1])]
+            merged["window"] = (
+                window
+                if not merged["window"]
+                else [min(merged["window"][0], window[0]), max(merged["window"][1], window[1])]
+            )
     return merged
 
 
@@ -315,12 +336,16 @@ class LoadGenerator:
     def _start(self, slot: int) -> _Worker:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_package_root(), env.get("PYTHONPATH")) if p
+        )
         cpus = ",".join(map(str, self.cpus)) if self.cpus else "-"
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "openenv_cli.bench.loadgen", str(theirs.fileno()), cpus],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
             )
         finally:
             theirs.close()
@@ -360,8 +385,14 @@ class LoadGenerator:
             worker.conn.send((kind, {**job, "count": count}))
         return slots
 
-    def _collect(self, slots: list[int], expect: str, until: float, total: int,
-                 on_progress: ProgressFn | None) -> dict[int, Any]:
+    def _collect(
+        self,
+        slots: list[int],
+        expect: str,
+        until: float,
+        total: int,
+        on_progress: ProgressFn | None,
+    ) -> dict[int, Any]:
         """Wait for one ``expect`` message from each slot; a worker that misses ``until`` is replaced."""
         got: dict[int, Any] = {}
         while len(got) < len(slots):
@@ -385,7 +416,9 @@ class LoadGenerator:
                     self._stop(slot, polite=False)
                     got[slot] = None
             if on_progress is not None:
-                on_progress(sum(w.progress for s in slots if (w := self._workers[s]) is not None), total)
+                on_progress(
+                    sum(w.progress for s in slots if (w := self._workers[s]) is not None), total
+                )
             if time.monotonic() > until:
                 for slot in slots:
                     if slot not in got:
@@ -393,21 +426,36 @@ class LoadGenerator:
                         got[slot] = None
         return got
 
-    def _finish(self, slots: list[int], counts: list[int], until: float, total: int,
-                on_progress: ProgressFn | None) -> dict[str, Any]:
+    def _finish(
+        self,
+        slots: list[int],
+        counts: list[int],
+        until: float,
+        total: int,
+        on_progress: ProgressFn | None,
+    ) -> dict[str, Any]:
         got = self._collect(slots, "result", until, total, on_progress)
         results = []
         for slot, count in zip(slots, counts):
             payload = got.get(slot)
             if payload is None:
-                payload = {"attempted": count, "errors": {"load generator: worker did not answer (stopped)": count}}
+                payload = {
+                    "attempted": count,
+                    "errors": {"load generator: worker did not answer (stopped)": count},
+                }
             results.append(payload)
         if on_progress is not None:
             on_progress(total, total)
         return merge(results)
 
-    def sessions(self, target: Target, batch: int, wait: float, deadline: float,
-                 on_progress: ProgressFn | None = None) -> dict[str, Any]:
+    def sessions(
+        self,
+        target: Target,
+        batch: int,
+        wait: float,
+        deadline: float,
+        on_progress: ProgressFn | None = None,
+    ) -> dict[str, Any]:
         """``batch`` concurrent sessions (connect, reset, step with ``wait``, close), all started at once.
 
         Returns the merged result; ``wall`` is the time from the common start until the
@@ -415,23 +463,36 @@ class LoadGenerator:
         """
         counts = split(batch, self.processes)
         start_at = time.monotonic() + 0.05 * len(counts)
-        slots = self._dispatch("sessions", counts, {"target": target, "wait": wait, "deadline": deadline,
-                                                    "start_at": start_at})
+        slots = self._dispatch(
+            "sessions",
+            counts,
+            {"target": target, "wait": wait, "deadline": deadline, "start_at": start_at},
+        )
         result = self._finish(slots, counts, start_at + deadline + GRACE_S, batch, on_progress)
         window = result.get("window") or [start_at, time.monotonic()]
         result["wall"] = max(1e-9, window[1] - window[0])
         return result
 
-    def throughput(self, target: Target, sessions: int, steps: int, wait: float, deadline: float,
-                   on_progress: ProgressFn | None = None) -> dict[str, Any]:
+    def throughput(
+        self,
+        target: Target,
+        sessions: int,
+        steps: int,
+        wait: float,
+        deadline: float,
+        on_progress: ProgressFn | None = None,
+    ) -> dict[str, Any]:
         """``sessions`` sessions doing ``steps`` back-to-back steps each, after a common start.
 
         ``window`` in the result is [first step sent, last reply received] (monotonic).
         """
         counts = split(sessions, self.processes)
         started = time.monotonic()
-        slots = self._dispatch("throughput", counts, {"target": target, "steps": steps, "wait": wait,
-                                                      "deadline": deadline})
+        slots = self._dispatch(
+            "throughput",
+            counts,
+            {"target": target, "steps": steps, "wait": wait, "deadline": deadline},
+        )
         until = started + deadline + GRACE_S
         ready = self._collect(slots, "ready", until, sessions * steps, None)
         live = [s for s in slots if ready.get(s) is not None]
@@ -439,8 +500,13 @@ class LoadGenerator:
             worker = self._workers[slot]
             if worker is not None:
                 worker.conn.send(("go", None))
-        result = self._finish(live, [c for s, c in zip(slots, counts) if s in live], until, sessions * steps,
-                              on_progress)
+        result = self._finish(
+            live,
+            [c for s, c in zip(slots, counts) if s in live],
+            until,
+            sessions * steps,
+            on_progress,
+        )
         lost = sum(c for s, c in zip(slots, counts) if s not in live)
         if lost:
             result["attempted"] += lost

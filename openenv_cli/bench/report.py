@@ -49,14 +49,47 @@ def to_json_dict(run: BenchRun) -> dict[str, Any]:
 
 
 SESSIONS_COLUMNS = [
-    "batch", "wait", "rep", "attempted", "ok", "success_rate", "wall_s", "requests_per_s",
-    "connect_p50_ms", "connect_p99_ms", "reset_p50_ms", "reset_p99_ms", "step_p50_ms", "step_p99_ms",
-    "total_p50_ms", "total_p99_ms", "total_max_ms", "loadgen_cpu_s", "server_cpu_s", "listen_overflows", "errors",
+    "batch",
+    "wait",
+    "rep",
+    "attempted",
+    "ok",
+    "success_rate",
+    "wall_s",
+    "requests_per_s",
+    "connect_p50_ms",
+    "connect_p99_ms",
+    "reset_p50_ms",
+    "reset_p99_ms",
+    "step_p50_ms",
+    "step_p99_ms",
+    "total_p50_ms",
+    "total_p99_ms",
+    "total_max_ms",
+    "loadgen_cpu_s",
+    "server_cpu_s",
+    "listen_overflows",
+    "errors",
 ]
 THROUGHPUT_COLUMNS = [
-    "sessions", "steps_per_session", "wait", "rep", "ok", "success_rate", "steps", "window_s", "steps_per_s",
-    "step_p50_ms", "step_p90_ms", "step_p99_ms", "step_max_ms", "loadgen_cpu_s", "loadgen_cpu_us_per_step",
-    "server_cpu_s", "server_cpu_us_per_step", "errors",
+    "sessions",
+    "steps_per_session",
+    "wait",
+    "rep",
+    "ok",
+    "success_rate",
+    "steps",
+    "window_s",
+    "steps_per_s",
+    "step_p50_ms",
+    "step_p90_ms",
+    "step_p99_ms",
+    "step_max_ms",
+    "loadgen_cpu_s",
+    "loadgen_cpu_us_per_step",
+    "server_cpu_s",
+    "server_cpu_us_per_step",
+    "errors",
 ]
 
 
@@ -65,17 +98,53 @@ def _errors_text(errors: dict[str, int]) -> str:
 
 
 def _sessions_row(c: SessionsCell) -> list[Any]:
-    return [c.batch, c.wait, c.rep, c.attempted, c.ok, round(c.success_rate, 4), round(c.wall_s, 3),
-            round(c.requests_per_s, 1), c.connect.p50, c.connect.p99, c.reset.p50, c.reset.p99, c.step.p50,
-            c.step.p99, c.total.p50, c.total.p99, c.total.max, round(c.loadgen_cpu_s, 3), c.server_cpu_s,
-            c.listen_overflows, _errors_text(c.errors)]
+    return [
+        c.batch,
+        c.wait,
+        c.rep,
+        c.attempted,
+        c.ok,
+        round(c.success_rate, 4),
+        round(c.wall_s, 3),
+        round(c.requests_per_s, 1),
+        c.connect.p50,
+        c.connect.p99,
+        c.reset.p50,
+        c.reset.p99,
+        c.step.p50,
+        c.step.p99,
+        c.total.p50,
+        c.total.p99,
+        c.total.max,
+        round(c.loadgen_cpu_s, 3),
+        c.server_cpu_s,
+        c.listen_overflows,
+        _errors_text(c.errors),
+    ]
 
 
 def _throughput_row(c: ThroughputCell) -> list[Any]:
     s: Summary = c.step_latency
-    return [c.sessions, c.steps_per_session, c.wait, c.rep, c.ok, round(c.success_rate, 4), c.steps,
-            round(c.window_s, 3), round(c.steps_per_s, 1), s.p50, s.p90, s.p99, s.max, round(c.loadgen_cpu_s, 3),
-            c.loadgen_cpu_us_per_step, c.server_cpu_s, c.server_cpu_us_per_step, _errors_text(c.errors)]
+    return [
+        c.sessions,
+        c.steps_per_session,
+        c.wait,
+        c.rep,
+        c.ok,
+        round(c.success_rate, 4),
+        c.steps,
+        round(c.window_s, 3),
+        round(c.steps_per_s, 1),
+        s.p50,
+        s.p90,
+        s.p99,
+        s.max,
+        round(c.loadgen_cpu_s, 3),
+        c.loadgen_cpu_us_per_step,
+        c.server_cpu_s,
+        c.server_cpu_us_per_step,
+        _errors_text(c.errors),
+    ]
 
 
 def csv_text(run: BenchRun) -> str:
@@ -94,27 +163,67 @@ def csv_text(run: BenchRun) -> str:
 def summary_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the end-of-run table (one row per batch and wait, or per throughput run)."""
     if run.mode == "throughput":
-        headers = ["sessions", "steps", "wait s", "ok", "steps/s", "step p50 ms", "step p99 ms",
-                   "server µs/step", "loadgen µs/step"]
-        rows = [[str(c.sessions), f"{c.steps:,}", f"{c.wait:g}", _pct(c.success_rate), _fmt(c.steps_per_s, 0),
-                 _fmt(c.step_latency.p50, 3), _fmt(c.step_latency.p99, 3), _fmt(c.server_cpu_us_per_step),
-                 _fmt(c.loadgen_cpu_us_per_step)] for c in run.throughput]
+        headers = [
+            "sessions",
+            "steps",
+            "wait s",
+            "ok",
+            "steps/s",
+            "step p50 ms",
+            "step p99 ms",
+            "server µs/step",
+            "loadgen µs/step",
+        ]
+        rows = [
+            [
+                str(c.sessions),
+                f"{c.steps:,}",
+                f"{c.wait:g}",
+                _pct(c.success_rate),
+                _fmt(c.steps_per_s, 0),
+                _fmt(c.step_latency.p50, 3),
+                _fmt(c.step_latency.p99, 3),
+                _fmt(c.server_cpu_us_per_step),
+                _fmt(c.loadgen_cpu_us_per_step),
+            ]
+            for c in run.throughput
+        ]
         return headers, rows
-    headers = ["batch", "wait s", "reps", "success", "req/s", "connect p50/p99 ms", "reset p50/p99 ms",
-               "step p50/p99 ms", "total p50/p99 ms"]
+    headers = [
+        "batch",
+        "wait s",
+        "reps",
+        "success",
+        "req/s",
+        "connect p50/p99 ms",
+        "reset p50/p99 ms",
+        "step p50/p99 ms",
+        "total p50/p99 ms",
+    ]
     rows = []
     for p in run.points:
-        rows.append([
-            f"{p.batch:,}", f"{p.wait:g}", str(p.reps), _pct(p.success_rate), _fmt(p.requests_per_s),
-            f"{_fmt(p.connect_p50)} / {_fmt(p.connect_p99)}", f"{_fmt(p.reset_p50)} / {_fmt(p.reset_p99)}",
-            f"{_fmt(p.step_p50)} / {_fmt(p.step_p99)}", f"{_fmt(p.total_p50)} / {_fmt(p.total_p99)}",
-        ])
+        rows.append(
+            [
+                f"{p.batch:,}",
+                f"{p.wait:g}",
+                str(p.reps),
+                _pct(p.success_rate),
+                _fmt(p.requests_per_s),
+                f"{_fmt(p.connect_p50)} / {_fmt(p.connect_p99)}",
+                f"{_fmt(p.reset_p50)} / {_fmt(p.reset_p99)}",
+                f"{_fmt(p.step_p50)} / {_fmt(p.step_p99)}",
+                f"{_fmt(p.total_p50)} / {_fmt(p.total_p99)}",
+            ]
+        )
     return headers, rows
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     """A GitHub Markdown table: the first column left-aligned, the others right-aligned."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---", *("---:" for _ in headers[1:])]) + "|"]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join(["---", *("---:" for _ in headers[1:])]) + "|",
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -123,34 +232,53 @@ def markdown(run: BenchRun, plots: list[Path] | None = None) -> str:
     """A Markdown report: what was measured, how, the table, the max batch, failures and plots."""
     s = run.settings
     env = run.environment
-    lines = [f"# openenv bench: {run.mode}", "",
-             f"- target: `{run.url}` ({run.transport}), started {run.started_at}, took {run.duration_s:.1f} s",
-             f"- server: {env.get('server', 'external')}" + (f", pids {env['server_pids']}" if env.get("server_pids") else ""),
-             f"- load generator: {s.get('processes')} process(es), {s.get('client', 'lean')} WebSocket client, compression "
-             f"{'offered' if s.get('compression') else 'off'}, per-operation timeout {s.get('timeout')} s, "
-             f"deadline per run {s.get('deadline')} s",
-             f"- machine: {env.get('cpus', '?')} CPUs, Python {env.get('python', '?')}"]
+    lines = [
+        f"# openenv bench: {run.mode}",
+        "",
+        f"- target: `{run.url}` ({run.transport}), started {run.started_at}, took {run.duration_s:.1f} s",
+        f"- server: {env.get('server', 'external')}"
+        + (f", pids {env['server_pids']}" if env.get("server_pids") else ""),
+        f"- load generator: {s.get('processes')} process(es), {s.get('client', 'lean')} WebSocket client, compression "
+        f"{'offered' if s.get('compression') else 'off'}, per-operation timeout {s.get('timeout')} s, "
+        f"deadline per run {s.get('deadline')} s",
+        f"- machine: {env.get('cpus', '?')} CPUs, Python {env.get('python', '?')}",
+    ]
     server_cpu = run.server_cpu_s
-    lines.append(f"- CPU used: load generator {run.loadgen_cpu_s:.2f} s, server "
-                 + (f"{server_cpu:.2f} s" if server_cpu is not None else "unknown (give --server-pid)"))
+    lines.append(
+        f"- CPU used: load generator {run.loadgen_cpu_s:.2f} s, server "
+        + (f"{server_cpu:.2f} s" if server_cpu is not None else "unknown (give --server-pid)")
+    )
     lines += ["", markdown_table(*summary_table(run)), ""]
     if run.mode == "sessions":
-        lines.append(f"Max batch at ≥{float(s.get('success_threshold', 0.95)) * 100:.0f}% success over all "
-                     "repetitions (pooled):")
+        lines.append(
+            f"Max batch at ≥{float(s.get('success_threshold', 0.95)) * 100:.0f}% success over all "
+            "repetitions (pooled):"
+        )
         lines.append("")
         for wait, batch in run.max_batch.items():
-            lines.append(f"- wait {wait:g} s: " + (f"**{batch:,}**" if batch is not None else "none of the batches"))
+            lines.append(
+                f"- wait {wait:g} s: "
+                + (f"**{batch:,}**" if batch is not None else "none of the batches")
+            )
         lines.append("")
-        lines.append("Success is pooled over repetitions; latencies and req/s are the median over repetitions. "
-                     "One request is one session (connect, reset, step, close).")
+        lines.append(
+            "Success is pooled over repetitions; latencies and req/s are the median over repetitions. "
+            "One request is one session (connect, reset, step, close)."
+        )
         lines.append("")
     failures: dict[str, int] = {}
     for cell in [*run.sessions, *run.throughput]:
         for label, count in cell.errors.items():
             failures[label] = failures.get(label, 0) + count
     if failures:
-        lines += ["## Failures", ""] + [f"- {label}: {count:,}" for label, count in
-                                        sorted(failures.items(), key=lambda kv: -kv[1])] + [""]
+        lines += (
+            ["## Failures", ""]
+            + [
+                f"- {label}: {count:,}"
+                for label, count in sorted(failures.items(), key=lambda kv: -kv[1])
+            ]
+            + [""]
+        )
     overflow = listen_overflow_note(run)
     if overflow:
         lines += [overflow, ""]
@@ -167,10 +295,12 @@ def listen_overflow_note(run: BenchRun) -> str | None:
     if not dropped:
         return None
     worst = max(run.sessions, key=lambda c: c.listen_overflows or 0)
-    return (f"The kernel dropped {dropped:,} connection attempts from a full listen queue (most in the "
-            f"{worst.batch:,}-session run); those clients waited for SYN retransmissions (1 s, 3 s, 7 s, ...). "
-            "A larger server backlog and net.core.somaxconn shorten connect times. (The counter covers this "
-            "machine's network namespace, so it is only meaningful for a server on this machine.)")
+    return (
+        f"The kernel dropped {dropped:,} connection attempts from a full listen queue (most in the "
+        f"{worst.batch:,}-session run); those clients waited for SYN retransmissions (1 s, 3 s, 7 s, ...). "
+        "A larger server backlog and net.core.somaxconn shorten connect times. (The counter covers this "
+        "machine's network namespace, so it is only meaningful for a server on this machine.)"
+    )
 
 
 def write_plots(run: BenchRun, directory: Path, stem: str) -> list[Path]:
@@ -190,11 +320,21 @@ def write_plots(run: BenchRun, directory: Path, stem: str) -> list[Path]:
         for wait in waits:
             series = sorted((p for p in points if p.wait == wait), key=lambda p: p.batch)
             xs = [p.batch for p in series]
-            ax1.plot(xs, [p.success_rate * 100 for p in series], marker="o", label=f"wait {wait:g} s")
-            ax2.plot(xs, [(p.total_p99 or float("nan")) / 1000 for p in series], marker="o", label=f"wait {wait:g} s")
+            ax1.plot(
+                xs, [p.success_rate * 100 for p in series], marker="o", label=f"wait {wait:g} s"
+            )
+            ax2.plot(
+                xs,
+                [(p.total_p99 or float("nan")) / 1000 for p in series],
+                marker="o",
+                label=f"wait {wait:g} s",
+            )
         threshold = float(run.settings.get("success_threshold", 0.95)) * 100
         ax1.axhline(threshold, color="grey", linestyle="--", linewidth=1)
-        for ax, title, ylabel in ((ax1, "Success rate", "% of sessions"), (ax2, "Total p99", "seconds")):
+        for ax, title, ylabel in (
+            (ax1, "Success rate", "% of sessions"),
+            (ax2, "Total p99", "seconds"),
+        ):
             ax.set_xscale("log", base=2)
             ax.set_xlabel("concurrent sessions (batch)")
             ax.set_ylabel(ylabel)
@@ -228,7 +368,9 @@ def write_plots(run: BenchRun, directory: Path, stem: str) -> list[Path]:
     return written
 
 
-def write_reports(run: BenchRun, directory: Path, stem: str, plots: bool = True) -> dict[str, Path | list[Path]]:
+def write_reports(
+    run: BenchRun, directory: Path, stem: str, plots: bool = True
+) -> dict[str, Path | list[Path]]:
     """Write ``<stem>.json``, ``<stem>.csv``, ``<stem>.md`` and the PNG plots into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path | list[Path]] = {}

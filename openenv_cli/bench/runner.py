@@ -12,7 +12,7 @@ import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from . import procstat
@@ -53,7 +53,9 @@ class BenchSettings:
         Target.parse(self.url, transport=self.transport, timeout=self.timeout, client=self.client)
         if self.mode == "sessions" and (not self.requests_grid or min(self.requests_grid) < 1):
             raise ValueError("--requests-grid needs positive batch sizes, e.g. 32,128,512")
-        if self.mode == "throughput" and (not self.sessions or min(self.sessions) < 1 or self.steps < 1):
+        if self.mode == "throughput" and (
+            not self.sessions or min(self.sessions) < 1 or self.steps < 1
+        ):
             raise ValueError("--sessions and --steps must be positive")
         if not self.wait_grid or min(self.wait_grid) < 0:
             raise ValueError("--wait-grid needs waits ≥ 0 seconds, e.g. 1.0,5.0")
@@ -65,13 +67,23 @@ class BenchSettings:
             raise ValueError("the success threshold is a fraction in (0, 1]")
 
     def target(self) -> Target:
-        return Target.parse(self.url, transport=self.transport, timeout=self.timeout, compression=self.compression,
-                            client=self.client)
+        return Target.parse(
+            self.url,
+            transport=self.transport,
+            timeout=self.timeout,
+            compression=self.compression,
+            client=self.client,
+        )
 
     def cells(self) -> list[tuple[int, float, int]]:
         """(size, wait, rep) of every run, in order: sizes ascending, repetitions innermost."""
         sizes = self.requests_grid if self.mode == "sessions" else self.sessions
-        return [(size, wait, rep) for wait in self.wait_grid for size in sizes for rep in range(1, self.reps + 1)]
+        return [
+            (size, wait, rep)
+            for wait in self.wait_grid
+            for size in sizes
+            for rep in range(1, self.reps + 1)
+        ]
 
 
 class Observer(Protocol):
@@ -135,16 +147,25 @@ def _settle(settings: BenchSettings) -> None:
         time.sleep(0.2)
 
 
-def run_bench(settings: BenchSettings, observer: Observer | None = None, server: str | None = None,
-              loadgen: LoadGenerator | None = None) -> BenchRun:
+def run_bench(
+    settings: BenchSettings,
+    observer: Observer | None = None,
+    server: str | None = None,
+    loadgen: LoadGenerator | None = None,
+) -> BenchRun:
     """Measure every cell of the grid; returns the run (also when the deadline cut it short)."""
     settings.check()
     observer = observer or _Silent()
     target = settings.target()
     recorded = {k: v for k, v in asdict(settings).items() if k not in ("server_pids",)}
-    run = BenchRun(mode=settings.mode, url=settings.url, transport=settings.transport, settings=recorded,
-                   started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                   environment=environment_info(settings, server))
+    run = BenchRun(
+        mode=settings.mode,
+        url=settings.url,
+        transport=settings.transport,
+        settings=recorded,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        environment=environment_info(settings, server),
+    )
     if settings.server_pids and not procstat.available():
         run.notes.append("server CPU unknown: /proc is not readable here")
     pids = settings.server_pids if procstat.available() else []
@@ -159,14 +180,19 @@ def run_bench(settings: BenchSettings, observer: Observer | None = None, server:
         for index, (size, wait, rep) in enumerate(cells):
             remaining = stop_at - time.monotonic()
             if remaining <= 1:
-                run.notes.append(f"the run deadline ({settings.deadline:g} s) was reached; "
-                                 f"{len(cells) - index} of {len(cells)} runs were not measured")
+                run.notes.append(
+                    f"the run deadline ({settings.deadline:g} s) was reached; "
+                    f"{len(cells) - index} of {len(cells)} runs were not measured"
+                )
                 break
             if index:
                 _settle(settings)
             deadline = _cell_deadline(settings, wait, remaining)
-            label = (f"{size:,} sessions, wait {wait:g} s, rep {rep}/{settings.reps}" if settings.mode == "sessions"
-                     else f"{size} sessions × {settings.steps} steps, wait {wait:g} s, rep {rep}/{settings.reps}")
+            label = (
+                f"{size:,} sessions, wait {wait:g} s, rep {rep}/{settings.reps}"
+                if settings.mode == "sessions"
+                else f"{size} sessions × {settings.steps} steps, wait {wait:g} s, rep {rep}/{settings.reps}"
+            )
             units = size if settings.mode == "sessions" else size * settings.steps
             observer.cell_started(index, len(cells), label, units)
             before = procstat.tree_cpu_seconds(pids) if pids else None
@@ -174,18 +200,32 @@ def run_bench(settings: BenchSettings, observer: Observer | None = None, server:
             if settings.mode == "sessions":
                 raw = generator.sessions(target, size, wait, deadline, observer.progress)
             else:
-                raw = generator.throughput(target, size, settings.steps, wait, deadline, observer.progress)
-            server_cpu = procstat.cpu_delta(before, procstat.tree_cpu_seconds(pids)) if before is not None else None
+                raw = generator.throughput(
+                    target, size, settings.steps, wait, deadline, observer.progress
+                )
+            server_cpu = (
+                procstat.cpu_delta(before, procstat.tree_cpu_seconds(pids))
+                if before is not None
+                else None
+            )
             cell: SessionsCell | ThroughputCell
             if settings.mode == "sessions":
-                cell = SessionsCell.from_raw(raw, batch=size, wait=wait, rep=rep, server_cpu_s=server_cpu)
+                cell = SessionsCell.from_raw(
+                    raw, batch=size, wait=wait, rep=rep, server_cpu_s=server_cpu
+                )
                 after = procstat.listen_overflows()
                 if overflows is not None and after is not None:
                     cell.listen_overflows = after - overflows
                 run.sessions.append(cell)
             else:
-                cell = ThroughputCell.from_raw(raw, sessions=size, steps_per_session=settings.steps, wait=wait,
-                                               rep=rep, server_cpu_s=server_cpu)
+                cell = ThroughputCell.from_raw(
+                    raw,
+                    sessions=size,
+                    steps_per_session=settings.steps,
+                    wait=wait,
+                    rep=rep,
+                    server_cpu_s=server_cpu,
+                )
                 run.throughput.append(cell)
             observer.cell_finished(cell)
     finally:
@@ -193,6 +233,8 @@ def run_bench(settings: BenchSettings, observer: Observer | None = None, server:
             generator.__exit__(None, None, None)
         run.duration_s = time.monotonic() - started
     if pids:
-        run.notes.append("server CPU is the user+system time of the server's process tree "
-                         f"(pids {', '.join(map(str, pids))} and children) from /proc, read before and after each run")
+        run.notes.append(
+            "server CPU is the user+system time of the server's process tree "
+            f"(pids {', '.join(map(str, pids))} and children) from /proc, read before and after each run"
+        )
     return run

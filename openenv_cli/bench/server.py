@@ -36,7 +36,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def get_json(url: str, timeout: float = 2.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - 127.0.0.1 / the user's --url
+    with urllib.request.urlopen(url, timeout=timeout) as response:
         return json.loads(response.read().decode("utf-8"))
 
 
@@ -55,8 +55,16 @@ def pin_tree(roots: Sequence[int], cpus: Sequence[int]) -> None:
 class ServerProcess:
     """A server command run in its own process group, with its output in a temporary log file."""
 
-    def __init__(self, argv: Sequence[str], port: int, *, env: dict[str, str] | None = None,
-                 cpus: Sequence[int] | None = None, name: str = "server", cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        port: int,
+        *,
+        env: dict[str, str] | None = None,
+        cpus: Sequence[int] | None = None,
+        name: str = "server",
+        cwd: str | None = None,
+    ) -> None:
         self.argv = list(argv)
         self.port = port
         self.env = env
@@ -76,8 +84,12 @@ class ServerProcess:
         self.log_path = Path(name)
         try:
             self.process = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}, cwd=self.cwd,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})},
+                cwd=self.cwd,
                 start_new_session=True,
             )
         finally:
@@ -99,8 +111,10 @@ class ServerProcess:
         last: object = None
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServerStartError(f"the {self.name} server exited with code {self.process.returncode}:\n"
-                                       f"{self.log_tail()}")
+                raise ServerStartError(
+                    f"the {self.name} server exited with code {self.process.returncode}:\n"
+                    f"{self.log_tail()}"
+                )
             try:
                 health = get_json(f"{self.url}/health")
                 if self.cpus:
@@ -109,8 +123,10 @@ class ServerProcess:
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 last = exc
             time.sleep(0.1)
-        raise ServerStartError(f"the {self.name} server did not answer {self.url}/health within {timeout:.0f}s "
-                               f"({last}):\n{self.log_tail()}")
+        raise ServerStartError(
+            f"the {self.name} server did not answer {self.url}/health within {timeout:.0f}s "
+            f"({last}):\n{self.log_tail()}"
+        )
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM the process group, then SIGKILL what is left; remove the log unless it failed."""
@@ -148,8 +164,18 @@ class ServerProcess:
 
 def serve_command(app: str, port: int, workers: int = 1, app_dir: str | None = None) -> list[str]:
     """``python -m openenv_runtime.serve APP`` on 127.0.0.1:port."""
-    argv = [sys.executable, "-m", "openenv_runtime.serve", app, "--host", "127.0.0.1", "--port", str(port),
-            "--workers", str(workers)]
+    argv = [
+        sys.executable,
+        "-m",
+        "openenv_runtime.serve",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
     if app_dir:
         argv += ["--app-dir", app_dir]
     return argv
@@ -158,16 +184,30 @@ def serve_command(app: str, port: int, workers: int = 1, app_dir: str | None = N
 BENCH_ENV = {"LOG_LEVEL": "warning", "ENABLE_WEB_INTERFACE": "false"}
 
 
-def bench_server(*, workers: int = 1, sync: bool = False, cpus: Sequence[int] | None = None,
-                 port: int | None = None, env: dict[str, str] | None = None) -> ServerProcess:
+def bench_server(
+    *,
+    workers: int = 1,
+    sync: bool = False,
+    cpus: Sequence[int] | None = None,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+) -> ServerProcess:
     """The built-in benchmark environment (``openenv_cli.bench.bench_env:app`` or ``:sync_app``), not yet started."""
     port = port or free_port()
     app = "openenv_cli.bench.bench_env:sync_app" if sync else "openenv_cli.bench.bench_env:app"
     root = str(Path(__file__).resolve().parents[2])
-    full_env = {**BENCH_ENV, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-                **(env or {})}
-    return ServerProcess(serve_command(app, port, workers), port, env=full_env, cpus=cpus,
-                         name="bench-sync" if sync else "bench")
+    full_env = {
+        **BENCH_ENV,
+        "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        **(env or {}),
+    }
+    return ServerProcess(
+        serve_command(app, port, workers),
+        port,
+        env=full_env,
+        cpus=cpus,
+        name="bench-sync" if sync else "bench",
+    )
 
 
 @contextlib.contextmanager

@@ -41,12 +41,21 @@ class Target:
     client: str = "lean"
 
     @classmethod
-    def parse(cls, url: str, *, transport: str = "ws", timeout: float = 30.0, compression: bool = True,
-              client: str = "lean") -> Target:
+    def parse(
+        cls,
+        url: str,
+        *,
+        transport: str = "ws",
+        timeout: float = 30.0,
+        compression: bool = True,
+        client: str = "lean",
+    ) -> Target:
         """``http://host:port[/prefix]`` or ``ws://host:port[/prefix][/ws]``; raises ``ValueError``."""
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "ws"):
-            raise ValueError(f"--url must start with http:// or ws:// (got {url!r}); TLS is not supported by the load generator.")
+            raise ValueError(
+                f"--url must start with http:// or ws:// (got {url!r}); TLS is not supported by the load generator."
+            )
         if not parts.hostname:
             raise ValueError(f"--url has no host: {url!r}")
         if transport not in ("ws", "http"):
@@ -57,7 +66,9 @@ class Target:
             raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r}")
         path = parts.path.rstrip("/")
         path = path.removesuffix("/ws")
-        return cls(parts.hostname, parts.port or 80, path, transport, float(timeout), compression, client)
+        return cls(
+            parts.hostname, parts.port or 80, path, transport, float(timeout), compression, client
+        )
 
     @property
     def ws_url(self) -> str:
@@ -128,7 +139,9 @@ class Collector:
     total: list[float] = field(default_factory=list)
     step_latencies: list[float] = field(default_factory=list)
     steps: int = 0
-    window: list[float] = field(default_factory=list)  # [first step start, last step end] (monotonic)
+    window: list[float] = field(
+        default_factory=list
+    )  # [first step start, last step end] (monotonic)
 
     def fail(self, phase: str, what: str, detail: object = None) -> None:
         label = f"{phase}: {what}"
@@ -145,9 +158,17 @@ class Collector:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "attempted": self.attempted, "ok": self.ok, "errors": dict(self.errors), "samples": self.samples,
-            "connect": self.connect, "reset": self.reset, "step": self.step, "total": self.total,
-            "step_latencies": self.step_latencies, "steps": self.steps, "window": self.window,
+            "attempted": self.attempted,
+            "ok": self.ok,
+            "errors": dict(self.errors),
+            "samples": self.samples,
+            "connect": self.connect,
+            "reset": self.reset,
+            "step": self.step,
+            "total": self.total,
+            "step_latencies": self.step_latencies,
+            "steps": self.steps,
+            "window": self.window,
         }
 
 
@@ -156,7 +177,9 @@ class Collector:
 
 async def ws_open(target: Target) -> Any:
     async with asyncio.timeout(target.timeout):
-        return await open_connection(target.ws_url, client=target.client, compression=target.compression)
+        return await open_connection(
+            target.ws_url, client=target.client, compression=target.compression
+        )
 
 
 async def ws_request(ws: Any, frame: str, timeout: float) -> str | bytes:
@@ -276,8 +299,15 @@ class Watchdog:
                     guard.abort()
 
 
-async def ws_steps(ws: Any, target: Target, steps: int, wait: float, col: Collector,
-                   stop_at: float, watchdog: Watchdog) -> bool:
+async def ws_steps(
+    ws: Any,
+    target: Target,
+    steps: int,
+    wait: float,
+    col: Collector,
+    stop_at: float,
+    watchdog: Watchdog,
+) -> bool:
     """``steps`` back-to-back steps; latencies into ``col``. False when the session broke.
 
     ``stop_at`` is on the monotonic clock, as ``perf_counter`` is on Linux.
@@ -326,7 +356,9 @@ async def ws_steps(ws: Any, target: Target, steps: int, wait: float, col: Collec
 class HttpConnection:
     """One keep-alive HTTP/1.1 connection that sends JSON and reads (status, body)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str
+    ) -> None:
         self.reader, self.writer, self.host = reader, writer, host
 
     @classmethod
@@ -342,7 +374,10 @@ class HttpConnection:
         raw = await self.reader.readuntil(b"\r\n\r\n")
         lines = raw.decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (line.partition(":") for line in lines[1:] if line)
+        }
         if "content-length" in headers:
             return status, await self.reader.readexactly(int(headers["content-length"]))
         if headers.get("transfer-encoding", "").lower() == "chunked":
@@ -382,7 +417,9 @@ def http_step_body(wait: float, session_id: str | None) -> bytes:
     return ('{"action":{"wait":%s}%s}' % (repr(float(wait)), sid)).encode()
 
 
-async def http_open_and_reset(target: Target, col: Collector) -> tuple[HttpConnection, str | None] | None:
+async def http_open_and_reset(
+    target: Target, col: Collector
+) -> tuple[HttpConnection, str | None] | None:
     phase, conn = "connect", None
     try:
         async with asyncio.timeout(target.timeout):
@@ -403,7 +440,9 @@ async def http_open_and_reset(target: Target, col: Collector) -> tuple[HttpConne
         return None
 
 
-async def http_close(conn: HttpConnection, session_id: str | None, target: Target, col: Collector) -> bool:
+async def http_close(
+    conn: HttpConnection, session_id: str | None, target: Target, col: Collector
+) -> bool:
     try:
         if session_id:
             async with asyncio.timeout(target.timeout):
@@ -443,7 +482,9 @@ async def http_session(target: Target, wait: float, col: Collector) -> None:
         col.reset.append(t_reset - t_open)
         phase = "step"
         async with asyncio.timeout(target.timeout + wait):
-            status, body = await conn.request("POST", f"{target.base_path}/step", http_step_body(wait, session_id))
+            status, body = await conn.request(
+                "POST", f"{target.base_path}/step", http_step_body(wait, session_id)
+            )
         problem = _http_problem(status, body)
         if problem:
             col.fail(phase, problem)
@@ -460,8 +501,16 @@ async def http_session(target: Target, wait: float, col: Collector) -> None:
             conn.close()
 
 
-async def http_steps(conn: HttpConnection, session_id: str | None, target: Target, steps: int, wait: float,
-                     col: Collector, stop_at: float, watchdog: Watchdog) -> bool:
+async def http_steps(
+    conn: HttpConnection,
+    session_id: str | None,
+    target: Target,
+    steps: int,
+    wait: float,
+    col: Collector,
+    stop_at: float,
+    watchdog: Watchdog,
+) -> bool:
     body = http_step_body(wait, session_id)
     path = f"{target.base_path}/step"
     timeout = target.timeout + wait

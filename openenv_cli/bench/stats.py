@@ -44,7 +44,14 @@ class Summary:
         ms = sorted(v * 1000.0 for v in values)
         if not ms:
             return cls()
-        return cls(len(ms), sum(ms) / len(ms), percentile(ms, 50), percentile(ms, 90), percentile(ms, 99), ms[-1])
+        return cls(
+            len(ms),
+            sum(ms) / len(ms),
+            percentile(ms, 50),
+            percentile(ms, 90),
+            percentile(ms, 99),
+            ms[-1],
+        )
 
 
 def success_rate(ok: int, attempted: int) -> float:
@@ -85,18 +92,34 @@ class SessionsCell:
     """Connections the kernel dropped from a full listen queue during the run (None: unknown)."""
 
     @classmethod
-    def from_raw(cls, raw: dict[str, Any], *, batch: int, wait: float, rep: int,
-                 server_cpu_s: float | None = None) -> SessionsCell:
+    def from_raw(
+        cls,
+        raw: dict[str, Any],
+        *,
+        batch: int,
+        wait: float,
+        rep: int,
+        server_cpu_s: float | None = None,
+    ) -> SessionsCell:
         wall = float(raw.get("wall") or 0.0)
         ok = int(raw.get("ok", 0))
         return cls(
-            batch=batch, wait=wait, rep=rep, attempted=int(raw.get("attempted", 0)), ok=ok,
-            success_rate=success_rate(ok, batch), wall_s=wall,
+            batch=batch,
+            wait=wait,
+            rep=rep,
+            attempted=int(raw.get("attempted", 0)),
+            ok=ok,
+            success_rate=success_rate(ok, batch),
+            wall_s=wall,
             requests_per_s=ok / wall if wall > 0 else 0.0,
-            connect=Summary.of_seconds(raw.get("connect", ())), reset=Summary.of_seconds(raw.get("reset", ())),
-            step=Summary.of_seconds(raw.get("step", ())), total=Summary.of_seconds(raw.get("total", ())),
-            errors=dict(raw.get("errors", {})), error_samples=list(raw.get("samples", [])),
-            loadgen_cpu_s=float(raw.get("cpu", 0.0)), server_cpu_s=server_cpu_s,
+            connect=Summary.of_seconds(raw.get("connect", ())),
+            reset=Summary.of_seconds(raw.get("reset", ())),
+            step=Summary.of_seconds(raw.get("step", ())),
+            total=Summary.of_seconds(raw.get("total", ())),
+            errors=dict(raw.get("errors", {})),
+            error_samples=list(raw.get("samples", [])),
+            loadgen_cpu_s=float(raw.get("cpu", 0.0)),
+            server_cpu_s=server_cpu_s,
         )
 
     @property
@@ -133,19 +156,35 @@ class ThroughputCell:
     server_cpu_s: float | None = None
 
     @classmethod
-    def from_raw(cls, raw: dict[str, Any], *, sessions: int, steps_per_session: int, wait: float, rep: int,
-                 server_cpu_s: float | None = None) -> ThroughputCell:
+    def from_raw(
+        cls,
+        raw: dict[str, Any],
+        *,
+        sessions: int,
+        steps_per_session: int,
+        wait: float,
+        rep: int,
+        server_cpu_s: float | None = None,
+    ) -> ThroughputCell:
         window = raw.get("window") or []
         span = float(window[1] - window[0]) if len(window) == 2 else 0.0
         steps = int(raw.get("steps", 0))
         ok = int(raw.get("ok", 0))
         return cls(
-            sessions=sessions, steps_per_session=steps_per_session, wait=wait, rep=rep, ok=ok,
-            success_rate=success_rate(ok, sessions), steps=steps, window_s=span,
+            sessions=sessions,
+            steps_per_session=steps_per_session,
+            wait=wait,
+            rep=rep,
+            ok=ok,
+            success_rate=success_rate(ok, sessions),
+            steps=steps,
+            window_s=span,
             steps_per_s=steps / span if span > 0 else 0.0,
             step_latency=Summary.of_seconds(raw.get("step_latencies", ())),
-            errors=dict(raw.get("errors", {})), error_samples=list(raw.get("samples", [])),
-            loadgen_cpu_s=float(raw.get("cpu", 0.0)), server_cpu_s=server_cpu_s,
+            errors=dict(raw.get("errors", {})),
+            error_samples=list(raw.get("samples", [])),
+            loadgen_cpu_s=float(raw.get("cpu", 0.0)),
+            server_cpu_s=server_cpu_s,
         )
 
     @property
@@ -202,19 +241,31 @@ def aggregate_sessions(cells: Sequence[SessionsCell]) -> list[SessionsPoint]:
     for (batch, wait), group in groups.items():
         attempted = sum(c.batch for c in group)
         ok = sum(c.ok for c in group)
-        points.append(SessionsPoint(
-            batch=batch, wait=wait, reps=len(group), attempted=attempted, ok=ok,
-            success_rate=success_rate(ok, attempted),
-            requests_per_s=_median(c.requests_per_s for c in group) or 0.0,
-            connect_p50=_median(c.connect.p50 for c in group), connect_p99=_median(c.connect.p99 for c in group),
-            reset_p50=_median(c.reset.p50 for c in group), reset_p99=_median(c.reset.p99 for c in group),
-            step_p50=_median(c.step.p50 for c in group), step_p99=_median(c.step.p99 for c in group),
-            total_p50=_median(c.total.p50 for c in group), total_p99=_median(c.total.p99 for c in group),
-        ))
+        points.append(
+            SessionsPoint(
+                batch=batch,
+                wait=wait,
+                reps=len(group),
+                attempted=attempted,
+                ok=ok,
+                success_rate=success_rate(ok, attempted),
+                requests_per_s=_median(c.requests_per_s for c in group) or 0.0,
+                connect_p50=_median(c.connect.p50 for c in group),
+                connect_p99=_median(c.connect.p99 for c in group),
+                reset_p50=_median(c.reset.p50 for c in group),
+                reset_p99=_median(c.reset.p99 for c in group),
+                step_p50=_median(c.step.p50 for c in group),
+                step_p99=_median(c.step.p99 for c in group),
+                total_p50=_median(c.total.p50 for c in group),
+                total_p99=_median(c.total.p99 for c in group),
+            )
+        )
     return points
 
 
-def max_batch(points: Iterable[SessionsPoint], threshold: float = SUCCESS_THRESHOLD) -> dict[float, int | None]:
+def max_batch(
+    points: Iterable[SessionsPoint], threshold: float = SUCCESS_THRESHOLD
+) -> dict[float, int | None]:
     """For each wait, the largest batch whose pooled success over all repetitions is ≥ ``threshold``.
 
     None for a wait where no batch reached it.
@@ -222,7 +273,9 @@ def max_batch(points: Iterable[SessionsPoint], threshold: float = SUCCESS_THRESH
     best: dict[float, int | None] = {}
     for point in points:
         best.setdefault(point.wait, None)
-        if point.success_rate >= threshold and (best[point.wait] is None or point.batch > best[point.wait]):
+        if point.success_rate >= threshold and (
+            best[point.wait] is None or point.batch > best[point.wait]
+        ):
             best[point.wait] = point.batch
     return best
 
@@ -257,7 +310,9 @@ class BenchRun:
 
     @property
     def max_batch(self) -> dict[float, int | None]:
-        return max_batch(self.points, float(self.settings.get("success_threshold", SUCCESS_THRESHOLD)))
+        return max_batch(
+            self.points, float(self.settings.get("success_threshold", SUCCESS_THRESHOLD))
+        )
 
     @property
     def loadgen_cpu_s(self) -> float:
@@ -266,4 +321,8 @@ class BenchRun:
     @property
     def server_cpu_s(self) -> float | None:
         values = [c.server_cpu_s for c in [*self.sessions, *self.throughput]]
-        return None if not values or any(v is None for v in values) else sum(v for v in values if v is not None)
+        return (
+            None
+            if not values or any(v is None for v in values)
+            else sum(v for v in values if v is not None)
+        )

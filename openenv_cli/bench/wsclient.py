@@ -54,9 +54,14 @@ class LeanConnection(asyncio.Protocol):
         """Connect and complete the opening handshake (bound it with a timeout outside)."""
         loop = asyncio.get_running_loop()
         uri = parse_uri(url)
-        protocol = ClientProtocol(uri, extensions=enable_client_permessage_deflate(None) if compression else None,
-                                  max_size=None)
-        _, connection = await loop.create_connection(lambda: cls(protocol, loop), uri.host, uri.port)
+        protocol = ClientProtocol(
+            uri,
+            extensions=enable_client_permessage_deflate(None) if compression else None,
+            max_size=None,
+        )
+        _, connection = await loop.create_connection(
+            lambda: cls(protocol, loop), uri.host, uri.port
+        )
         try:
             await connection.opened
         except BaseException:
@@ -106,7 +111,9 @@ class LeanConnection(asyncio.Protocol):
             opcode = event.opcode
             if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
                 if event.fin:
-                    self._deliver(event.data.decode() if opcode is Opcode.TEXT else bytes(event.data))
+                    self._deliver(
+                        event.data.decode() if opcode is Opcode.TEXT else bytes(event.data)
+                    )
                 else:
                     self.fragments = [event.data]
                     self.fragment_text = opcode is Opcode.TEXT

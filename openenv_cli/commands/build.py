@@ -6,7 +6,7 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console, Group
@@ -35,21 +35,44 @@ TAIL_LINES = 8
 
 
 def command(
-    path: Annotated[Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)] = Path("."),
+    path: Annotated[
+        Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)
+    ] = Path("."),
     tag: Annotated[
-        Optional[list[str]],
-        typer.Option("--tag", "-t", metavar="TAG",
-                     help=f"Image tag, repeatable (env {TAG_ENV}; build.tag; default <name>:<version> and <name>:latest)."),
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            "-t",
+            metavar="TAG",
+            help=f"Image tag, repeatable (env {TAG_ENV}; build.tag; default <name>:<version> and <name>:latest).",
+        ),
     ] = None,
     base_image: Annotated[
-        Optional[str],
-        typer.Option(metavar="IMAGE", help=f"Python base image, multi-stage files included (env {BASE_IMAGE_ENV}; build.base_image; default python:3.11-slim)."),
+        str | None,
+        typer.Option(
+            metavar="IMAGE",
+            help=f"Python base image, multi-stage files included (env {BASE_IMAGE_ENV}; build.base_image; default python:3.11-slim).",
+        ),
     ] = None,
     build_arg: Annotated[
-        Optional[list[str]], typer.Option("--build-arg", metavar="NAME=VALUE", help="Build argument (a bare NAME takes $NAME), repeatable.")
+        list[str] | None,
+        typer.Option(
+            "--build-arg",
+            metavar="NAME=VALUE",
+            help="Build argument (a bare NAME takes $NAME), repeatable.",
+        ),
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", show_default=False, help="Build every layer again, ignoring the engine's cache.")] = False,
-    platform: Annotated[Optional[str], typer.Option(metavar="OS/ARCH", help="Target platform, e.g. linux/amd64.")] = None,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            show_default=False,
+            help="Build every layer again, ignoring the engine's cache.",
+        ),
+    ] = False,
+    platform: Annotated[
+        str | None, typer.Option(metavar="OS/ARCH", help="Target platform, e.g. linux/amd64.")
+    ] = None,
 ) -> None:
     """Build the Docker image of the environment in PATH.
 
@@ -57,8 +80,14 @@ def command(
 
     Needs a Docker engine (DOCKER_HOST is honoured); the log is streamed as the engine builds.
     """
-    plan = plan_build(path, tags=tag or (), base_image=base_image, build_args=build_arg or (),
-                      no_cache=no_cache, platform=platform)
+    plan = plan_build(
+        path,
+        tags=tag or (),
+        base_image=base_image,
+        build_args=build_arg or (),
+        no_cache=no_cache,
+        platform=platform,
+    )
     client = connect()
     try:
         with tempfile.TemporaryDirectory(prefix="openenv-build-") as folder:
@@ -81,18 +110,23 @@ def print_plan(plan: BuildPlan, context: StagedContext) -> None:
     runtime = plan.labels.get("io.openenv.runtime.version", "?")
     console.print(
         f"  context {context.files} files, {human_size(context.size)} (with openenv-runtime {escape(runtime)})"
-        + ("; no cache" if plan.no_cache else "") + (f"; platform {escape(plan.platform)}" if plan.platform else ""),
-        highlight=False, style="dim",
+        + ("; no cache" if plan.no_cache else "")
+        + (f"; platform {escape(plan.platform)}" if plan.platform else ""),
+        highlight=False,
+        style="dim",
     )
 
 
 def print_result(plan: BuildPlan, result: BuildResult) -> None:
     for warning in result.warnings:
         console.print(f"[yellow]Warning:[/] {escape(warning)}", highlight=False)
-    also = f" (also {', '.join(escape(t) for t in result.tags[1:])})" if len(result.tags) > 1 else ""
+    also = (
+        f" (also {', '.join(escape(t) for t in result.tags[1:])})" if len(result.tags) > 1 else ""
+    )
     console.print(
         f"[green]Built[/] image {result.short_id}{also}: {len(result.steps)} steps, {result.cached_steps} cached, "
-        f"in {result.seconds:.1f}s", highlight=False,
+        f"in {result.seconds:.1f}s",
+        highlight=False,
     )
     console.print(
         f"[bold green]{escape(plan.tag)}[/] ({human_size(result.size)}). Run it: [bold]{escape(plan.run_command())}[/]",
@@ -115,8 +149,13 @@ class BuildDisplay:
 
     def __enter__(self) -> BuildDisplay:
         if self.live_mode:
-            self.live = Live(self._render(), console=self.out, refresh_per_second=8, transient=True,
-                             get_renderable=self._render)
+            self.live = Live(
+                self._render(),
+                console=self.out,
+                refresh_per_second=8,
+                transient=True,
+                get_renderable=self._render,
+            )
             self.live.__enter__()
         return self
 
@@ -134,8 +173,11 @@ class BuildDisplay:
             self.tail.clear()
             self.status = ""
             if not self.live_mode:
-                self.out.print(f"[bold]Step {event.step.number}/{event.step.total}[/] {escape(event.step.instruction)}",
-                               highlight=False, soft_wrap=True)
+                self.out.print(
+                    f"[bold]Step {event.step.number}/{event.step.total}[/] {escape(event.step.instruction)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
         elif event.kind == "cached":
             if not self.live_mode:
                 self.out.print("  [dim](cached)[/]")

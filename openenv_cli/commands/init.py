@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -13,15 +13,30 @@ from openenv_cli.scaffold import class_names, render_project, validate_project_n
 
 
 def command(
-    name: Annotated[str, typer.Argument(help="Project and package name: lowercase letters, digits and underscores, e.g. my_env.", show_default=False)],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Project and package name: lowercase letters, digits and underscores, e.g. my_env.",
+            show_default=False,
+        ),
+    ],
     output_dir: Annotated[
-        Path, typer.Option("--output-dir", "-o", help="Folder to create the project in.", file_okay=False)
+        Path,
+        typer.Option(
+            "--output-dir", "-o", help="Folder to create the project in.", file_okay=False
+        ),
     ] = Path("."),
     description: Annotated[
-        Optional[str], typer.Option("--description", "-d", help="One line describing the environment.")
+        str | None,
+        typer.Option("--description", "-d", help="One line describing the environment."),
     ] = None,
     force: Annotated[
-        bool, typer.Option("--force", "-f", help="Write into an existing non-empty folder, replacing generated files.")
+        bool,
+        typer.Option(
+            "--force",
+            "-f",
+            help="Write into an existing non-empty folder, replacing generated files.",
+        ),
     ] = False,
 ) -> None:
     """Create a new environment project NAME: models, client, server, Dockerfile, tests.
@@ -36,7 +51,9 @@ def command(
     validate_project_name(name)
     context = {}
     if description is not None:
-        context["description"] = " ".join(description.split()) or "An OpenEnv-compatible RL environment."
+        context["description"] = (
+            " ".join(description.split()) or "An OpenEnv-compatible RL environment."
+        )
     files = render_project(name, context)
     dest = output_dir / name
     write_project(files, dest, force=force)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -23,19 +23,40 @@ from openenv_cli.validation.isolation import import_layout
 
 
 def command(
-    path: Annotated[Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)] = Path("."),
-    host: Annotated[Optional[str], typer.Option(help="Interface to bind \\[env HOST; default 127.0.0.1].")] = None,
-    port: Annotated[Optional[int], typer.Option(help="Port \\[env PORT; openenv.yaml port; default 8000].")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Worker processes \\[env WORKERS; server.workers; default 1].")] = None,
-    reload: Annotated[bool, typer.Option("--reload", help="Restart when the project's files change.")] = False,
+    path: Annotated[
+        Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)
+    ] = Path("."),
+    host: Annotated[
+        str | None, typer.Option(help="Interface to bind \\[env HOST; default 127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port \\[env PORT; openenv.yaml port; default 8000].")
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Worker processes \\[env WORKERS; server.workers; default 1]."),
+    ] = None,
+    reload: Annotated[
+        bool, typer.Option("--reload", help="Restart when the project's files change.")
+    ] = False,
     max_concurrent_envs: Annotated[
-        Optional[int], typer.Option(help="Sessions per worker \\[env MAX_CONCURRENT_ENVS; server.max_concurrent_envs; default 100].")
+        int | None,
+        typer.Option(
+            help="Sessions per worker \\[env MAX_CONCURRENT_ENVS; server.max_concurrent_envs; default 100]."
+        ),
     ] = None,
     session_timeout: Annotated[
-        Optional[float], typer.Option(help="Idle seconds before a session is closed \\[env SESSION_TIMEOUT; default 600; 0 = never].")
+        float | None,
+        typer.Option(
+            help="Idle seconds before a session is closed \\[env SESSION_TIMEOUT; default 600; 0 = never]."
+        ),
     ] = None,
     web: Annotated[
-        Optional[bool], typer.Option("--web/--no-web", help="Serve the web interface at /web \\[env ENABLE_WEB_INTERFACE; default on].")
+        bool | None,
+        typer.Option(
+            "--web/--no-web",
+            help="Serve the web interface at /web \\[env ENABLE_WEB_INTERFACE; default on].",
+        ),
     ] = None,
 ) -> None:
     """Serve the environment in PATH on uvicorn until Ctrl-C.
@@ -45,8 +66,16 @@ def command(
     """
     from openenv_runtime.serve import raise_open_file_limit, run_server, settings_from_env
 
-    plan = plan_serve(path, host=host, port=port, workers=workers, reload=reload,
-                      max_concurrent_envs=max_concurrent_envs, session_timeout=session_timeout, web_interface=web)
+    plan = plan_serve(
+        path,
+        host=host,
+        port=port,
+        workers=workers,
+        reload=reload,
+        max_concurrent_envs=max_concurrent_envs,
+        session_timeout=session_timeout,
+        web_interface=web,
+    )
     check_port_free(plan.host.value, plan.port.value)
     with import_layout(plan.project_dir, plan.manifest.name, plan.manifest.app) as layout:
         check_app_imports(plan, str(layout.root))
@@ -57,20 +86,31 @@ def command(
         if advice:
             err_console.print(f"[yellow]Warning:[/] {escape(advice)}", highlight=False)
         print_summary(plan)
-        run_server(settings_from_env(
-            plan.manifest.app, host=plan.host.value, port=plan.port.value, workers=plan.workers.value,
-            reload=plan.reload, reload_dirs=(str(plan.project_dir),) if plan.reload else None,
-            app_dir=str(layout.root),
-        ))
+        run_server(
+            settings_from_env(
+                plan.manifest.app,
+                host=plan.host.value,
+                port=plan.port.value,
+                workers=plan.workers.value,
+                reload=plan.reload,
+                reload_dirs=(str(plan.project_dir),) if plan.reload else None,
+                app_dir=str(layout.root),
+            )
+        )
 
 
 def print_summary(plan: ServePlan) -> None:
     url = plan.base_url
     workers = plan.workers.value
-    console.print(f"[bold green]Serving[/] {escape(plan.manifest.name)} ({escape(plan.manifest.app)})", highlight=False)
+    console.print(
+        f"[bold green]Serving[/] {escape(plan.manifest.name)} ({escape(plan.manifest.app)})",
+        highlight=False,
+    )
     console.print(
         f"  capacity   {plan.total_capacity} sessions ({plan.max_concurrent_envs.value} per worker × {workers} "
-        f"worker{'s' if workers > 1 else ''})", highlight=False)
+        f"worker{'s' if workers > 1 else ''})",
+        highlight=False,
+    )
     console.print(f"  WebSocket  {url.replace('http', 'ws', 1)}/ws", highlight=False)
     if plan.web_interface.value:
         console.print(f"  web UI     {url}/web", highlight=False)
@@ -81,7 +121,11 @@ def print_summary(plan: ServePlan) -> None:
     client = _client_class(plan)
     console.print("\n  Connect from Python:", style="bold")
     console.print(f"    from {plan.manifest.name} import {client}", highlight=False)
-    console.print(f"    with {client}(base_url=\"{url}\").sync() as env: print(env.reset())\n", highlight=False, soft_wrap=True)
+    console.print(
+        f'    with {client}(base_url="{url}").sync() as env: print(env.reset())\n',
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _client_class(plan: ServePlan) -> str:

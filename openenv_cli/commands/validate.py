@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
@@ -17,12 +17,44 @@ TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
 
 def command(
     path: Annotated[Path, typer.Argument(help="The project folder.")] = Path("."),
-    url: Annotated[Optional[str], typer.Option("--url", help="Check this running server instead of the project (http(s)://host:port).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of the table.")] = False,
-    no_smoke: Annotated[bool, typer.Option("--no-smoke", help="Skip starting the server (static checks and the contract only).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds allowed for each phase: importing, starting, each message.")] = 60.0,
-    update_lock: Annotated[bool, typer.Option("--update-lock", help="Write openenv.lock.json from the current schemas (accepting any drift).")] = False,
-    token: Annotated[Optional[str], typer.Option("--token", help="Bearer token for --url (default: $OPENENV_API_KEY).", show_default=False)] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Check this running server instead of the project (http(s)://host:port)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document instead of the table.")
+    ] = False,
+    no_smoke: Annotated[
+        bool,
+        typer.Option(
+            "--no-smoke", help="Skip starting the server (static checks and the contract only)."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=0.1,
+            help="Seconds allowed for each phase: importing, starting, each message.",
+        ),
+    ] = 60.0,
+    update_lock: Annotated[
+        bool,
+        typer.Option(
+            "--update-lock",
+            help="Write openenv.lock.json from the current schemas (accepting any drift).",
+        ),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Bearer token for --url (default: $OPENENV_API_KEY).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Check an environment project, or with [bold]--url[/] a running server, the way CI would.
 
@@ -40,19 +72,33 @@ def command(
     if url is not None:
         parts = urlsplit(url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
-            raise UsageError(f"--url {url!r} is not a server URL.", hint="Use e.g. --url http://127.0.0.1:8000")
+            raise UsageError(
+                f"--url {url!r} is not a server URL.", hint="Use e.g. --url http://127.0.0.1:8000"
+            )
         if update_lock:
-            raise UsageError("--update-lock needs the project, not --url.", hint="Run `openenv validate --update-lock` in the project.")
+            raise UsageError(
+                "--update-lock needs the project, not --url.",
+                hint="Run `openenv validate --update-lock` in the project.",
+            )
         project_dir = path if (path / "openenv.yaml").is_file() else None
         with _progress(as_json, f"Checking {url} ..."):
-            report = validate_url(url, project_dir=project_dir, timeout=timeout, token=TOKEN.resolve(flag=token).value)
+            report = validate_url(
+                url, project_dir=project_dir, timeout=timeout, token=TOKEN.resolve(flag=token).value
+            )
     else:
         if not path.exists():
-            raise UsageError(f"{path} does not exist.", hint="Pass the project folder: `openenv validate path/to/my_env`.")
+            raise UsageError(
+                f"{path} does not exist.",
+                hint="Pass the project folder: `openenv validate path/to/my_env`.",
+            )
         if not path.is_dir():
-            raise UsageError(f"{path} is not a folder.", hint="Pass the project folder, not a file.")
+            raise UsageError(
+                f"{path} is not a folder.", hint="Pass the project folder, not a file."
+            )
         with _progress(as_json, "Validating (imports, then a smoke test) ..."):
-            report = validate_project(path, smoke=not no_smoke, timeout=timeout, update_lock=update_lock)
+            report = validate_project(
+                path, smoke=not no_smoke, timeout=timeout, update_lock=update_lock
+            )
     if as_json:
         render_json(report)
     else:

@@ -33,7 +33,10 @@ def _error(exc: BaseException, project_dir: Path) -> dict[str, Any]:
     where = None
     if isinstance(exc, SyntaxError) and exc.filename:
         try:
-            where = {"file": Path(exc.filename).resolve().relative_to(project_dir).as_posix(), "line": exc.lineno}
+            where = {
+                "file": Path(exc.filename).resolve().relative_to(project_dir).as_posix(),
+                "line": exc.lineno,
+            }
         except ValueError:
             pass
     for frame in reversed(frames if where is None else []):
@@ -46,9 +49,13 @@ def _error(exc: BaseException, project_dir: Path) -> dict[str, Any]:
     return {
         "type": type(exc).__name__,
         "message": _clean(str(exc).strip()) or type(exc).__name__,
-        "missing_module": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None,
+        "missing_module": getattr(exc, "name", None)
+        if isinstance(exc, ModuleNotFoundError)
+        else None,
         "where": where,
-        "traceback": _clean("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))[-6000:],
+        "traceback": _clean("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))[
+            -6000:
+        ],
     }
 
 
@@ -56,11 +63,19 @@ def _base_kind(cls: type) -> tuple[str | None, str | None]:
     """Which runtime base ``cls`` derives from, and from which package ("runtime"/"openenv-core")."""
     import openenv_runtime
 
-    for kind, base in (("action", openenv_runtime.Action), ("observation", openenv_runtime.Observation), ("state", openenv_runtime.State)):
+    for kind, base in (
+        ("action", openenv_runtime.Action),
+        ("observation", openenv_runtime.Observation),
+        ("state", openenv_runtime.State),
+    ):
         if issubclass(cls, base) and cls is not base:
             return kind, "openenv_runtime"
     for klass in cls.__mro__[1:]:
-        if klass.__module__.startswith("openenv.") and klass.__name__ in {"Action", "Observation", "State"}:
+        if klass.__module__.startswith("openenv.") and klass.__name__ in {
+            "Action",
+            "Observation",
+            "State",
+        }:
             return klass.__name__.lower(), "openenv-core"
     return None, None
 
@@ -83,13 +98,15 @@ def _describe_models(module: Any, expected: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind in KINDS:
         local = [c for c in found[kind] if c.__module__ == module.__name__] or found[kind]
-        chosen = next((c for c in local if c.__name__ == expected.get(kind)), None) or (local[-1] if local else None)
+        chosen = next((c for c in local if c.__name__ == expected.get(kind)), None) or (
+            local[-1] if local else None
+        )
         entry: dict[str, Any] = {"candidates": [c.__name__ for c in local], "plain": plain[kind]}
         if chosen is not None:
             entry.update(name=chosen.__name__, origin=_base_kind(chosen)[1])
             try:
                 entry["schema"] = chosen.model_json_schema()
-            except Exception as exc:  # noqa: BLE001 - reported, not raised
+            except Exception as exc:
                 entry["schema_error"] = f"{type(exc).__name__}: {exc}"
         out[kind] = entry
     return out
@@ -117,16 +134,20 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         import openenv_runtime
 
         result["runtime_version"] = openenv_runtime.__version__
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         result["runtime_error"] = _error(exc, project_dir)
         return result
 
     models_module = request["models_module"]
     try:
         module = importlib.import_module(models_module)
-        result["models"] = {"ok": True, "module": models_module, "file": getattr(module, "__file__", None)}
+        result["models"] = {
+            "ok": True,
+            "module": models_module,
+            "file": getattr(module, "__file__", None),
+        }
         result["classes"] = _describe_models(module, request.get("expected", {}))
-    except BaseException as exc:  # noqa: BLE001 - SystemExit from user code included
+    except BaseException as exc:
         result["models"] = {"ok": False, "module": models_module, "error": _error(exc, project_dir)}
 
     action = result.get("classes", {}).get("action", {})
@@ -142,12 +163,14 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         try:
             cls.model_validate(example)
             entry["ok"] = True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             entry["ok"] = False
             errors = getattr(exc, "errors", None)
-            entry["errors"] = [
-                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors()
-            ] if callable(errors) else [str(exc)]
+            entry["errors"] = (
+                [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors()]
+                if callable(errors)
+                else [str(exc)]
+            )
         result["example_action"] = entry
 
     app_path = request["app"]
@@ -157,13 +180,17 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         app: Any = app_module
         for part in attribute.split("."):
             app = getattr(app, part)
-        entry = {"ok": True, "type": f"{type(app).__module__}.{type(app).__qualname__}", "callable": callable(app)}
+        entry = {
+            "ok": True,
+            "type": f"{type(app).__module__}.{type(app).__qualname__}",
+            "callable": callable(app),
+        }
         try:
             entry["schema"] = _served_schema(app)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             entry["schema_error"] = f"{type(exc).__name__}: {exc}"
         result["app"] = entry
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         result["app"] = {"ok": False, "error": _error(exc, project_dir)}
     return result
 

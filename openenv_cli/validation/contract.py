@@ -35,7 +35,12 @@ class Change:
 
 
 def build_lock(schemas: dict[str, Any], name: str, version: str | None) -> dict[str, Any]:
-    return {"lock_version": LOCK_VERSION, "name": name, "version": version, "schemas": {k: schemas[k] for k in KINDS}}
+    return {
+        "lock_version": LOCK_VERSION,
+        "name": name,
+        "version": version,
+        "schemas": {k: schemas[k] for k in KINDS},
+    }
 
 
 def write_lock(project_dir: Path, lock: dict[str, Any]) -> Path:
@@ -63,6 +68,7 @@ def read_lock(path: Path) -> dict[str, Any]:
 
 # -- normalising schemas into fields and type atoms -----------------------------------------
 
+
 def _atoms(schema: Any, root: dict[str, Any], depth: int = 0) -> frozenset[str]:
     """The set of value kinds a schema admits: "string", "integer", "null", "const:..." ..."""
     schema = resolve_ref(schema, root)
@@ -87,7 +93,11 @@ def _atoms(schema: Any, root: dict[str, Any], depth: int = 0) -> frozenset[str]:
             items = schema.get("items")
             inner = ",".join(sorted(_atoms(items, root, depth + 1))) if items else "any"
             atoms.add(f"array<{inner}>")
-        elif k == "object" and "additionalProperties" in schema and isinstance(schema["additionalProperties"], dict):
+        elif (
+            k == "object"
+            and "additionalProperties" in schema
+            and isinstance(schema["additionalProperties"], dict)
+        ):
             inner = ",".join(sorted(_atoms(schema["additionalProperties"], root, depth + 1)))
             atoms.add(f"map<{inner}>")
         else:
@@ -106,7 +116,13 @@ def _covers(wide: frozenset[str], narrow: frozenset[str]) -> bool:
             continue
         if atom.startswith("const:"):
             value = json.loads(atom[6:])
-            base = {str: "string", bool: "boolean", int: "integer", float: "number", type(None): "null"}.get(type(value))
+            base = {
+                str: "string",
+                bool: "boolean",
+                int: "integer",
+                float: "number",
+                type(None): "null",
+            }.get(type(value))
             if base in wide or (base == "integer" and "number" in wide):
                 continue
         return False
@@ -132,15 +148,27 @@ def _type_text(atoms: frozenset[str]) -> str:
     return " | ".join(sorted(a.replace("const:", "") for a in atoms))
 
 
-def _compare(kind: str, path: str, old: Any, new: Any, old_root: dict[str, Any], new_root: dict[str, Any],
-             depth: int, changes: list[Change]) -> None:
+def _compare(
+    kind: str,
+    path: str,
+    old: Any,
+    new: Any,
+    old_root: dict[str, Any],
+    new_root: dict[str, Any],
+    depth: int,
+    changes: list[Change],
+) -> None:
     old_fields, old_required = _fields(old, old_root)
     new_fields, new_required = _fields(new, new_root)
     sends = kind == "action"
     removed = [f for f in old_fields if f not in new_fields]
     added = [f for f in new_fields if f not in old_fields]
     for name in removed:
-        twin = [a for a in added if _atoms(new_fields[a], new_root) == _atoms(old_fields[name], old_root)]
+        twin = [
+            a
+            for a in added
+            if _atoms(new_fields[a], new_root) == _atoms(old_fields[name], old_root)
+        ]
         hint = f" (renamed to `{twin[0]}`?)" if len(removed) == 1 and len(twin) == 1 else ""
         changes.append(Change(kind, path + name, f"field removed{hint}", True))
     for name in added:
@@ -164,23 +192,46 @@ def _compare(kind: str, path: str, old: Any, new: Any, old_root: dict[str, Any],
         elif name in old_required and name not in new_required:
             changes.append(Change(kind, path + name, "field is now optional", False))
         if depth < _MAX_DEPTH:
-            inner_old, inner_new = _nested(old_fields[name], old_root), _nested(new_fields[name], new_root)
+            inner_old, inner_new = (
+                _nested(old_fields[name], old_root),
+                _nested(new_fields[name], new_root),
+            )
             if inner_old is not None and inner_new is not None:
-                _compare(kind, f"{path}{name}.", inner_old, inner_new, old_root, new_root, depth + 1, changes)
+                _compare(
+                    kind,
+                    f"{path}{name}.",
+                    inner_old,
+                    inner_new,
+                    old_root,
+                    new_root,
+                    depth + 1,
+                    changes,
+                )
 
 
 def diff_schemas(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """Changes from the locked schemas ``old`` to the code's schemas ``new``."""
     changes: list[Change] = []
     for kind in KINDS:
-        _compare(kind, "", old.get(kind, {}), new.get(kind, {}), old.get(kind, {}), new.get(kind, {}), 0, changes)
+        _compare(
+            kind,
+            "",
+            old.get(kind, {}),
+            new.get(kind, {}),
+            old.get(kind, {}),
+            new.get(kind, {}),
+            0,
+            changes,
+        )
     return changes
 
 
 # -- the check ------------------------------------------------------------------------------
 
-def check_contract(project_dir: Path, schemas: dict[str, Any], name: str, version: str | None,
-                   update: bool = False) -> CheckResult:
+
+def check_contract(
+    project_dir: Path, schemas: dict[str, Any], name: str, version: str | None, update: bool = False
+) -> CheckResult:
     """Compare ``schemas`` with the lock file (or, with ``update``, write it)."""
     path = project_dir / LOCK_FILE
     previous: dict[str, Any] | None = None
@@ -189,21 +240,43 @@ def check_contract(project_dir: Path, schemas: dict[str, Any], name: str, versio
             previous = read_lock(path)
         except LockError as exc:
             if not update:
-                return failed("contract", f"{exc}.", f"Regenerate it: `openenv validate --update-lock`, then commit {LOCK_FILE}.",
-                              file=LOCK_FILE)
+                return failed(
+                    "contract",
+                    f"{exc}.",
+                    f"Regenerate it: `openenv validate --update-lock`, then commit {LOCK_FILE}.",
+                    file=LOCK_FILE,
+                )
     if update:
         changes = diff_schemas(previous["schemas"], schemas) if previous else []
         try:
             write_lock(project_dir, build_lock(schemas, name, version))
         except OSError as exc:
-            return failed("contract", f"Cannot write {LOCK_FILE}: {exc}.", "Make the project folder writable.", file=LOCK_FILE)
+            return failed(
+                "contract",
+                f"Cannot write {LOCK_FILE}: {exc}.",
+                "Make the project folder writable.",
+                file=LOCK_FILE,
+            )
         breaking = [str(c) for c in changes if c.breaking]
-        note = f" It accepts {len(breaking)} breaking change(s): {'; '.join(breaking)}." if breaking else ""
-        return passed("contract", f"Wrote {LOCK_FILE} with the current action, observation and state schemas.{note}",
-                      fix=None, file=LOCK_FILE, details={"changes": [c.__dict__ for c in changes]})
+        note = (
+            f" It accepts {len(breaking)} breaking change(s): {'; '.join(breaking)}."
+            if breaking
+            else ""
+        )
+        return passed(
+            "contract",
+            f"Wrote {LOCK_FILE} with the current action, observation and state schemas.{note}",
+            fix=None,
+            file=LOCK_FILE,
+            details={"changes": [c.__dict__ for c in changes]},
+        )
     if previous is None:
-        return warned("contract", f"No {LOCK_FILE}: nothing records the schemas your clients rely on.",
-                      f"Run `openenv validate --update-lock` and commit {LOCK_FILE}.", file=LOCK_FILE)
+        return warned(
+            "contract",
+            f"No {LOCK_FILE}: nothing records the schemas your clients rely on.",
+            f"Run `openenv validate --update-lock` and commit {LOCK_FILE}.",
+            file=LOCK_FILE,
+        )
     changes = diff_schemas(previous["schemas"], schemas)
     details = {"changes": [c.__dict__ for c in changes]}
     breaking = [c for c in changes if c.breaking]
@@ -211,13 +284,26 @@ def check_contract(project_dir: Path, schemas: dict[str, Any], name: str, versio
     if breaking:
         listed = "; ".join(str(c) for c in breaking)
         also = f" (and {len(additive)} additive)" if additive else ""
-        return failed("contract", f"Breaking changes for existing clients since {LOCK_FILE}: {listed}{also}.",
-                      "Restore the fields in models.py (add new ones as optional instead), or, if the break is intended, "
-                      f"bump the version and run `openenv validate --update-lock` to accept it.", file="models.py", details=details)
+        return failed(
+            "contract",
+            f"Breaking changes for existing clients since {LOCK_FILE}: {listed}{also}.",
+            "Restore the fields in models.py (add new ones as optional instead), or, if the break is intended, "
+            "bump the version and run `openenv validate --update-lock` to accept it.",
+            file="models.py",
+            details=details,
+        )
     if additive:
-        return warned("contract", f"Additive schema changes since {LOCK_FILE}: {'; '.join(str(c) for c in additive)}.",
-                      f"Run `openenv validate --update-lock` and commit {LOCK_FILE} to record them.", file=LOCK_FILE, details=details)
+        return warned(
+            "contract",
+            f"Additive schema changes since {LOCK_FILE}: {'; '.join(str(c) for c in additive)}.",
+            f"Run `openenv validate --update-lock` and commit {LOCK_FILE} to record them.",
+            file=LOCK_FILE,
+            details=details,
+        )
     if previous["schemas"] != schemas:
-        return passed("contract", f"Schemas match {LOCK_FILE} (descriptions or defaults changed; run --update-lock to record them).",
-                      file=LOCK_FILE)
+        return passed(
+            "contract",
+            f"Schemas match {LOCK_FILE} (descriptions or defaults changed; run --update-lock to record them).",
+            file=LOCK_FILE,
+        )
     return passed("contract", f"Schemas match {LOCK_FILE}.", file=LOCK_FILE)

@@ -21,7 +21,9 @@ def resolve_ref(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def example_value(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0) -> Any:
+def example_value(
+    schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0
+) -> Any:
     """A value that validates against ``schema``: its default, first example, first enum value,
     or a minimal value of its type (required object properties filled in recursively)."""
     root = root if root is not None else schema

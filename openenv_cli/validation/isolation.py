@@ -36,7 +36,9 @@ def package_name(project_dir: Path, name: str, app_module: str) -> tuple[str, bo
 
 
 @contextmanager
-def import_layout(project_dir: Path, name: str, app_module: str, base_env: dict[str, str] | None = None) -> Iterator[ImportLayout]:
+def import_layout(
+    project_dir: Path, name: str, app_module: str, base_env: dict[str, str] | None = None
+) -> Iterator[ImportLayout]:
     """Yield the layout for child processes; the temporary folder is removed afterwards."""
     project_dir = project_dir.resolve()
     package, add_root = package_name(project_dir, name, app_module)

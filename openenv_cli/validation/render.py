@@ -20,7 +20,12 @@ _STYLE = {
 
 
 def render_table(report: Report, console: Console) -> None:
-    table = Table(title=f"openenv validate {escape(report.target)}", title_justify="left", show_lines=False, expand=False)
+    table = Table(
+        title=f"openenv validate {escape(report.target)}",
+        title_justify="left",
+        show_lines=False,
+        expand=False,
+    )
     table.add_column("", no_wrap=True)
     table.add_column("check", no_wrap=True, style="bold")
     table.add_column("result", overflow="fold")

@@ -16,8 +16,13 @@ from openenv_cli.validation.smoke import run_smoke
 DEFAULT_TIMEOUT = 60.0
 
 
-def validate_project(project_dir: Path, *, smoke: bool = True, timeout: float = DEFAULT_TIMEOUT,
-                     update_lock: bool = False) -> Report:
+def validate_project(
+    project_dir: Path,
+    *,
+    smoke: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    update_lock: bool = False,
+) -> Report:
     """Static checks, the import probe, the contract and (unless ``smoke`` is False) the smoke test."""
     report = Report(target=str(project_dir))
     try:
@@ -25,12 +30,19 @@ def validate_project(project_dir: Path, *, smoke: bool = True, timeout: float = 
     except Exception as exc:  # validate must report, never crash
         if debug_enabled():
             raise
-        report.add(failed("internal", f"validate stopped on an unexpected {type(exc).__name__}: {exc}",
-                          "Run again with --debug for the traceback, and report it."))
+        report.add(
+            failed(
+                "internal",
+                f"validate stopped on an unexpected {type(exc).__name__}: {exc}",
+                "Run again with --debug for the traceback, and report it.",
+            )
+        )
     return report
 
 
-def _project_checks(report: Report, project_dir: Path, smoke: bool, timeout: float, update_lock: bool) -> None:
+def _project_checks(
+    report: Report, project_dir: Path, smoke: bool, timeout: float, update_lock: bool
+) -> None:
     manifest_report = inspect_manifest(project_dir)
     report.add(*static.check_manifest(manifest_report))
     manifest = manifest_report.manifest
@@ -47,10 +59,21 @@ def _project_checks(report: Report, project_dir: Path, smoke: bool, timeout: flo
     schemas = probe.schemas
     if schemas is None:
         reason = "Needs the models to import and give JSON schemas."
-        report.add(failed("contract", f"Cannot update {contract.LOCK_FILE}: the models do not import.", "Fix the models first.")
-                   if update_lock else skipped("contract", reason))
+        report.add(
+            failed(
+                "contract",
+                f"Cannot update {contract.LOCK_FILE}: the models do not import.",
+                "Fix the models first.",
+            )
+            if update_lock
+            else skipped("contract", reason)
+        )
     else:
-        report.add(contract.check_contract(project_dir, schemas, manifest.name, manifest.version, update=update_lock))
+        report.add(
+            contract.check_contract(
+                project_dir, schemas, manifest.name, manifest.version, update=update_lock
+            )
+        )
 
     if not smoke:
         report.add(skipped("smoke", "Smoke test off (--no-smoke)."))
@@ -63,20 +86,33 @@ def _project_checks(report: Report, project_dir: Path, smoke: bool, timeout: flo
     if action is None:
         report.add(skipped("smoke", "Needs a valid example action."))
         return
-    served = (probe.data.get("classes") or {})
+    served = probe.data.get("classes") or {}
     expected = {k: served[k]["schema"] for k in contract.KINDS if "schema" in served.get(k, {})}
-    report.add(*run_smoke(project_dir, manifest, action, timeout, expected if len(expected) == 3 else None))
+    report.add(
+        *run_smoke(project_dir, manifest, action, timeout, expected if len(expected) == 3 else None)
+    )
 
 
-def validate_url(url: str, *, project_dir: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 token: str | None = None, steps: int = 3) -> Report:
+def validate_url(
+    url: str,
+    *,
+    project_dir: Path | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    token: str | None = None,
+    steps: int = 3,
+) -> Report:
     """Check a running server: /health, /schema, /metadata and a WebSocket episode with latencies."""
     report = Report(target=url)
     try:
         health = wire.check_health("remote", url, timeout, token)
         report.add(health)
         if health.details.get("unreachable"):
-            report.add(*static.skipped_all(["remote.schema", "remote.metadata", "remote.episode"], "The server is unreachable."))
+            report.add(
+                *static.skipped_all(
+                    ["remote.schema", "remote.metadata", "remote.episode"],
+                    "The server is unreachable.",
+                )
+            )
             return report
         schema_check, served = wire.check_schema("remote", url, timeout, token)
         report.add(schema_check, wire.check_metadata("remote", url, timeout, token))
@@ -87,14 +123,32 @@ def validate_url(url: str, *, project_dir: Path | None = None, timeout: float = 
         elif served is not None:
             action = example_action(served["action"])
         if action is None:
-            report.add(skipped("remote.episode", "Needs /schema (or example_action in openenv.yaml) for an action."))
+            report.add(
+                skipped(
+                    "remote.episode",
+                    "Needs /schema (or example_action in openenv.yaml) for an action.",
+                )
+            )
         else:
             report.add(wire.run_episode("remote", url, action, timeout, token, steps=steps))
-        if project_dir is not None and served is not None and (project_dir / contract.LOCK_FILE).is_file():
-            report.add(contract.check_contract(project_dir, served, manifest.name if manifest else "", None))
+        if (
+            project_dir is not None
+            and served is not None
+            and (project_dir / contract.LOCK_FILE).is_file()
+        ):
+            report.add(
+                contract.check_contract(
+                    project_dir, served, manifest.name if manifest else "", None
+                )
+            )
     except Exception as exc:
         if debug_enabled():
             raise
-        report.add(failed("internal", f"validate stopped on an unexpected {type(exc).__name__}: {exc}",
-                          "Run again with --debug for the traceback, and report it."))
+        report.add(
+            failed(
+                "internal",
+                f"validate stopped on an unexpected {type(exc).__name__}: {exc}",
+                "Run again with --debug for the traceback, and report it.",
+            )
+        )
     return report

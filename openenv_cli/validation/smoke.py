@@ -48,15 +48,22 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def run_smoke(project_dir: Path, manifest: Manifest, action: dict[str, Any], timeout: float,
-              expected_schemas: dict[str, Any] | None = None) -> list[CheckResult]:
+def run_smoke(
+    project_dir: Path,
+    manifest: Manifest,
+    action: dict[str, Any],
+    timeout: float,
+    expected_schemas: dict[str, Any] | None = None,
+) -> list[CheckResult]:
     """Start ``manifest.app`` with ``python -m openenv_runtime.serve`` and check it like a client.
 
     Every phase is bounded by ``timeout`` seconds and the server is always stopped.
     """
     results: list[CheckResult] = []
-    with import_layout(project_dir, manifest.name, manifest.app_module) as layout, \
-            tempfile.NamedTemporaryFile(prefix="openenv-smoke-", suffix=".log", delete=False) as log:
+    with (
+        import_layout(project_dir, manifest.name, manifest.app_module) as layout,
+        tempfile.NamedTemporaryFile(prefix="openenv-smoke-", suffix=".log", delete=False) as log,
+    ):
         log_path = Path(log.name)
         env = dict(layout.env)
         env.pop("OPENENV_API_KEY", None)  # the smoke test is a local client
@@ -65,25 +72,55 @@ def run_smoke(project_dir: Path, manifest: Manifest, action: dict[str, Any], tim
             env.setdefault("SESSION_TIMEOUT", str(manifest.server.session_timeout))
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"
-        command = [sys.executable, "-m", "openenv_runtime.serve", manifest.app, "--host", "127.0.0.1", "--port", str(port)]
+        command = [
+            sys.executable,
+            "-m",
+            "openenv_runtime.serve",
+            manifest.app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
         started = time.perf_counter()
-        proc = subprocess.Popen(command, cwd=project_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            cwd=project_dir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             up = _wait_until_up(proc, base_url, timeout)
             if up is not None:
-                results.append(failed("smoke.start", f"{up}\n{_tail(log_path)}".strip(),
-                                      f"Run `python -m openenv_runtime.serve {manifest.app}` in {project_dir} to see the full error.",
-                                      details={"log": _tail(log_path, 60)}))
+                results.append(
+                    failed(
+                        "smoke.start",
+                        f"{up}\n{_tail(log_path)}".strip(),
+                        f"Run `python -m openenv_runtime.serve {manifest.app}` in {project_dir} to see the full error.",
+                        details={"log": _tail(log_path, 60)},
+                    )
+                )
                 return results
-            results.append(passed("smoke.start", f"Server started in {time.perf_counter() - started:.1f}s on {base_url}."))
+            results.append(
+                passed(
+                    "smoke.start",
+                    f"Server started in {time.perf_counter() - started:.1f}s on {base_url}.",
+                )
+            )
             results.append(wire.check_health("smoke", base_url, timeout, None))
             schema_check, _ = wire.check_schema("smoke", base_url, timeout, None, expected_schemas)
             results.append(schema_check)
             episode = wire.run_episode("smoke", base_url, action, timeout)
             if episode.status.value == "fail" and _tail(log_path):
-                episode = failed(episode.name, f"{episode.message}\nServer log:\n{_tail(log_path)}", episode.fix,
-                                 details=episode.details)
+                episode = failed(
+                    episode.name,
+                    f"{episode.message}\nServer log:\n{_tail(log_path)}",
+                    episode.fix,
+                    details=episode.details,
+                )
             results.append(episode)
         finally:
             _stop(proc)

@@ -21,9 +21,13 @@ def ws_url(base_url: str) -> str:
     return urlunsplit((scheme, parts.netloc, path + "/ws", "", ""))
 
 
-def get_json(base_url: str, route: str, timeout: float, token: str | None = None) -> tuple[int, Any]:
+def get_json(
+    base_url: str, route: str, timeout: float, token: str | None = None
+) -> tuple[int, Any]:
     """GET ``route``; returns (status, parsed JSON or text). Raises OSError when unreachable."""
-    request = urllib.request.Request(base_url.rstrip("/") + route, headers={"Accept": "application/json"})
+    request = urllib.request.Request(
+        base_url.rstrip("/") + route, headers={"Accept": "application/json"}
+    )
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
@@ -43,32 +47,63 @@ def check_health(prefix: str, base_url: str, timeout: float, token: str | None) 
         status, body = get_json(base_url, "/health", timeout, token)
     except OSError as exc:
         reason = getattr(exc, "reason", exc)
-        return failed(name, f"Cannot reach {base_url}/health: {reason}.", "Check that the server is running and the URL is right.",
-                      details={"unreachable": True})
+        return failed(
+            name,
+            f"Cannot reach {base_url}/health: {reason}.",
+            "Check that the server is running and the URL is right.",
+            details={"unreachable": True},
+        )
     if status != 200 or not isinstance(body, dict) or body.get("status") != "healthy":
-        return failed(name, f"GET /health answered {status} {str(body)[:200]}, not {{\"status\": \"healthy\"}}.",
-                      "Serve the app with openenv_runtime's create_app(), which provides /health.")
-    extra = f" ({body['active_sessions']}/{body['max_sessions']} sessions)" if "max_sessions" in body else ""
+        return failed(
+            name,
+            f'GET /health answered {status} {str(body)[:200]}, not {{"status": "healthy"}}.',
+            "Serve the app with openenv_runtime's create_app(), which provides /health.",
+        )
+    extra = (
+        f" ({body['active_sessions']}/{body['max_sessions']} sessions)"
+        if "max_sessions" in body
+        else ""
+    )
     return passed(name, f"GET /health: healthy{extra}.", details={"health": body})
 
 
-def check_schema(prefix: str, base_url: str, timeout: float, token: str | None,
-                 expected: dict[str, Any] | None = None) -> tuple[CheckResult, dict[str, Any] | None]:
+def check_schema(
+    prefix: str,
+    base_url: str,
+    timeout: float,
+    token: str | None,
+    expected: dict[str, Any] | None = None,
+) -> tuple[CheckResult, dict[str, Any] | None]:
     name = f"{prefix}.schema"
     try:
         status, body = get_json(base_url, "/schema", timeout, token)
     except OSError as exc:
-        return failed(name, f"GET /schema failed: {exc}.", "Check that the server is running."), None
+        return failed(
+            name, f"GET /schema failed: {exc}.", "Check that the server is running."
+        ), None
     if status == 401:
-        return failed(name, "GET /schema answered 401: the server requires a token.",
-                      "Pass --token (or set OPENENV_API_KEY) with the server's key."), None
-    if status != 200 or not isinstance(body, dict) or not all(isinstance(body.get(k), dict) for k in KINDS):
-        return failed(name, f"GET /schema answered {status} without action, observation and state schemas.",
-                      "Serve the app with openenv_runtime's create_app(), which provides /schema."), None
+        return failed(
+            name,
+            "GET /schema answered 401: the server requires a token.",
+            "Pass --token (or set OPENENV_API_KEY) with the server's key.",
+        ), None
+    if (
+        status != 200
+        or not isinstance(body, dict)
+        or not all(isinstance(body.get(k), dict) for k in KINDS)
+    ):
+        return failed(
+            name,
+            f"GET /schema answered {status} without action, observation and state schemas.",
+            "Serve the app with openenv_runtime's create_app(), which provides /schema.",
+        ), None
     if expected is not None and any(body[k] != expected.get(k) for k in KINDS):
         differ = [k for k in KINDS if body[k] != expected.get(k)]
-        return warned(name, f"GET /schema serves {', '.join(differ)} schemas that differ from models.py.",
-                      "Pass the classes from models.py to create_app() in the app module."), body
+        return warned(
+            name,
+            f"GET /schema serves {', '.join(differ)} schemas that differ from models.py.",
+            "Pass the classes from models.py to create_app() in the app module.",
+        ), body
     return passed(name, "GET /schema serves action, observation and state schemas."), body
 
 
@@ -79,21 +114,39 @@ def check_metadata(prefix: str, base_url: str, timeout: float, token: str | None
     except OSError as exc:
         return failed(name, f"GET /metadata failed: {exc}.", "Check that the server is running.")
     if status != 200 or not isinstance(body, dict) or "name" not in body:
-        return failed(name, f"GET /metadata answered {status} without a name.", "Serve the app with openenv_runtime's create_app().")
+        return failed(
+            name,
+            f"GET /metadata answered {status} without a name.",
+            "Serve the app with openenv_runtime's create_app().",
+        )
     missing = [k for k in ("description", "version") if not body.get(k)]
     label = f"{body.get('name')} {body.get('version') or ''}".strip()
     if missing:
-        return warned(name, f"GET /metadata: {label}, without {', '.join(missing)}.",
-                      "Pass description= and version= to create_app().", details={"metadata": {k: v for k, v in body.items() if k != "readme_content"}})
-    return passed(name, f"GET /metadata: {label}.", details={"metadata": {k: v for k, v in body.items() if k != "readme_content"}})
+        return warned(
+            name,
+            f"GET /metadata: {label}, without {', '.join(missing)}.",
+            "Pass description= and version= to create_app().",
+            details={"metadata": {k: v for k, v in body.items() if k != "readme_content"}},
+        )
+    return passed(
+        name,
+        f"GET /metadata: {label}.",
+        details={"metadata": {k: v for k, v in body.items() if k != "readme_content"}},
+    )
 
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 2)
 
 
-def run_episode(prefix: str, base_url: str, action: dict[str, Any], timeout: float, token: str | None = None,
-                steps: int = 1) -> CheckResult:
+def run_episode(
+    prefix: str,
+    base_url: str,
+    action: dict[str, Any],
+    timeout: float,
+    token: str | None = None,
+    steps: int = 1,
+) -> CheckResult:
     """reset, ``steps`` × step(action), state, close over /ws; the latency of each."""
     from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
     from websockets.sync.client import connect
@@ -105,7 +158,13 @@ def run_episode(prefix: str, base_url: str, action: dict[str, Any], timeout: flo
     stage = "connect"
     try:
         start = time.perf_counter()
-        with connect(url, open_timeout=timeout, close_timeout=timeout, additional_headers=headers, max_size=64 << 20) as ws:
+        with connect(
+            url,
+            open_timeout=timeout,
+            close_timeout=timeout,
+            additional_headers=headers,
+            max_size=64 << 20,
+        ) as ws:
             latency["connect_ms"] = _ms(start)
 
             def request(frame: dict[str, Any], expect: str) -> dict[str, Any]:
@@ -115,9 +174,13 @@ def run_episode(prefix: str, base_url: str, action: dict[str, Any], timeout: flo
                     data = reply.get("data") or {}
                     errors = data.get("errors")
                     more = f" {json.dumps(errors)[:300]}" if errors else ""
-                    raise _Reply(f"{frame['type']} answered error {data.get('code')}: {data.get('message')}{more}")
+                    raise _Reply(
+                        f"{frame['type']} answered error {data.get('code')}: {data.get('message')}{more}"
+                    )
                 if reply.get("type") != expect:
-                    raise _Reply(f"{frame['type']} answered type {reply.get('type')!r}, expected {expect!r}")
+                    raise _Reply(
+                        f"{frame['type']} answered type {reply.get('type')!r}, expected {expect!r}"
+                    )
                 return reply.get("data") or {}
 
             stage = "reset"
@@ -145,22 +208,43 @@ def run_episode(prefix: str, base_url: str, action: dict[str, Any], timeout: flo
             except ConnectionClosed as closed:
                 code = closed.rcvd.code if closed.rcvd is not None else None
                 if code != 1000:
-                    raise _Reply(f"close ended the connection with code {code}, expected 1000") from None
+                    raise _Reply(
+                        f"close ended the connection with code {code}, expected 1000"
+                    ) from None
     except _Reply as exc:
         return failed(name, f"WebSocket episode: {exc}.", _fix(stage), details={"latency": latency})
     except InvalidStatus as exc:
         status = exc.response.status_code
-        fix = "Pass --token (or set OPENENV_API_KEY) with the server's key." if status in (401, 403) else _fix("connect")
-        return failed(name, f"WebSocket {url} refused with HTTP {status}.", fix, details={"latency": latency})
+        fix = (
+            "Pass --token (or set OPENENV_API_KEY) with the server's key."
+            if status in (401, 403)
+            else _fix("connect")
+        )
+        return failed(
+            name, f"WebSocket {url} refused with HTTP {status}.", fix, details={"latency": latency}
+        )
     except TimeoutError:
-        return failed(name, f"WebSocket episode: no answer to {stage} within {timeout:g}s.", _fix(stage) + " Or raise --timeout.",
-                      details={"latency": latency})
+        return failed(
+            name,
+            f"WebSocket episode: no answer to {stage} within {timeout:g}s.",
+            _fix(stage) + " Or raise --timeout.",
+            details={"latency": latency},
+        )
     except (OSError, WebSocketException, ValueError) as exc:
-        return failed(name, f"WebSocket episode failed at {stage}: {type(exc).__name__}: {exc}.", _fix(stage), details={"latency": latency})
+        return failed(
+            name,
+            f"WebSocket episode failed at {stage}: {type(exc).__name__}: {exc}.",
+            _fix(stage),
+            details={"latency": latency},
+        )
     steps_text = "/".join(f"{v:g}" for v in latency["step_ms"])
-    message = (f"reset {latency['reset_ms']:g} ms, step {steps_text} ms, state {latency['state_ms']:g} ms "
-               f"(step_count {state.get('step_count')}), closed with 1000.")
-    return passed(name, f"WebSocket episode: {message}", details={"latency": latency, "action": action})
+    message = (
+        f"reset {latency['reset_ms']:g} ms, step {steps_text} ms, state {latency['state_ms']:g} ms "
+        f"(step_count {state.get('step_count')}), closed with 1000."
+    )
+    return passed(
+        name, f"WebSocket episode: {message}", details={"latency": latency, "action": action}
+    )
 
 
 class _Reply(Exception):
@@ -173,5 +257,5 @@ def _fix(stage: str) -> str:
         "reset": "Fix reset() in the environment (server/*_environment.py); the server log shows the traceback.",
         "step": "Fix step() in the environment, or make example_action in openenv.yaml a valid action.",
         "state": "Fix the `state` property of the environment: it must return a State.",
-        "close": "Serve the app with openenv_runtime's create_app(), which closes with 1000 on {\"type\": \"close\"}.",
+        "close": 'Serve the app with openenv_runtime\'s create_app(), which closes with 1000 on {"type": "close"}.',
     }.get(stage, "See the server log.")

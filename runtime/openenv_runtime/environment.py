@@ -84,11 +84,7 @@ _SNIPPETS = {
         "        ...  # apply the action\n"
         "        return MyObservation(..., reward=1.0, done=False)"
     ),
-    "state": (
-        "    @property\n"
-        "    def state(self) -> State:\n"
-        "        return self._state"
-    ),
+    "state": ("    @property\n    def state(self) -> State:\n        return self._state"),
 }
 
 

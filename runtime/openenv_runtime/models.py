@@ -22,7 +22,9 @@ class Action(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form data that travels with the action.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form data that travels with the action."
+    )
 
 
 class Observation(BaseModel):
@@ -35,8 +37,12 @@ class Observation(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     done: bool = Field(default=False, description="Whether the episode has ended.")
-    reward: float | int | bool | None = Field(default=None, description="Reward for the last action.")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form data sent with the observation.")
+    reward: float | int | bool | None = Field(
+        default=None, description="Reward for the last action."
+    )
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form data sent with the observation."
+    )
 
 
 class State(BaseModel):

@@ -57,7 +57,9 @@ def observation_message(obs: Observation) -> str:
     reward = obs.reward
     encoded = "null" if reward is None else to_json(reward).decode()
     done = "true" if obs.done else "false"
-    return f'{{"type":"observation","data":{{"observation":{body},"reward":{encoded},"done":{done}}}}}'
+    return (
+        f'{{"type":"observation","data":{{"observation":{body},"reward":{encoded},"done":{done}}}}}'
+    )
 
 
 def observation_payload(obs: Observation) -> dict[str, Any]:

@@ -169,7 +169,10 @@ def _supervise(settings: ServeSettings) -> None:
                         print("openenv: workers keep dying; stopping.", file=sys.stderr)
                         stopping = True
                         break
-                    print(f"openenv: worker {process.pid} exited ({process.exitcode}); restarting it.", file=sys.stderr)
+                    print(
+                        f"openenv: worker {process.pid} exited ({process.exitcode}); restarting it.",
+                        file=sys.stderr,
+                    )
                     workers[i] = start()
     finally:
         for process in workers:
@@ -192,24 +195,47 @@ def run_server(settings: ServeSettings) -> None:
     config = _uvicorn_config(settings)
     if settings.reload:
         # The reloader re-imports the app in a child process, so it needs uvicorn.run.
-        uvicorn.run(config.app, app_dir=settings.app_dir, **{k: getattr(config, k) for k in (
-            "host", "port", "reload", "reload_dirs", "log_level", "ws_ping_interval",
-            "ws_ping_timeout", "ws_per_message_deflate", "ws_max_size", "backlog")})
+        uvicorn.run(
+            config.app,
+            app_dir=settings.app_dir,
+            **{
+                k: getattr(config, k)
+                for k in (
+                    "host",
+                    "port",
+                    "reload",
+                    "reload_dirs",
+                    "log_level",
+                    "ws_ping_interval",
+                    "ws_ping_timeout",
+                    "ws_per_message_deflate",
+                    "ws_max_size",
+                    "backlog",
+                )
+            },
+        )
         return
     _use_app_dir(settings)
     uvicorn.Server(_loaded(config)).run()
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m openenv_runtime.serve", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m openenv_runtime.serve",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("app", help="import path of the ASGI app, e.g. my_env.server.app:app")
     parser.add_argument("--host")
     parser.add_argument("--port", type=int)
     parser.add_argument("--workers", type=int)
     parser.add_argument("--app-dir")
     args = parser.parse_args(argv)
-    run_server(settings_from_env(args.app, host=args.host, port=args.port, workers=args.workers, app_dir=args.app_dir))
+    run_server(
+        settings_from_env(
+            args.app, host=args.host, port=args.port, workers=args.workers, app_dir=args.app_dir
+        )
+    )
 
 
 if __name__ == "__main__":

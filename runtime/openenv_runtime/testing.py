@@ -14,7 +14,9 @@ import uvicorn
 
 
 @contextmanager
-def running_server(app: Any, host: str = "127.0.0.1", timeout: float = 15.0, **uvicorn_options: Any) -> Iterator[str]:
+def running_server(
+    app: Any, host: str = "127.0.0.1", timeout: float = 15.0, **uvicorn_options: Any
+) -> Iterator[str]:
     """Serve ``app`` on a free port in a background thread; yields its base URL (``http://host:port``).
 
     A real uvicorn server on real sockets, stopped (sessions closed) when the block ends::
@@ -30,7 +32,11 @@ def running_server(app: Any, host: str = "127.0.0.1", timeout: float = 15.0, **u
     options = {"log_level": "warning", "ws_per_message_deflate": False, **uvicorn_options}
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), name="openenv-test-server", daemon=True)
+    thread = threading.Thread(
+        target=lambda: asyncio.run(server.serve(sockets=[sock])),
+        name="openenv-test-server",
+        daemon=True,
+    )
     thread.start()
     deadline = time.monotonic() + timeout
     while not server.started:

@@ -24,8 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def openenv(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "openenv_cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "openenv_cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
 
 
 def only(directory: Path, pattern: str) -> Path:
@@ -35,8 +41,20 @@ def only(directory: Path, pattern: str) -> Path:
 
 
 def test_serve_sessions_grid(tmp_path: Path) -> None:
-    result = openenv("bench", "--serve", "--requests-grid", "8,32", "--wait-grid", "0.05", "--reps", "1",
-                     "--processes", "2", "--output-dir", str(tmp_path))
+    result = openenv(
+        "bench",
+        "--serve",
+        "--requests-grid",
+        "8,32",
+        "--wait-grid",
+        "0.05",
+        "--reps",
+        "1",
+        "--processes",
+        "2",
+        "--output-dir",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "max batch at ≥95% success, wait 0.05 s: 32" in result.stdout
 
@@ -67,20 +85,52 @@ def test_serve_sessions_grid(tmp_path: Path) -> None:
 
 
 def test_serve_sync_variant(tmp_path: Path) -> None:
-    result = openenv("bench", "--serve", "--sync", "--requests-grid", "16", "--wait-grid", "0.05", "--reps", "1",
-                     "--no-plots", "--output-dir", str(tmp_path))
+    result = openenv(
+        "bench",
+        "--serve",
+        "--sync",
+        "--requests-grid",
+        "16",
+        "--wait-grid",
+        "0.05",
+        "--reps",
+        "1",
+        "--no-plots",
+        "--output-dir",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(only(tmp_path, "bench-sessions-*.json").read_text())
     assert data["sessions"][0]["ok"] == 16
     assert "sync" in data["environment"]["server"]
 
 
-@pytest.mark.parametrize(("transport", "client"), [("ws", "lean"), ("ws", "websockets"), ("http", "lean")])
+@pytest.mark.parametrize(
+    ("transport", "client"), [("ws", "lean"), ("ws", "websockets"), ("http", "lean")]
+)
 def test_throughput_against_a_running_server(tmp_path: Path, transport: str, client: str) -> None:
     with running(bench_server()) as server:
-        result = openenv("bench", "--url", server.url, "--mode", "throughput", "--sessions", "1,4",
-                         "--steps", "50", "--reps", "1", "--transport", transport, "--client", client,
-                         "--server-pid", str(server.pids[0]), "--output-dir", str(tmp_path))
+        result = openenv(
+            "bench",
+            "--url",
+            server.url,
+            "--mode",
+            "throughput",
+            "--sessions",
+            "1,4",
+            "--steps",
+            "50",
+            "--reps",
+            "1",
+            "--transport",
+            transport,
+            "--client",
+            client,
+            "--server-pid",
+            str(server.pids[0]),
+            "--output-dir",
+            str(tmp_path),
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(only(tmp_path, "bench-throughput-*.json").read_text())
     cells = data["throughput"]
@@ -96,7 +146,9 @@ def test_throughput_against_a_running_server(tmp_path: Path, transport: str, cli
 
 @pytest.mark.parametrize("client", ["lean", "websockets"])
 @pytest.mark.parametrize("compression", [True, False])
-def test_ws_clients_survive_keepalive_pings_and_close_cleanly(client: str, compression: bool) -> None:
+def test_ws_clients_survive_keepalive_pings_and_close_cleanly(
+    client: str, compression: bool
+) -> None:
     """Idle longer than the server's ping timeout: the client must answer its pings."""
     env = {"WS_PING_INTERVAL": "0.1", "WS_PING_TIMEOUT": "0.2"}
 
@@ -117,24 +169,43 @@ def test_ws_clients_survive_keepalive_pings_and_close_cleanly(client: str, compr
 
 def test_every_session_failing_is_an_error(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
-    result = openenv("bench", "--url", f"http://127.0.0.1:{port}", "--requests-grid", "4", "--wait-grid", "0",
-                     "--reps", "1", "--timeout", "2", "--no-plots", "--output-dir", str(tmp_path))
+    result = openenv(
+        "bench",
+        "--url",
+        f"http://127.0.0.1:{port}",
+        "--requests-grid",
+        "4",
+        "--wait-grid",
+        "0",
+        "--reps",
+        "1",
+        "--timeout",
+        "2",
+        "--no-plots",
+        "--output-dir",
+        str(tmp_path),
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Every session failed" in result.stderr
-    data = json.loads(only(tmp_path, "bench-sessions-*.json").read_text())  # the report is still written
+    data = json.loads(
+        only(tmp_path, "bench-sessions-*.json").read_text()
+    )  # the report is still written
     assert data["sessions"][0]["ok"] == 0
     assert "connect: ConnectionRefusedError" in data["sessions"][0]["errors"]
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["--url", "http://127.0.0.1:1", "--serve"],
-    ["--serve", "--requests-grid", "a,b"],
-    ["--serve", "--wait-grid", "-1"],
-    ["--serve", "--mode", "bogus"],
-    ["--url", "http://127.0.0.1:1", "--workers", "2"],
-    ["--url", "https://example.com"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--url", "http://127.0.0.1:1", "--serve"],
+        ["--serve", "--requests-grid", "a,b"],
+        ["--serve", "--wait-grid", "-1"],
+        ["--serve", "--mode", "bogus"],
+        ["--url", "http://127.0.0.1:1", "--workers", "2"],
+        ["--url", "https://example.com"],
+    ],
+)
 def test_usage_errors_exit_2(args: list[str], tmp_path: Path) -> None:
     result = openenv("bench", *args, "--output-dir", str(tmp_path), timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -144,10 +215,30 @@ def test_usage_errors_exit_2(args: list[str], tmp_path: Path) -> None:
 def test_compare_script_ours_and_floor(tmp_path: Path) -> None:
     """benchmarks/compare.py end to end on a tiny scale (the reference is left to the full run)."""
     result = subprocess.run(
-        [sys.executable, "benchmarks/compare.py", "--servers", "ours,floor", "--metrics", "memory,latency,throughput",
-         "--idle-sessions", "20", "--latency-steps", "50", "--steps", "20", "--reps", "1", "--no-latest",
-         "--results-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=240, cwd=ROOT, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "benchmarks/compare.py",
+            "--servers",
+            "ours,floor",
+            "--metrics",
+            "memory,latency,throughput",
+            "--idle-sessions",
+            "20",
+            "--latency-steps",
+            "50",
+            "--steps",
+            "20",
+            "--reps",
+            "1",
+            "--no-latest",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(only(tmp_path, "compare-*.json").read_text())

@@ -37,7 +37,14 @@ RUN_ID = uuid.uuid4().hex[:10]
 REPOSITORY = "openenv-test/build-env"
 LABEL_KEY = "org.openenv.test-build"
 # The variables the CLI reads; a developer's shell must not change what these tests build.
-CLI_ENV = ("OPENENV_BASE_IMAGE", "OPENENV_IMAGE_TAG", "HOST", "PORT", "WORKERS", "MAX_CONCURRENT_ENVS")
+CLI_ENV = (
+    "OPENENV_BASE_IMAGE",
+    "OPENENV_IMAGE_TAG",
+    "HOST",
+    "PORT",
+    "WORKERS",
+    "MAX_CONCURRENT_ENVS",
+)
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -50,11 +57,18 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def openenv(*args: str, cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
+def openenv(
+    *args: str, cwd: Path, timeout: float = 600, **env: str
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess (stdout and stderr kept apart)."""
     return subprocess.run(
-        [sys.executable, "-m", "openenv_cli.main", *args], cwd=cwd, env=cli_env(**env),
-        capture_output=True, text=True, timeout=timeout, check=False,
+        [sys.executable, "-m", "openenv_cli.main", *args],
+        cwd=cwd,
+        env=cli_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -79,17 +93,28 @@ def wait_for_health(base_url: str, container: Container, timeout: float = 60) ->
             container.reload()
             if container.status not in ("created", "running") or time.monotonic() > deadline:
                 logs = container.logs().decode("utf-8", "replace")[-3000:]
-                pytest.fail(f"the container did not serve /health (status {container.status}):\n{logs}")
+                pytest.fail(
+                    f"the container did not serve /health (status {container.status}):\n{logs}"
+                )
             time.sleep(0.3)
 
 
 def run_client(project: Path, base_url: str, script: str) -> dict:  # type: ignore[type-arg]
     """Run ``script`` with the generated package importable (its folder's parent on
     PYTHONPATH, as for a user who has not installed it); return the JSON it prints."""
-    env = cli_env(PYTHONPATH=os.pathsep.join([str(project.parent), os.environ.get("PYTHONPATH", "")]))
+    env = cli_env(
+        PYTHONPATH=os.pathsep.join([str(project.parent), os.environ.get("PYTHONPATH", "")])
+    )
     code = f"BASE_URL = {base_url!r}\n" + textwrap.dedent(script)
-    done = subprocess.run([sys.executable, "-c", code], cwd=project.parent, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -106,8 +131,13 @@ class Served:
 def serve(client: docker.DockerClient, image: str, **environment: str) -> Iterator[Served]:
     """Run ``image`` with ``-p 127.0.0.1:<free>:8000`` and ``environment``; wait for /health."""
     port = free_port()
-    with started_container(client, image, ports={"8000/tcp": ("127.0.0.1", port)}, environment=environment,
-                           labels={LABEL_KEY: RUN_ID}) as container:
+    with started_container(
+        client,
+        image,
+        ports={"8000/tcp": ("127.0.0.1", port)},
+        environment=environment,
+        labels={LABEL_KEY: RUN_ID},
+    ) as container:
         served = Served(container, f"http://127.0.0.1:{port}")
         wait_for_health(served.base_url, container)
         yield served
@@ -150,7 +180,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(client: docker.DockerClient, base_image: str, project: Path) -> Iterator[tuple[str, subprocess.CompletedProcess[str]]]:
+def built(
+    client: docker.DockerClient, base_image: str, project: Path
+) -> Iterator[tuple[str, subprocess.CompletedProcess[str]]]:
     """The generated project built by the CLI: (tag, the finished `openenv build` process)."""
     tag = f"{REPOSITORY}:{RUN_ID}"
     started = time.monotonic()
@@ -188,7 +220,9 @@ def scratch_project(tmp_path: Path, project: Path) -> Path:
 # --- the built image -------------------------------------------------------------------------------
 
 
-def test_build_reports_tag_size_and_how_to_run(built: tuple[str, subprocess.CompletedProcess[str]]) -> None:
+def test_build_reports_tag_size_and_how_to_run(
+    built: tuple[str, subprocess.CompletedProcess[str]],
+) -> None:
     tag, done = built
     out = done.stdout
     assert f"Building {tag} from server/Dockerfile" in out
@@ -199,7 +233,9 @@ def test_build_reports_tag_size_and_how_to_run(built: tuple[str, subprocess.Comp
     assert done.stderr.strip() == ""
 
 
-def test_image_metadata(client: docker.DockerClient, image: str, project: Path, base_image: str) -> None:
+def test_image_metadata(
+    client: docker.DockerClient, image: str, project: Path, base_image: str
+) -> None:
     attrs = client.images.get(image).attrs
     config = attrs["Config"]
     labels = config["Labels"]
@@ -219,7 +255,9 @@ def test_image_metadata(client: docker.DockerClient, image: str, project: Path, 
 
 
 def test_image_runs_as_non_root(client: docker.DockerClient, image: str) -> None:
-    code, out = run_once(client, image, ["python", "-c", "import os; print(os.getuid(), os.getgid())"])
+    code, out = run_once(
+        client, image, ["python", "-c", "import os; print(os.getuid(), os.getgid())"]
+    )
     assert code == 0, out
     assert out.split() == ["1000", "1000"]
 
@@ -227,15 +265,22 @@ def test_image_runs_as_non_root(client: docker.DockerClient, image: str) -> None
 def test_image_has_exactly_this_checkouts_runtime(client: docker.DockerClient, image: str) -> None:
     code, out = run_once(client, image, ["python", "-c", runtime_digest_script()])
     assert code == 0, out
-    here = subprocess.run([sys.executable, "-c", runtime_digest_script()], capture_output=True, text=True, check=True)
+    here = subprocess.run(
+        [sys.executable, "-c", runtime_digest_script()], capture_output=True, text=True, check=True
+    )
     assert out.split() == here.stdout.split()
     assert out.split()[0] == openenv_runtime.__version__
 
 
-def test_generated_client_runs_an_episode_through_the_container(default_container: Served, project: Path) -> None:
+def test_generated_client_runs_an_episode_through_the_container(
+    default_container: Served, project: Path
+) -> None:
     health = get_json(f"{default_container.base_url}/health")
     assert health["status"] in ("ok", "healthy")
-    result = run_client(project, default_container.base_url, """
+    result = run_client(
+        project,
+        default_container.base_url,
+        """
         import json
         from build_env import BuildAction, BuildEnv
 
@@ -245,13 +290,25 @@ def test_generated_client_runs_an_episode_through_the_container(default_containe
             state = env.state()
         print(json.dumps({"reset": first.observation.echoed_message, "echo": second.observation.echoed_message,
                           "reward": second.reward, "done": second.done, "steps": state.step_count}))
-    """)
-    assert result == {"reset": "", "echo": "Hello", "reward": pytest.approx(0.5), "done": False, "steps": 1}
+    """,
+    )
+    assert result == {
+        "reset": "",
+        "echo": "Hello",
+        "reward": pytest.approx(0.5),
+        "done": False,
+        "steps": 1,
+    }
 
 
-def test_max_concurrent_envs_refuses_a_third_session(client: docker.DockerClient, image: str, project: Path) -> None:
+def test_max_concurrent_envs_refuses_a_third_session(
+    client: docker.DockerClient, image: str, project: Path
+) -> None:
     with serve(client, image, MAX_CONCURRENT_ENVS="2") as served:
-        result = run_client(project, served.base_url, """
+        result = run_client(
+            project,
+            served.base_url,
+            """
             import json
             from openenv_runtime import EnvError
             from build_env import BuildAction, BuildEnv
@@ -284,7 +341,8 @@ def test_max_concurrent_envs_refuses_a_third_session(client: docker.DockerClient
             for env in (held[1], again):
                 env.close()
             print(json.dumps({"third": code, "reused": reused}))
-        """)
+        """,
+        )
     assert result == {"third": "CAPACITY_REACHED", "reused": True}
 
 
@@ -301,20 +359,27 @@ def test_workers_env_runs_two_workers(client: docker.DockerClient, image: str) -
         assert sum("spawn_main" in c for c in commands) == 2, commands  # its two workers
 
 
-def test_rebuild_reuses_the_runtime_layer(client: docker.DockerClient, image: str, base_image: str, project: Path,
-                                          tmp_path: Path) -> None:
+def test_rebuild_reuses_the_runtime_layer(
+    client: docker.DockerClient, image: str, base_image: str, project: Path, tmp_path: Path
+) -> None:
     """A project change rebuilds only the project's layers; the base image comes from the environment."""
     copy = tmp_path / NAME
     subprocess.run(["cp", "-r", str(project), str(copy)], check=True)
-    (copy / "server" / "app.py").write_text((copy / "server" / "app.py").read_text() + "\n# changed\n")
+    (copy / "server" / "app.py").write_text(
+        (copy / "server" / "app.py").read_text() + "\n# changed\n"
+    )
     tag = f"{REPOSITORY}:{RUN_ID}-rebuilt"
     try:
         done = openenv("build", "-t", tag, cwd=copy, OPENENV_BASE_IMAGE=base_image)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert f"(base image {base_image}, from OPENENV_BASE_IMAGE)" in " ".join(done.stdout.split())
+        assert f"(base image {base_image}, from OPENENV_BASE_IMAGE)" in " ".join(
+            done.stdout.split()
+        )
         log = done.stdout.split("\nStep ")
         runtime_step = next(s for s in log if "RUN pip install /tmp/openenv_runtime" in s)
-        project_step = next(s for s in log if "RUN pip install ." in s and "openenv_runtime" not in s)
+        project_step = next(
+            s for s in log if "RUN pip install ." in s and "openenv_runtime" not in s
+        )
         assert "(cached)" in runtime_step
         assert "(cached)" not in project_step
     finally:
@@ -370,8 +435,9 @@ MULTI_STAGE = {
 
 
 @pytest.mark.parametrize("kind", list(MULTI_STAGE))
-def test_multi_stage_dockerfile_with_base_image(client: docker.DockerClient, base_image: str, scratch_project: Path,
-                                                kind: str) -> None:
+def test_multi_stage_dockerfile_with_base_image(
+    client: docker.DockerClient, base_image: str, scratch_project: Path, kind: str
+) -> None:
     dockerfile = textwrap.dedent(MULTI_STAGE[kind]).format(label=f"{LABEL_KEY}={RUN_ID}")
     (scratch_project / "server" / "Dockerfile").write_text(dockerfile)
     tag = f"{REPOSITORY}:{RUN_ID}-multi"
@@ -398,19 +464,30 @@ def error_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in done.stderr.splitlines() if line.strip()]
 
 
-def test_failing_run_step_names_the_step(client: docker.DockerClient, base_image: str, scratch_project: Path) -> None:
+def test_failing_run_step_names_the_step(
+    client: docker.DockerClient, base_image: str, scratch_project: Path
+) -> None:
     (scratch_project / "server" / "Dockerfile").write_text(
         f"ARG BASE_IMAGE=python:3.11-slim\nFROM ${{BASE_IMAGE}}\nLABEL {LABEL_KEY}={RUN_ID}\n"
         "RUN echo 'about to fail' && echo 'boom: no such thing' >&2 && exit 7\n"
     )
     try:
-        done = openenv("build", "--base-image", base_image, "-t", f"{REPOSITORY}:{RUN_ID}-broken", cwd=scratch_project)
+        done = openenv(
+            "build",
+            "--base-image",
+            base_image,
+            "-t",
+            f"{REPOSITORY}:{RUN_ID}-broken",
+            cwd=scratch_project,
+        )
     finally:
         remove_images(client)
     assert done.returncode == 1
     lines = error_lines(done)
     assert lines[0].startswith("Error: Step 4/")  # the build's labels are steps too
-    assert lines[0].endswith(" (RUN echo 'about to fail' && echo 'boom: no such thing' >&2 && exit 7) failed with exit code 7.")
+    assert lines[0].endswith(
+        " (RUN echo 'about to fail' && echo 'boom: no such thing' >&2 && exit 7) failed with exit code 7."
+    )
     assert "  boom: no such thing" in lines and "  about to fail" in lines
     assert lines[-1].startswith("Hint: Fix that step of server/Dockerfile")
 
@@ -427,10 +504,14 @@ def test_invalid_dockerfile_is_a_one_line_error(scratch_project: Path, base_imag
 
 def test_missing_base_image_is_a_clear_error(client: docker.DockerClient, project: Path) -> None:
     missing = f"openenv-test/no-such-image:{RUN_ID}"
-    done = openenv("build", "--base-image", missing, "-t", f"{REPOSITORY}:{RUN_ID}-nobase", cwd=project)
+    done = openenv(
+        "build", "--base-image", missing, "-t", f"{REPOSITORY}:{RUN_ID}-nobase", cwd=project
+    )
     assert done.returncode == 1
     lines = error_lines(done)
-    assert lines[0].startswith(f"Error: The base image {missing} is not on this machine and could not be pulled: ")
+    assert lines[0].startswith(
+        f"Error: The base image {missing} is not on this machine and could not be pulled: "
+    )
     assert lines[1].startswith(f"Hint: Pull it first (`docker pull {missing}`)")
 
 
@@ -448,5 +529,7 @@ def test_nothing_left_behind(client: docker.DockerClient, default_container: Ser
     are removed last)."""
     containers = client.containers.list(all=True, filters={"label": f"{LABEL_KEY}={RUN_ID}"})
     assert [c.id for c in containers] == [default_container.container.id]
-    leftovers = [t for i in client.images.list() for t in i.tags if t.startswith(f"{REPOSITORY}:{RUN_ID}-")]
+    leftovers = [
+        t for i in client.images.list() for t in i.tags if t.startswith(f"{REPOSITORY}:{RUN_ID}-")
+    ]
     assert leftovers == []

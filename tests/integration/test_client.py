@@ -19,9 +19,17 @@ class Echo(EnvClient[EchoAction, EchoObservation, State]):
     pass
 
 
-@pytest.fixture(scope="module", params=[EchoEnvironment, AsyncEchoEnvironment], ids=["sync-env", "async-env"])
+@pytest.fixture(
+    scope="module", params=[EchoEnvironment, AsyncEchoEnvironment], ids=["sync-env", "async-env"]
+)
 def server(request: pytest.FixtureRequest) -> Iterator[str]:
-    app = create_app(request.param, EchoAction, EchoObservation, max_concurrent_envs=4, enable_web_interface=False)
+    app = create_app(
+        request.param,
+        EchoAction,
+        EchoObservation,
+        max_concurrent_envs=4,
+        enable_web_interface=False,
+    )
     with running_server(app) as url:
         yield url
 
@@ -92,7 +100,13 @@ def test_server_errors_raise_env_error_with_code() -> None:
 
 
 def test_capacity_error_reaches_the_client() -> None:
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, max_concurrent_envs=1, enable_web_interface=False)
+    app = create_app(
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        max_concurrent_envs=1,
+        enable_web_interface=False,
+    )
     with running_server(app) as url, Echo(url).sync() as holder:
         holder.reset()
         with pytest.raises(EnvError) as info:
@@ -106,7 +120,9 @@ def test_connection_failure_names_the_url() -> None:
         port = sock.getsockname()[1]
     with pytest.raises(EnvError) as info:
         Echo(f"http://127.0.0.1:{port}", connect_timeout=2).sync().reset()
-    assert info.value.code == "CONNECTION_ERROR" and f"ws://127.0.0.1:{port}/ws" in info.value.message
+    assert (
+        info.value.code == "CONNECTION_ERROR" and f"ws://127.0.0.1:{port}/ws" in info.value.message
+    )
 
 
 def test_message_timeout() -> None:

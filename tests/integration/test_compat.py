@@ -13,7 +13,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv_runtime import Action, EnvClient, EnvError, GenericEnvClient, Observation, State, create_app
+from openenv_runtime import (
+    Action,
+    EnvClient,
+    EnvError,
+    GenericEnvClient,
+    Observation,
+    State,
+    create_app,
+)
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.reference import reference_python, reference_server, run_reference_client
@@ -40,7 +48,13 @@ class RefEcho(EnvClient[RefEchoAction, RefEchoObservation, State]):
 @pytest.fixture(scope="module")
 def ours() -> Iterator[str]:
     reference_python()  # build the reference virtualenv once, outside the per-test time
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, max_concurrent_envs=8, enable_web_interface=False)
+    app = create_app(
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        max_concurrent_envs=8,
+        enable_web_interface=False,
+    )
     with running_server(app) as url:
         yield url
 
@@ -58,7 +72,10 @@ def test_reference_client_against_our_server(ours: str, mode: str) -> None:
     assert out["reset"]["observation"]["echoed_message"] == "ready"
     assert out["reset"]["reward"] == 0.0 and out["reset"]["done"] is False
     hello, abc = out["steps"]
-    assert (hello["observation"]["echoed_message"], hello["observation"]["message_length"]) == ("Hello", 5)
+    assert (hello["observation"]["echoed_message"], hello["observation"]["message_length"]) == (
+        "Hello",
+        5,
+    )
     assert hello["reward"] == pytest.approx(0.5) and abc["reward"] == pytest.approx(0.3)
     for step in (out["reset"], hello, abc):
         assert set(step["raw"]) == {"observation", "reward", "done"}  # reward/done in the envelope
@@ -75,24 +92,34 @@ def test_reference_client_against_our_server(ours: str, mode: str) -> None:
 
 def test_reference_validator_accepts_our_server(ours: str) -> None:
     openenv = reference_python().parent / "openenv"
-    result = subprocess.run([str(openenv), "validate", "--url", ours], capture_output=True, text=True, timeout=120)
-    report = json.loads(result.stdout[result.stdout.index("{"):])
+    result = subprocess.run(
+        [str(openenv), "validate", "--url", ours], capture_output=True, text=True, timeout=120
+    )
+    report = json.loads(result.stdout[result.stdout.index("{") :])
     failed = [c for c in report["criteria"] if not c.get("passed")]
     assert report["passed"] is True, failed
 
 
-@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # the invalid action is deliberate
+@pytest.mark.filterwarnings(
+    "ignore:Pydantic serializer warnings"
+)  # the invalid action is deliberate
 def test_our_client_against_reference_server(theirs: str) -> None:
     async def episode() -> None:
         async with RefEcho(base_url=theirs) as env:
             first = await env.reset(episode_id="ours-1")
-            assert first.observation.echoed_message == "ready" and first.reward == 0.0 and first.done is False
+            assert (
+                first.observation.echoed_message == "ready"
+                and first.reward == 0.0
+                and first.done is False
+            )
             result = await env.step(RefEchoAction(message="Hello"))
             assert isinstance(result.observation, RefEchoObservation)
             assert result.observation.message_length == 5 and result.reward == pytest.approx(0.5)
             state = await env.state()
             assert state.step_count == 1 and state.episode_id == "ours-1"
-            with pytest.raises(EnvError) as info:  # built without validation, so only the server can refuse it
+            with pytest.raises(
+                EnvError
+            ) as info:  # built without validation, so only the server can refuse it
                 await env.step(RefEchoAction.model_construct(message=12345))
             assert info.value.code == "VALIDATION_ERROR" and info.value.details["errors"]
             assert (await env.step(RefEchoAction(message="abc"))).reward == pytest.approx(0.3)
@@ -107,5 +134,7 @@ def test_our_sync_and_generic_clients_against_reference_server(theirs: str) -> N
     with GenericEnvClient(theirs).sync() as env:
         env.reset()
         result = env.step({"message": "dict"})
-        assert result.observation["echoed_message"] == "dict" and result.reward == pytest.approx(0.4)
+        assert result.observation["echoed_message"] == "dict" and result.reward == pytest.approx(
+            0.4
+        )
         assert env.state()["step_count"] == 1

@@ -137,7 +137,9 @@ def test_build_with_venv_and_upgraded_pip(
         f"RUN pip install --no-cache-dir {PYPI_PACKAGE}\n"
     )
     _build(client, dockerfile, tag)
-    code, output = run_once(client, tag, ["python", "-c", "import iniconfig, sys; print(sys.prefix)"])
+    code, output = run_once(
+        client, tag, ["python", "-c", "import iniconfig, sys; print(sys.prefix)"]
+    )
     assert code == 0, output
     assert output.strip() == "/opt/venv"
 

@@ -32,6 +32,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubHandle]:
     with isolated_hub(monkeypatch, tmp_path / "hf_home") as handle:
         yield handle
 
+
 README = """---
 title: Echo Env
 emoji: 🤖
@@ -45,7 +46,7 @@ tags:
 ---
 # Echo Env
 """
-DOCKERFILE = "FROM python:3.11-slim\nCMD [\"python\", \"-m\", \"server.app\"]\n"
+DOCKERFILE = 'FROM python:3.11-slim\nCMD ["python", "-m", "server.app"]\n'
 
 
 def _project(root: Path) -> Path:
@@ -62,16 +63,23 @@ def _space(hub: HubHandle, repo_id: str = "alice/echo-env", private: bool = Fals
     return repo_id
 
 
-def _raw(hub: HubHandle, method: str, path: str, body: bytes, token: str, content_type: str) -> tuple[int, dict]:
+def _raw(
+    hub: HubHandle, method: str, path: str, body: bytes, token: str, content_type: str
+) -> tuple[int, dict]:
     request = urllib.request.Request(
-        hub.url + path, data=body, method=method,
+        hub.url + path,
+        data=body,
+        method=method,
         headers={"Authorization": f"Bearer {token}", "Content-Type": content_type},
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, {**json.loads(exc.read()), "_headers": {k.lower(): v for k, v in exc.headers.items()}}
+        return exc.code, {
+            **json.loads(exc.read()),
+            "_headers": {k.lower(): v for k, v in exc.headers.items()},
+        }
 
 
 def test_whoami_reports_user_orgs_and_role(hub: HubHandle) -> None:
@@ -138,13 +146,20 @@ def test_upload_folder_round_trip(hub: HubHandle, tmp_path: Path) -> None:
     api = hub.api()
     repo_id = _space(hub)
     folder = _project(tmp_path / "project")
-    info = api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=folder, commit_message="Deploy env")
+    info = api.upload_folder(
+        repo_id=repo_id, repo_type="space", folder_path=folder, commit_message="Deploy env"
+    )
 
     repo = hub.state.repo(repo_id)
     assert info.oid == repo.sha
     assert repo.head.summary == "Deploy env"
     assert repo.text("README.md") == README
-    assert sorted(repo.head.added) == ["Dockerfile", "README.md", "server/__init__.py", "server/app.py"]
+    assert sorted(repo.head.added) == [
+        "Dockerfile",
+        "README.md",
+        "server/__init__.py",
+        "server/app.py",
+    ]
     assert hub.state.calls("POST", "/api/validate-yaml"), "a README upload is validated first"
 
     expected = {".gitattributes", "Dockerfile", "README.md", "server/__init__.py", "server/app.py"}
@@ -162,16 +177,28 @@ def test_upload_folder_round_trip(hub: HubHandle, tmp_path: Path) -> None:
     assert space.card_data.tags == ["openenv"]
     assert {s.rfilename for s in space.siblings} == expected
 
-    downloaded = hf_hub_download(repo_id, "Dockerfile", repo_type="space", endpoint=hub.url,
-                                 token=ALICE_TOKEN, cache_dir=tmp_path / "cache")
+    downloaded = hf_hub_download(
+        repo_id,
+        "Dockerfile",
+        repo_type="space",
+        endpoint=hub.url,
+        token=ALICE_TOKEN,
+        cache_dir=tmp_path / "cache",
+    )
     assert Path(downloaded).read_text() == DOCKERFILE
     assert hub.state.calls("HEAD", "/spaces/alice/echo-env/resolve/main/Dockerfile")
 
     from huggingface_hub.errors import EntryNotFoundError
 
     with pytest.raises(EntryNotFoundError):
-        hf_hub_download(repo_id, "missing.txt", repo_type="space", endpoint=hub.url,
-                        token=ALICE_TOKEN, cache_dir=tmp_path / "cache")
+        hf_hub_download(
+            repo_id,
+            "missing.txt",
+            repo_type="space",
+            endpoint=hub.url,
+            token=ALICE_TOKEN,
+            cache_dir=tmp_path / "cache",
+        )
 
 
 def test_identical_upload_makes_no_commit(hub: HubHandle, tmp_path: Path) -> None:
@@ -199,7 +226,9 @@ def test_delete_patterns_remove_remote_files(hub: HubHandle, tmp_path: Path) -> 
     api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=folder)
     (folder / "old.txt").unlink()
 
-    api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=folder, delete_patterns=["*.txt"])
+    api.upload_folder(
+        repo_id=repo_id, repo_type="space", folder_path=folder, delete_patterns=["*.txt"]
+    )
     repo = hub.state.repo(repo_id)
     assert repo.head.deleted == ["old.txt"]
     assert "old.txt" not in api.list_repo_files(repo_id, repo_type="space")
@@ -209,22 +238,33 @@ def test_delete_patterns_remove_remote_files(hub: HubHandle, tmp_path: Path) -> 
 def test_upload_file_uses_single_commit_path(hub: HubHandle) -> None:
     api = hub.api()
     repo_id = _space(hub)
-    api.upload_file(path_or_fileobj=README.encode(), path_in_repo="README.md", repo_id=repo_id, repo_type="space")
+    api.upload_file(
+        path_or_fileobj=README.encode(),
+        path_in_repo="README.md",
+        repo_id=repo_id,
+        repo_type="space",
+    )
     assert hub.state.repo(repo_id).text("README.md") == README
 
 
 def test_invalid_readme_front_matter_is_rejected(hub: HubHandle) -> None:
     repo_id = _space(hub)
     with pytest.raises(ValueError, match="Invalid metadata in README.md"):
-        hub.api().upload_file(path_or_fileobj=b"---\ntitle: [unclosed\n---\n", path_in_repo="README.md",
-                              repo_id=repo_id, repo_type="space")
+        hub.api().upload_file(
+            path_or_fileobj=b"---\ntitle: [unclosed\n---\n",
+            path_in_repo="README.md",
+            repo_id=repo_id,
+            repo_type="space",
+        )
     assert len(hub.state.repo(repo_id).commits) == 1
 
 
 def test_space_variables_and_secrets(hub: HubHandle) -> None:
     api = hub.api()
     repo_id = _space(hub)
-    variables = api.add_space_variable(repo_id, "ENABLE_WEB_INTERFACE", "true", description="web UI")
+    variables = api.add_space_variable(
+        repo_id, "ENABLE_WEB_INTERFACE", "true", description="web UI"
+    )
     assert variables["ENABLE_WEB_INTERFACE"].value == "true"
     api.add_space_variable(repo_id, "MAX_STEPS", "50")
     assert set(api.get_space_variables(repo_id)) == {"ENABLE_WEB_INTERFACE", "MAX_STEPS"}
@@ -244,7 +284,9 @@ def test_space_runtime_builds_after_a_commit(hub: HubHandle, tmp_path: Path) -> 
     api = hub.api()
     repo_id = _space(hub)
     assert api.get_space_runtime(repo_id).stage == "NO_APP_FILE"
-    api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=_project(tmp_path / "project"))
+    api.upload_folder(
+        repo_id=repo_id, repo_type="space", folder_path=_project(tmp_path / "project")
+    )
     assert api.get_space_runtime(repo_id).stage == "BUILDING"
     running = api.get_space_runtime(repo_id)
     assert running.stage == "RUNNING"
@@ -272,7 +314,9 @@ def test_bad_token_is_an_auth_error(hub: HubHandle) -> None:
     ):
         with pytest.raises(HfHubHTTPError) as excinfo:
             call()
-        assert not isinstance(excinfo.value, RepositoryNotFoundError), "a bad token is not a missing repo"
+        assert not isinstance(excinfo.value, RepositoryNotFoundError), (
+            "a bad token is not a missing repo"
+        )
         assert excinfo.value.response.status_code == 401
         assert excinfo.value.response.headers["X-Error-Message"] == INVALID_CREDENTIALS
 
@@ -291,7 +335,9 @@ def test_writing_into_another_namespace_is_forbidden(hub: HubHandle, tmp_path: P
 
     hub.api(BOB_TOKEN).create_repo("bob/env", repo_type="space", space_sdk="docker")
     with pytest.raises(HfHubHTTPError) as excinfo:
-        alice.upload_folder(repo_id="bob/env", repo_type="space", folder_path=_project(tmp_path / "p"))
+        alice.upload_folder(
+            repo_id="bob/env", repo_type="space", folder_path=_project(tmp_path / "p")
+        )
     assert excinfo.value.response.status_code == 403
     with pytest.raises(HfHubHTTPError) as excinfo:
         alice.add_space_variable("bob/env", "K", "v")
@@ -309,11 +355,20 @@ def test_lfs_commit_entries_get_a_clear_error(hub: HubHandle) -> None:
         json.dumps(line).encode()
         for line in (
             {"key": "header", "value": {"summary": "lfs", "description": ""}},
-            {"key": "lfsFile", "value": {"path": "model.bin", "algo": "sha256", "oid": "0" * 64, "size": 3}},
+            {
+                "key": "lfsFile",
+                "value": {"path": "model.bin", "algo": "sha256", "oid": "0" * 64, "size": 3},
+            },
         )
     )
-    status, body = _raw(hub, "POST", f"/api/spaces/{repo_id}/commit/main", payload, ALICE_TOKEN,
-                        "application/x-ndjson")
+    status, body = _raw(
+        hub,
+        "POST",
+        f"/api/spaces/{repo_id}/commit/main",
+        payload,
+        ALICE_TOKEN,
+        "application/x-ndjson",
+    )
     assert status == 400
     assert "LFS" in body["error"] and body["_headers"]["x-error-message"] == body["error"]
     assert len(hub.state.repo(repo_id).commits) == 1
@@ -321,16 +376,28 @@ def test_lfs_commit_entries_get_a_clear_error(hub: HubHandle) -> None:
 
 def test_preupload_oid_is_the_git_blob_sha1(hub: HubHandle) -> None:
     repo_id = _space(hub)
-    hub.api().upload_file(path_or_fileobj=b"hello\n", path_in_repo="a.txt", repo_id=repo_id, repo_type="space")
-    body = json.dumps({"files": [
-        {"path": "a.txt", "sample": base64.b64encode(b"hello\n").decode(), "size": 6},
-        {"path": "new.txt", "sample": "", "size": 0},
-    ]}).encode()
-    status, answer = _raw(hub, "POST", f"/api/spaces/{repo_id}/preupload/main", body, ALICE_TOKEN,
-                          "application/json")
+    hub.api().upload_file(
+        path_or_fileobj=b"hello\n", path_in_repo="a.txt", repo_id=repo_id, repo_type="space"
+    )
+    body = json.dumps(
+        {
+            "files": [
+                {"path": "a.txt", "sample": base64.b64encode(b"hello\n").decode(), "size": 6},
+                {"path": "new.txt", "sample": "", "size": 0},
+            ]
+        }
+    ).encode()
+    status, answer = _raw(
+        hub, "POST", f"/api/spaces/{repo_id}/preupload/main", body, ALICE_TOKEN, "application/json"
+    )
     assert status == 200
     assert answer["files"] == [
-        {"path": "a.txt", "uploadMode": "regular", "shouldIgnore": False, "oid": git_blob_sha1(b"hello\n")},
+        {
+            "path": "a.txt",
+            "uploadMode": "regular",
+            "shouldIgnore": False,
+            "oid": git_blob_sha1(b"hello\n"),
+        },
         {"path": "new.txt", "uploadMode": "regular", "shouldIgnore": False, "oid": None},
     ]
     # git's own object id for "hello\n"
@@ -338,13 +405,26 @@ def test_preupload_oid_is_the_git_blob_sha1(hub: HubHandle) -> None:
 
 
 def test_older_clients_private_flag_forms(hub: HubHandle) -> None:
-    body = {"name": "legacy-env", "organization": "alice", "type": "space", "sdk": "docker", "private": True}
-    status, answer = _raw(hub, "POST", "/api/repos/create", json.dumps(body).encode(), ALICE_TOKEN,
-                          "application/json")
+    body = {
+        "name": "legacy-env",
+        "organization": "alice",
+        "type": "space",
+        "sdk": "docker",
+        "private": True,
+    }
+    status, answer = _raw(
+        hub, "POST", "/api/repos/create", json.dumps(body).encode(), ALICE_TOKEN, "application/json"
+    )
     assert status == 200 and answer["url"] == f"{hub.url}/spaces/alice/legacy-env"
     assert hub.state.repo("alice/legacy-env").private
-    status, _ = _raw(hub, "PUT", "/api/spaces/alice/legacy-env/settings", b'{"private": false}', ALICE_TOKEN,
-                     "application/json")
+    status, _ = _raw(
+        hub,
+        "PUT",
+        "/api/spaces/alice/legacy-env/settings",
+        b'{"private": false}',
+        ALICE_TOKEN,
+        "application/json",
+    )
     assert status == 200 and not hub.state.repo("alice/legacy-env").private
 
 
@@ -353,7 +433,9 @@ def test_agent_harness_registry_is_empty(hub: HubHandle) -> None:
         assert json.loads(response.read()) == {"standardEnvVars": [], "harnesses": {}}
 
 
-def test_running_hub_with_custom_tokens_stops_cleanly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_running_hub_with_custom_tokens_stops_cleanly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     with running_hub(tokens={"tok-carol": "carol"}) as other:
         isolate_hf_client(monkeypatch, tmp_path / "hf_home", endpoint=other.url)
         assert other.api("tok-carol").whoami()["name"] == "carol"

@@ -30,7 +30,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "test-venvs"
-SOURCES = ("runtime/openenv_runtime", "runtime/pyproject.toml", "openenv_cli", "templates", "pyproject.toml")
+SOURCES = (
+    "runtime/openenv_runtime",
+    "runtime/pyproject.toml",
+    "openenv_cli",
+    "templates",
+    "pyproject.toml",
+)
 
 
 def _source_key() -> str:
@@ -46,14 +52,22 @@ def _source_key() -> str:
     return digest.hexdigest()[:16]
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(map(str, args))} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, (
+        f"{' '.join(map(str, args))} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    )
     return proc
 
 
 def _clean_env(venv: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_REQUIRE", "VIRTUAL_ENV", "OPENENV_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "PIP_REQUIRE", "VIRTUAL_ENV", "OPENENV_"))
+    }
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
@@ -73,7 +87,20 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("venv-build")
     env = _clean_env(venv)
     run([sys.executable, "-m", "venv", str(venv)], work, env)
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(REPO / "runtime"), str(REPO)], work, env, timeout=900)
+    run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            str(REPO / "runtime"),
+            str(REPO),
+        ],
+        work,
+        env,
+        timeout=900,
+    )
     (venv / ".complete").write_text(key)
     return venv
 
@@ -90,19 +117,35 @@ def project(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
         yield project
     finally:
         # keep the cached virtualenv as it was: only the runtime and the CLI
-        subprocess.run(["pip", "uninstall", "--yes", "--quiet", "my_env"], cwd=work, env=env, capture_output=True, timeout=120)
+        subprocess.run(
+            ["pip", "uninstall", "--yes", "--quiet", "my_env"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def test_cli_is_installed_from_wheels_with_templates(venv: Path, tmp_path: Path) -> None:
     env = _clean_env(venv)
-    out = run(["python", "-c", "import json, openenv_cli.scaffold as s, openenv_runtime as r; "
-               "print(json.dumps([str(s.template_root()), r.__file__]))"], tmp_path, env).stdout
+    out = run(
+        [
+            "python",
+            "-c",
+            "import json, openenv_cli.scaffold as s, openenv_runtime as r; "
+            "print(json.dumps([str(s.template_root()), r.__file__]))",
+        ],
+        tmp_path,
+        env,
+    ).stdout
     templates, runtime = json.loads(out)
     assert str(venv) in templates and templates.endswith("openenv_cli/templates")
     assert str(venv) in runtime  # not the checkout
     assert not templates.startswith(str(REPO / "templates"))  # the copy inside the wheel
     assert "openenv" in run(["openenv", "--version"], tmp_path, env).stdout
-    uv = run(["python", "-c", "import shutil; print(shutil.which('uv'))"], tmp_path, env).stdout.strip()
+    uv = run(
+        ["python", "-c", "import shutil; print(shutil.which('uv'))"], tmp_path, env
+    ).stdout.strip()
     assert uv == "None" or not uv.startswith(str(venv))
 
 
@@ -120,23 +163,40 @@ def test_validate_passes(venv: Path, project: Path) -> None:
     assert statuses["smoke.episode"] == "pass" and statuses["contract"] == "warn"
     run(["openenv", "validate", "--update-lock", "--no-smoke"], project, env, timeout=300)
     assert (project / "openenv.lock.json").is_file()
-    assert json.loads(run(["openenv", "validate", "--json"], project, env, timeout=300).stdout)["summary"]["warn"] == 0
+    assert (
+        json.loads(run(["openenv", "validate", "--json"], project, env, timeout=300).stdout)[
+            "summary"
+        ]["warn"]
+        == 0
+    )
 
 
 def test_serve_and_step_with_the_generated_client(venv: Path, project: Path) -> None:
     env = _clean_env(venv)
     port = free_port()
     has_serve = "serve" in run(["openenv", "--help"], project, env).stdout
-    command = ["openenv", "serve", "--port", str(port)] if has_serve else [
-        "python", "-m", "openenv_runtime.serve", "my_env.server.app:app", "--port", str(port)]
-    server = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, start_new_session=True)
+    command = (
+        ["openenv", "serve", "--port", str(port)]
+        if has_serve
+        else ["python", "-m", "openenv_runtime.serve", "my_env.server.app:app", "--port", str(port)]
+    )
+    server = subprocess.Popen(
+        command,
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
             assert server.poll() is None, f"the server exited:\n{server.stdout.read()}"
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/health", timeout=2
+                ) as response:
                     if json.loads(response.read())["status"] == "healthy":
                         break
             except OSError:
@@ -154,7 +214,13 @@ def test_serve_and_step_with_the_generated_client(venv: Path, project: Path) -> 
                               "done": result.done, "steps": state.step_count, "chars": state.total_characters}}))
         """)
         out = run(["python", "-c", script], project.parent, env, timeout=60).stdout
-        assert json.loads(out.strip().splitlines()[-1]) == {"echo": "Hello", "reward": 0.5, "done": False, "steps": 1, "chars": 5}
+        assert json.loads(out.strip().splitlines()[-1]) == {
+            "echo": "Hello",
+            "reward": 0.5,
+            "done": False,
+            "steps": 1,
+            "chars": 5,
+        }
     finally:
         if server.poll() is None:
             os.killpg(server.pid, 15)

@@ -45,11 +45,30 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / NAME
     write_project(render_project(NAME), root)
     junk = [
-        ".git/HEAD", ".git/objects/ab/cdef", ".env", ".env.production", ".venv/pyvenv.cfg", ".venv/lib/x.py",
-        "localenv/pyvenv.cfg", "localenv/bin/python", "__pycache__/models.cpython-311.pyc", "server/__pycache__/app.pyc",
-        ".pytest_cache/v/cache", ".mypy_cache/3.11/x.json", ".ruff_cache/x", "node_modules/x/index.js",
-        f"{NAME}.egg-info/PKG-INFO", "build/lib/x.py", "dist/x.whl", "uv.lock", "poetry.lock", "Pipfile.lock",
-        "pdm.lock", f"{RUNTIME_DIR}/stale.py", "notes.local", "data/big.bin",
+        ".git/HEAD",
+        ".git/objects/ab/cdef",
+        ".env",
+        ".env.production",
+        ".venv/pyvenv.cfg",
+        ".venv/lib/x.py",
+        "localenv/pyvenv.cfg",
+        "localenv/bin/python",
+        "__pycache__/models.cpython-311.pyc",
+        "server/__pycache__/app.pyc",
+        ".pytest_cache/v/cache",
+        ".mypy_cache/3.11/x.json",
+        ".ruff_cache/x",
+        "node_modules/x/index.js",
+        f"{NAME}.egg-info/PKG-INFO",
+        "build/lib/x.py",
+        "dist/x.whl",
+        "uv.lock",
+        "poetry.lock",
+        "Pipfile.lock",
+        "pdm.lock",
+        f"{RUNTIME_DIR}/stale.py",
+        "notes.local",
+        "data/big.bin",
     ]
     for relative in junk:
         path = root / relative
@@ -61,7 +80,11 @@ def project(tmp_path: Path) -> Path:
 
 
 def _env(hub: HubHandle, tmp_path: Path, token: str | None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "OPENENV_DEBUG"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "OPENENV_DEBUG"}
+    }
     env.update(hub.client_env(tmp_path / "cli_hf_home", token))
     scratch = tmp_path / "cli_tmp"
     scratch.mkdir(exist_ok=True)
@@ -70,20 +93,31 @@ def _env(hub: HubHandle, tmp_path: Path, token: str | None, **extra: str) -> dic
 
 
 def push(
-    hub: HubHandle, tmp_path: Path, project: Path, *args: str, token: str | None = ALICE_TOKEN,
-    debug: bool = False, **env: str,
+    hub: HubHandle,
+    tmp_path: Path,
+    project: Path,
+    *args: str,
+    token: str | None = ALICE_TOKEN,
+    debug: bool = False,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     command = [*CLI, *(["--debug"] if debug else []), "push", str(project), *args]
-    return subprocess.run(command, env=_env(hub, tmp_path, token, **env), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        command, env=_env(hub, tmp_path, token, **env), capture_output=True, text=True, timeout=120
+    )
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 0, (
+        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    )
     return result.stdout
 
 
 def failed(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 1, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 1, (
+        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    )
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
     assert result.stderr.count("Error:") == 1
     return result.stderr
@@ -92,17 +126,31 @@ def failed(result: subprocess.CompletedProcess[str]) -> str:
 # -- a successful push ----------------------------------------------------------------------
 
 
-def test_first_push_uploads_exactly_what_the_space_needs(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_first_push_uploads_exactly_what_the_space_needs(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     out = ok(push(hub, tmp_path, project, "--exclude", "data/"))
     repo = hub.state.repo(f"alice/{NAME}")
     files = set(repo.files)
 
     shipped = {
-        ".gitattributes", ".dockerignore", "Dockerfile", "README.md", "__init__.py", "client.py", "models.py",
-        "openenv.yaml", "pyproject.toml", "server/Dockerfile", "server/__init__.py", "server/app.py",
+        ".gitattributes",
+        ".dockerignore",
+        "Dockerfile",
+        "README.md",
+        "__init__.py",
+        "client.py",
+        "models.py",
+        "openenv.yaml",
+        "pyproject.toml",
+        "server/Dockerfile",
+        "server/__init__.py",
+        "server/app.py",
         f"server/{NAME}_environment.py",
     }
-    assert {f for f in files if not f.startswith(f"{RUNTIME_DIR}/")} == shipped  # .dockerignore drops tests/ and .gitignore
+    assert {
+        f for f in files if not f.startswith(f"{RUNTIME_DIR}/")
+    } == shipped  # .dockerignore drops tests/ and .gitignore
     assert repo.text("Dockerfile") == (project / "server/Dockerfile").read_text()
 
     runtime = tomllib.loads(repo.text(f"{RUNTIME_DIR}/pyproject.toml"))["project"]
@@ -116,10 +164,16 @@ def test_first_push_uploads_exactly_what_the_space_needs(hub: HubHandle, tmp_pat
     assert front["sdk"] == "docker" and front["app_port"] == 8000 and front["pinned"] is False
     assert "openenv" in front["tags"] and front["base_path"] == "/web"
     assert front["title"] and front["emoji"] and front["colorFrom"] and front["colorTo"]
-    assert repo.text("README.md").split("---\n", 2)[2] == (project / "README.md").read_text().split("---\n", 2)[2]
+    assert (
+        repo.text("README.md").split("---\n", 2)[2]
+        == (project / "README.md").read_text().split("---\n", 2)[2]
+    )
 
     assert not repo.private
-    assert [c.summary for c in repo.commits] == ["initial commit", f"Deploy {NAME} 0.1.0 with openenv"]
+    assert [c.summary for c in repo.commits] == [
+        "initial commit",
+        f"Deploy {NAME} 0.1.0 with openenv",
+    ]
     assert repo.variable_values()["ENABLE_WEB_INTERFACE"] == "true"
 
     assert f"Created the Space alice/{NAME} (public)" in out
@@ -130,19 +184,39 @@ def test_first_push_uploads_exactly_what_the_space_needs(hub: HubHandle, tmp_pat
     assert "docker run -p 8000:8000 registry.hf.space/alice-echo-env:latest" in out
 
 
-def test_never_uploaded_even_without_ignore_files(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_never_uploaded_even_without_ignore_files(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     (project / ".gitignore").unlink()
     (project / ".dockerignore").unlink()
     ok(push(hub, tmp_path, project))
     files = set(hub.state.repo(f"alice/{NAME}").files)
-    for banned in (".git/", ".env", ".venv/", "localenv/", "__pycache__/", ".pytest_cache/", ".mypy_cache/",
-                   ".ruff_cache/", "node_modules/", f"{NAME}.egg-info/", "build/", "dist/"):
+    for banned in (
+        ".git/",
+        ".env",
+        ".venv/",
+        "localenv/",
+        "__pycache__/",
+        ".pytest_cache/",
+        ".mypy_cache/",
+        ".ruff_cache/",
+        "node_modules/",
+        f"{NAME}.egg-info/",
+        "build/",
+        "dist/",
+    ):
         assert not any(f == banned or f.startswith(banned) for f in files), banned
     assert not files & {".env.production", "uv.lock", "poetry.lock", "Pipfile.lock", "pdm.lock"}
-    assert {"notes.local", "data/big.bin", "tests/test_echo_env.py"} <= files  # only the ignore files kept them out
+    assert {
+        "notes.local",
+        "data/big.bin",
+        "tests/test_echo_env.py",
+    } <= files  # only the ignore files kept them out
 
 
-def test_second_push_without_changes_makes_no_commit(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_second_push_without_changes_makes_no_commit(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     ok(push(hub, tmp_path, project))
     commits = len(hub.state.commits(f"alice/{NAME}"))
     before = len(hub.state.calls("POST", "/commit/"))
@@ -150,7 +224,9 @@ def test_second_push_without_changes_makes_no_commit(hub: HubHandle, tmp_path: P
     assert "no new commit" in out and "variables unchanged" in out
     assert len(hub.state.commits(f"alice/{NAME}")) == commits
     assert len(hub.state.calls("POST", "/commit/")) == before
-    assert len(hub.state.calls("POST", "/variables")) == 4  # WORKERS ... ENABLE_WEB_INTERFACE, by the first push only
+    assert (
+        len(hub.state.calls("POST", "/variables")) == 4
+    )  # WORKERS ... ENABLE_WEB_INTERFACE, by the first push only
 
     (project / "models.py").write_text((project / "models.py").read_text() + "\n# changed\n")
     (project / "client.py").unlink()
@@ -160,7 +236,9 @@ def test_second_push_without_changes_makes_no_commit(hub: HubHandle, tmp_path: P
     assert "uploaded 1 file(s), deleted 1" in out
 
 
-def test_bare_name_goes_to_the_user_and_orgs_work(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_bare_name_goes_to_the_user_and_orgs_work(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     ok(push(hub, tmp_path, project, "--repo-id", "my-space"))
     assert hub.state.has_repo("alice/my-space")
     out = ok(push(hub, tmp_path, project, "--repo-id", f"{ORG}/shared"))
@@ -170,12 +248,18 @@ def test_bare_name_goes_to_the_user_and_orgs_work(hub: HubHandle, tmp_path: Path
 
 def test_repo_id_from_the_manifest(hub: HubHandle, tmp_path: Path, project: Path) -> None:
     manifest = project / "openenv.yaml"
-    manifest.write_text(manifest.read_text().replace("  # repo_id: your-user/echo_env", f"  repo_id: {ORG}/from-yaml"))
+    manifest.write_text(
+        manifest.read_text().replace(
+            "  # repo_id: your-user/echo_env", f"  repo_id: {ORG}/from-yaml"
+        )
+    )
     ok(push(hub, tmp_path, project))
     assert hub.state.has_repo(f"{ORG}/from-yaml")
 
 
-def test_visibility_of_new_and_existing_spaces(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_visibility_of_new_and_existing_spaces(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     ok(push(hub, tmp_path, project, "--private"))
     repo = hub.state.repo(f"alice/{NAME}")
     assert repo.private
@@ -192,7 +276,9 @@ def test_visibility_of_new_and_existing_spaces(hub: HubHandle, tmp_path: Path, p
     assert len(hub.state.calls("PUT", "/settings")) == 2
 
 
-def test_manifest_private_applies_to_new_and_existing_spaces(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_manifest_private_applies_to_new_and_existing_spaces(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     hub.state.create_repo(f"alice/{NAME}")
     manifest = project / "openenv.yaml"
     manifest.write_text(manifest.read_text().replace("  private: false", "  private: true"))
@@ -204,16 +290,35 @@ def test_manifest_private_applies_to_new_and_existing_spaces(hub: HubHandle, tmp
 
 def test_variables_and_secrets(hub: HubHandle, tmp_path: Path, project: Path) -> None:
     manifest = project / "openenv.yaml"
-    manifest.write_text(manifest.read_text().replace("  variables: {}", "  variables:\n    MODE: fast\n    LEVEL: 1"))
+    manifest.write_text(
+        manifest.read_text().replace(
+            "  variables: {}", "  variables:\n    MODE: fast\n    LEVEL: 1"
+        )
+    )
     result = push(
-        hub, tmp_path, project, "-e", "LEVEL=3", "-e", "EXTRA=x=y", "--secret", f"API_KEY={SECRET}",
-        "--secret", "FROM_ENV", FROM_ENV=ENV_SECRET,
+        hub,
+        tmp_path,
+        project,
+        "-e",
+        "LEVEL=3",
+        "-e",
+        "EXTRA=x=y",
+        "--secret",
+        f"API_KEY={SECRET}",
+        "--secret",
+        "FROM_ENV",
+        FROM_ENV=ENV_SECRET,
     )
     out = ok(result)
     repo = hub.state.repo(f"alice/{NAME}")
     assert repo.variable_values() == {
-        "WORKERS": "1", "MAX_CONCURRENT_ENVS": "100", "SESSION_TIMEOUT": "600", "ENABLE_WEB_INTERFACE": "true",
-        "MODE": "fast", "LEVEL": "3", "EXTRA": "x=y",
+        "WORKERS": "1",
+        "MAX_CONCURRENT_ENVS": "100",
+        "SESSION_TIMEOUT": "600",
+        "ENABLE_WEB_INTERFACE": "true",
+        "MODE": "fast",
+        "LEVEL": "3",
+        "EXTRA": "x=y",
     }
     assert repo.secret_values() == {"API_KEY": SECRET, "FROM_ENV": ENV_SECRET}
     assert "secrets set: API_KEY, FROM_ENV" in out
@@ -226,7 +331,9 @@ def test_variables_and_secrets(hub: HubHandle, tmp_path: Path, project: Path) ->
     _assert_secrets_nowhere(hub, tmp_path, project, result)
 
 
-def _assert_secrets_nowhere(hub: HubHandle, tmp_path: Path, project: Path, *results: subprocess.CompletedProcess[str]) -> None:
+def _assert_secrets_nowhere(
+    hub: HubHandle, tmp_path: Path, project: Path, *results: subprocess.CompletedProcess[str]
+) -> None:
     for result in results:
         for text in (result.stdout, result.stderr):
             assert SECRET not in text and ENV_SECRET not in text
@@ -234,18 +341,53 @@ def _assert_secrets_nowhere(hub: HubHandle, tmp_path: Path, project: Path, *resu
         assert SECRET.encode() not in data and ENV_SECRET.encode() not in data
     assert not any(SECRET in r.query or SECRET in r.path for r in hub.state.requests)
     leftovers = [p for p in (tmp_path / "cli_tmp").rglob("*") if p.is_file()]
-    assert not any(SECRET.encode() in p.read_bytes() or ENV_SECRET.encode() in p.read_bytes() for p in leftovers)
+    assert not any(
+        SECRET.encode() in p.read_bytes() or ENV_SECRET.encode() in p.read_bytes()
+        for p in leftovers
+    )
     for path in project.rglob("*"):
         if path.is_file() and not path.name.startswith(".env"):
             assert SECRET.encode() not in path.read_bytes()
 
 
-def test_secrets_stay_out_of_errors_and_debug_output(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_secrets_stay_out_of_errors_and_debug_output(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     results = [
-        push(hub, tmp_path, project, "--secret", f"API_KEY={SECRET}", "--repo-id", "alice/x", token=BOB_TOKEN, debug=True),
-        push(hub, tmp_path, project, "--secret", f"API_KEY={SECRET}", "--token", SECRET, token=None, debug=True),
+        push(
+            hub,
+            tmp_path,
+            project,
+            "--secret",
+            f"API_KEY={SECRET}",
+            "--repo-id",
+            "alice/x",
+            token=BOB_TOKEN,
+            debug=True,
+        ),
+        push(
+            hub,
+            tmp_path,
+            project,
+            "--secret",
+            f"API_KEY={SECRET}",
+            "--token",
+            SECRET,
+            token=None,
+            debug=True,
+        ),
         push(hub, tmp_path, project, "--secret", SECRET, debug=True),
-        push(hub, tmp_path, project, "--dry-run", "--secret", f"API_KEY={SECRET}", "--secret", "FROM_ENV", FROM_ENV=ENV_SECRET),
+        push(
+            hub,
+            tmp_path,
+            project,
+            "--dry-run",
+            "--secret",
+            f"API_KEY={SECRET}",
+            "--secret",
+            "FROM_ENV",
+            FROM_ENV=ENV_SECRET,
+        ),
     ]
     assert [r.returncode for r in results] == [1, 1, 2, 0]
     assert "API_KEY=***" in results[3].stdout and "FROM_ENV=***" in results[3].stdout
@@ -270,14 +412,18 @@ def test_base_image(hub: HubHandle, tmp_path: Path, project: Path) -> None:
     assert "ARG BASE_IMAGE=python:3.12-slim\nFROM ${BASE_IMAGE}\n" in dockerfile
 
 
-def test_existing_non_docker_space_becomes_a_docker_space(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_existing_non_docker_space_becomes_a_docker_space(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     hub.state.create_repo(f"alice/{NAME}", sdk="gradio")
     out = ok(push(hub, tmp_path, project))
     assert "was a gradio Space" in out
     assert hub.state.repo(f"alice/{NAME}").effective_sdk == "docker"
 
 
-def test_a_model_of_the_same_name_is_left_alone(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_a_model_of_the_same_name_is_left_alone(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     # On the Hub models and Spaces are separate: alice/echo_env the model does not block the Space.
     model = hub.state.create_repo(f"alice/{NAME}", kind="model")
     ok(push(hub, tmp_path, project))
@@ -289,14 +435,31 @@ def test_a_model_of_the_same_name_is_left_alone(hub: HubHandle, tmp_path: Path, 
 
 
 def test_dry_run_makes_no_request_at_all(hub: HubHandle, tmp_path: Path, project: Path) -> None:
-    out = ok(push(hub, tmp_path, project, "--dry-run", "--base-image", "python:3.12-slim", "-e", "LEVEL=3", "--exclude", "data/"))
+    out = ok(
+        push(
+            hub,
+            tmp_path,
+            project,
+            "--dry-run",
+            "--base-image",
+            "python:3.12-slim",
+            "-e",
+            "LEVEL=3",
+            "--exclude",
+            "data/",
+        )
+    )
     out_without_token = ok(push(hub, tmp_path, project, "--dry-run", token=None))
     assert hub.state.requests == []
     assert not hub.state.repos
     assert "Dry run" in out and "<your user>/echo_env" in out
     for name in ("Dockerfile", "README.md", "server/app.py", f"{RUNTIME_DIR}/"):
         assert f"  {name} " in out
-    listed = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and len(line.split()) >= 3]
+    listed = [
+        line.split()[0]
+        for line in out.splitlines()
+        if line.startswith("  ") and len(line.split()) >= 3
+    ]
     assert "data/big.bin" not in listed and ".env" not in listed and "notes.local" not in listed
     assert "sdk: docker" in out and "app_port: 8000" in out and "base_path: /web" in out
     assert "ARG BASE_IMAGE=python:3.12-slim" in out and "CMD [" in out
@@ -306,8 +469,20 @@ def test_dry_run_makes_no_request_at_all(hub: HubHandle, tmp_path: Path, project
 
 def test_dry_run_with_an_unreachable_hub(tmp_path: Path, project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
-    env.update({"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}", "HF_HOME": str(tmp_path / "h"), "COLUMNS": "200"})
-    result = subprocess.run([*CLI, "push", str(project), "--dry-run"], env=env, capture_output=True, text=True, timeout=60)
+    env.update(
+        {
+            "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+            "HF_HOME": str(tmp_path / "h"),
+            "COLUMNS": "200",
+        }
+    )
+    result = subprocess.run(
+        [*CLI, "push", str(project), "--dry-run"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -347,7 +522,9 @@ def test_read_only_token(hub: HubHandle, tmp_path: Path, project: Path) -> None:
     assert not hub.state.repos
 
 
-def test_no_write_access_to_someone_elses_namespace(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_no_write_access_to_someone_elses_namespace(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     err = failed(push(hub, tmp_path, project, "--repo-id", f"alice/{NAME}", token=BOB_TOKEN))
     assert f"bob cannot push to alice/{NAME}" in err and f"--repo-id bob/{NAME}" in err
     err = failed(push(hub, tmp_path, project, "--repo-id", f"{ORG}/x", token=BOB_TOKEN))
@@ -355,7 +532,9 @@ def test_no_write_access_to_someone_elses_namespace(hub: HubHandle, tmp_path: Pa
     assert not hub.state.repos
 
 
-def test_an_existing_space_owned_by_someone_else(hub: HubHandle, tmp_path: Path, project: Path) -> None:
+def test_an_existing_space_owned_by_someone_else(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
     taken = hub.state.create_repo("bob/taken")
     err = failed(push(hub, tmp_path, project, "--repo-id", "bob/taken"))
     assert "alice cannot push to bob/taken" in err
@@ -374,17 +553,30 @@ def test_hub_refusing_writes(hub: HubHandle, tmp_path: Path, project: Path) -> N
 
 def test_hub_unreachable(tmp_path: Path, project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
-    env.update({
-        "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}", "HF_HOME": str(tmp_path / "h"), "HF_TOKEN": ALICE_TOKEN,
-        "COLUMNS": "200", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-    })
-    result = subprocess.run([*CLI, "push", str(project)], env=env, capture_output=True, text=True, timeout=120)
+    env.update(
+        {
+            "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+            "HF_HOME": str(tmp_path / "h"),
+            "HF_TOKEN": ALICE_TOKEN,
+            "COLUMNS": "200",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+    )
+    result = subprocess.run(
+        [*CLI, "push", str(project)], env=env, capture_output=True, text=True, timeout=120
+    )
     err = failed(result)
     assert "Cannot reach the Hugging Face Hub at http://127.0.0.1:" in err
 
 
 def test_usage_errors(hub: HubHandle, tmp_path: Path, project: Path) -> None:
-    for args in (["--repo-id", "datasets/alice/x"], ["--repo-id", "a/b/c"], ["-e", "NOVALUE"], ["-e", "1BAD=x"]):
+    for args in (
+        ["--repo-id", "datasets/alice/x"],
+        ["--repo-id", "a/b/c"],
+        ["-e", "NOVALUE"],
+        ["-e", "1BAD=x"],
+    ):
         result = push(hub, tmp_path, project, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr

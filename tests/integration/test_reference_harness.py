@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -86,7 +87,9 @@ def test_reference_client_episode_against_reference_server(echo_server: str, mod
     assert out["close"]["code"] == 1000
 
 
-def _ws_exchange(url: str, frames: list[str], replies: int) -> tuple[list[dict[str, Any]], int | None]:
+def _ws_exchange(
+    url: str, frames: list[str], replies: int
+) -> tuple[list[dict[str, Any]], int | None]:
     """Send frames over a raw WebSocket (system python); collect replies and close code."""
     import websockets
 
@@ -101,7 +104,7 @@ def _ws_exchange(url: str, frames: list[str], replies: int) -> tuple[list[dict[s
                 await asyncio.wait_for(ws.recv(), 10)
             except websockets.ConnectionClosed:
                 pass
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return got, None
             return got, ws.close_code
 

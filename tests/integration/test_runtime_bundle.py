@@ -38,8 +38,10 @@ def test_staged_bundle_pip_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     python = venv / "bin" / "python"
     # As in the image: pip builds the bundle in an isolated environment (fetching its build
     # backend from the package index). The dependencies are checked from the metadata below.
-    _run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(staged.root / RUNTIME_DIR)],
-         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    _run(
+        [str(python), "-m", "pip", "install", "--no-deps", "-q", str(staged.root / RUNTIME_DIR)],
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
 
     probe = textwrap.dedent(
         """
@@ -61,14 +63,19 @@ def test_staged_bundle_pip_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     assert Path(installed["root"]).is_relative_to(venv)
     bundled = sorted(
         p.relative_to(staged.root / RUNTIME_DIR / "openenv_runtime").as_posix()
-        for p in (staged.root / RUNTIME_DIR / "openenv_runtime").rglob("*") if p.is_file()
+        for p in (staged.root / RUNTIME_DIR / "openenv_runtime").rglob("*")
+        if p.is_file()
     )
     assert installed["files"] == bundled  # static web assets included
 
     # The installed copy imports and serves (its dependencies borrowed from this interpreter).
-    site = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "fastapi").is_dir())
+    site = next(
+        p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "fastapi").is_dir()
+    )
     check = "import openenv_runtime, pathlib; print(pathlib.Path(openenv_runtime.__file__).parent); from openenv_runtime import create_app"
-    where = _run([str(python), "-c", check], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)}).stdout.strip()
+    where = _run(
+        [str(python), "-c", check], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)}
+    ).stdout.strip()
     assert Path(where).is_relative_to(venv)
 
 
@@ -78,14 +85,18 @@ def test_bundle_from_a_wheel_style_install(tmp_path: Path) -> None:
 
     site = tmp_path / "site"
     shutil.copytree(
-        Path(openenv_runtime.__file__).parent, site / "openenv_runtime", ignore=shutil.ignore_patterns("__pycache__")
+        Path(openenv_runtime.__file__).parent,
+        site / "openenv_runtime",
+        ignore=shutil.ignore_patterns("__pycache__"),
     )
     (site / "openenv_runtime" / "_version.py").write_text('__version__ = "9.8.7"\n')
     dist_info = site / "openenv_runtime-9.8.7.dist-info"
     dist_info.mkdir()
     meta = metadata.distribution("openenv-runtime").read_text("METADATA") or ""
-    meta = "\n".join("Version: 9.8.7" if line.startswith("Version:") else line for line in meta.splitlines())
-    meta = meta.replace("\n\n", "\nRequires-Dist: extra-only>=1; extra == \"test\"\n\n", 1)
+    meta = "\n".join(
+        "Version: 9.8.7" if line.startswith("Version:") else line for line in meta.splitlines()
+    )
+    meta = meta.replace("\n\n", '\nRequires-Dist: extra-only>=1; extra == "test"\n\n', 1)
     (dist_info / "METADATA").write_text(meta + "\n")
     (dist_info / "RECORD").write_text("")
     (site / "openenv_runtime" / "wheel_marker.txt").write_text("from the wheel\n")
@@ -103,6 +114,8 @@ def test_bundle_from_a_wheel_style_install(tmp_path: Path) -> None:
     data = tomllib.loads((bundle / "pyproject.toml").read_text())
     assert data["project"]["version"] == "9.8.7"
     assert data["project"]["optional-dependencies"] == {"test": ["extra-only>=1"]}
-    assert sorted(data["project"]["dependencies"]) == sorted(metadata.requires("openenv-runtime") or [])
+    assert sorted(data["project"]["dependencies"]) == sorted(
+        metadata.requires("openenv-runtime") or []
+    )
     assert (bundle / "openenv_runtime" / "wheel_marker.txt").read_text() == "from the wheel\n"
     assert "wheel_marker.txt" in data["tool"]["setuptools"]["package-data"]["openenv_runtime"]

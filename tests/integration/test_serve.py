@@ -32,14 +32,25 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("HOST", "PORT", "WORKERS", "MAX_CONCURRENT_ENVS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HOST", "PORT", "WORKERS", "MAX_CONCURRENT_ENVS")
+    }
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
 def openenv(*args: str, cwd: Path, **kw: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "openenv_cli.main", *args], cwd=cwd, env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        [sys.executable, "-m", "openenv_cli.main", *args],
+        cwd=cwd,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )  # type: ignore[call-overload]
 
 
 def finish(process: subprocess.Popen[str]) -> str:
@@ -64,7 +75,9 @@ def stop(process: subprocess.Popen[str]) -> str:
 @pytest.fixture()
 def served(project: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     port = free_port()
-    process = openenv("serve", "--port", str(port), "--workers", "2", "--max-concurrent-envs", "3", cwd=project)
+    process = openenv(
+        "serve", "--port", str(port), "--workers", "2", "--max-concurrent-envs", "3", cwd=project
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         assert wait_until(lambda: _healthy(url), timeout=30), stop(process)
@@ -80,8 +93,9 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def test_serve_runs_the_generated_project_and_its_client_steps_it(served: tuple[str, subprocess.Popen[str]],
-                                                                    project: Path) -> None:
+def test_serve_runs_the_generated_project_and_its_client_steps_it(
+    served: tuple[str, subprocess.Popen[str]], project: Path
+) -> None:
     url, _ = served
     script = (
         "from serve_env import ServeEnv, ServeAction\n"
@@ -90,8 +104,13 @@ def test_serve_runs_the_generated_project_and_its_client_steps_it(served: tuple[
         "    r = env.step(ServeAction(message='Hello'))\n"
         "    print(r.observation.echoed_message, r.reward)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], env={**clean_env(), "PYTHONPATH": str(project.parent)},
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**clean_env(), "PYTHONPATH": str(project.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["Hello", "0.5"]
 
@@ -100,7 +119,9 @@ def test_two_workers_share_the_load(served: tuple[str, subprocess.Popen[str]]) -
     url, _ = served
     pids: set[int] = set()
     # workers start independently; each new connection is hashed to one of their listeners
-    assert wait_until(lambda: pids.add(get_json(url + "/health")[1]["pid"]) or len(pids) == 2, timeout=20)
+    assert wait_until(
+        lambda: pids.add(get_json(url + "/health")[1]["pid"]) or len(pids) == 2, timeout=20
+    )
     assert get_json(url + "/health")[1]["max_sessions"] == 3
 
 
@@ -114,8 +135,14 @@ def test_summary_and_graceful_stop(project: Path) -> None:
     assert process.wait(20) in (0, -signal.SIGTERM)
     output = process.stdout.read() if process.stdout else ""
     assert "Application shutdown complete" in output
-    for expected in (f"ws://127.0.0.1:{port}/ws", f"{url}/docs", f"{url}/web", f"{url}/health",
-                     "from serve_env import ServeEnv", "capacity"):
+    for expected in (
+        f"ws://127.0.0.1:{port}/ws",
+        f"{url}/docs",
+        f"{url}/web",
+        f"{url}/health",
+        "from serve_env import ServeEnv",
+        "capacity",
+    ):
         assert expected in output
 
 

@@ -29,8 +29,14 @@ def tracker() -> Tracker:
 
 @pytest.fixture()
 def server(tracker: Tracker) -> Iterator[str]:
-    app = create_app(tracking_env(tracker), EchoAction, EchoObservation, max_concurrent_envs=2,
-                     session_timeout=1.0, enable_web_interface=False)
+    app = create_app(
+        tracking_env(tracker),
+        EchoAction,
+        EchoObservation,
+        max_concurrent_envs=2,
+        session_timeout=1.0,
+        enable_web_interface=False,
+    )
     with running_server(app) as url:
         yield url
 
@@ -40,7 +46,9 @@ def test_http_session_keeps_state(server: str) -> None:
     assert status == 200 and body["observation"]["echoed_message"] == "ready"
     sid = body["session_id"]
     for message in ("a", "bcd"):
-        status, body = post_json(server + "/step", {"action": {"message": message}, "session_id": sid})
+        status, body = post_json(
+            server + "/step", {"action": {"message": message}, "session_id": sid}
+        )
         assert status == 200
     assert body["reward"] == pytest.approx(0.3) and body["observation"]["message_length"] == 3
     status, state = get_json(server + f"/state?session_id={sid}")
@@ -85,17 +93,33 @@ def test_metadata_schema_health(server: str) -> None:
     assert set(schema) == {"action", "observation", "state"}
     assert "message" in schema["action"]["properties"]
     status, meta = get_json(server + "/metadata")
-    assert {"name", "description", "version", "readme_content", "author", "documentation_url"} <= set(meta)
+    assert {
+        "name",
+        "description",
+        "version",
+        "readme_content",
+        "author",
+        "documentation_url",
+    } <= set(meta)
     status, health = get_json(server + "/health")
-    assert health["status"] == "healthy" and health["max_sessions"] == 2 and health["auth_required"] is False
+    assert (
+        health["status"] == "healthy"
+        and health["max_sessions"] == 2
+        and health["auth_required"] is False
+    )
     # a class without a docstring of its own does not inherit Environment's as its description
     assert meta["description"] == "The TrackingEnvironment environment"
 
 
 def test_token_protects_everything_but_health() -> None:
     tracker = Tracker()
-    app = create_app(tracking_env(tracker), EchoAction, EchoObservation, api_key="s3cret",
-                     enable_web_interface=False)
+    app = create_app(
+        tracking_env(tracker),
+        EchoAction,
+        EchoObservation,
+        api_key="s3cret",
+        enable_web_interface=False,
+    )
     with running_server(app) as url:
         status, health = get_json(url + "/health")
         assert status == 200 and health["auth_required"] is True

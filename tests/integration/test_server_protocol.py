@@ -25,8 +25,13 @@ def tracker() -> Tracker:
 
 @pytest.fixture(scope="module")
 def server(tracker: Tracker) -> Iterator[str]:
-    app = create_app(tracking_env(tracker), EchoAction, EchoObservation, max_message_bytes=4096,
-                     enable_web_interface=False)
+    app = create_app(
+        tracking_env(tracker),
+        EchoAction,
+        EchoObservation,
+        max_message_bytes=4096,
+        enable_web_interface=False,
+    )
     with running_server(app) as url:
         yield url
 
@@ -44,8 +49,11 @@ def test_transcript_matches_the_protocol(server: str) -> None:
     with ws(server) as conn:
         assert ask(conn, {"type": "reset", "data": {}}) == {
             "type": "observation",
-            "data": {"observation": {"metadata": {}, "echoed_message": "ready", "message_length": 0},
-                     "reward": 0.0, "done": False},
+            "data": {
+                "observation": {"metadata": {}, "echoed_message": "ready", "message_length": 0},
+                "reward": 0.0,
+                "done": False,
+            },
         }
         reply = ask(conn, {"type": "step", "data": {"message": "Hello"}})
         assert reply["type"] == "observation"
@@ -84,7 +92,9 @@ def test_reset_passes_episode_id(server: str) -> None:
         ('{"type": "step", "data": {"message": "wrong-type"}}', "EXECUTION_ERROR"),
     ],
 )
-def test_bad_input_gets_its_code_and_the_session_lives_on(server: str, frame: str | bytes, code: str) -> None:
+def test_bad_input_gets_its_code_and_the_session_lives_on(
+    server: str, frame: str | bytes, code: str
+) -> None:
     with ws(server) as conn:
         ask(conn, {"type": "reset"})
         reply = ask(conn, frame)

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 
 
 def make_app(tracker: Tracker, **options: object):  # type: ignore[no-untyped-def]
-    return create_app(tracking_env(tracker), EchoAction, EchoObservation, enable_web_interface=False, **options)
+    return create_app(
+        tracking_env(tracker), EchoAction, EchoObservation, enable_web_interface=False, **options
+    )
 
 
 def ws_url(base: str) -> str:
@@ -55,7 +57,10 @@ def test_capacity_refuses_then_frees_the_slot_at_once() -> None:
 
 def test_idle_sessions_are_reaped() -> None:
     tracker = Tracker()
-    with running_server(make_app(tracker, session_timeout=0.3)) as url, connect(ws_url(url)) as conn:
+    with (
+        running_server(make_app(tracker, session_timeout=0.3)) as url,
+        connect(ws_url(url)) as conn,
+    ):
         conn.send('{"type":"reset"}')
         conn.recv(timeout=5)
         with pytest.raises(ConnectionClosed):
@@ -66,7 +71,10 @@ def test_idle_sessions_are_reaped() -> None:
 
 def test_a_long_step_is_not_reaped_as_idle() -> None:
     tracker = Tracker()
-    with running_server(make_app(tracker, session_timeout=0.2)) as url, connect(ws_url(url)) as conn:
+    with (
+        running_server(make_app(tracker, session_timeout=0.2)) as url,
+        connect(ws_url(url)) as conn,
+    ):
         conn.send(json.dumps({"type": "step", "data": {"message": "slow", "wait": 1.0}}))
         assert json.loads(conn.recv(timeout=10))["type"] == "observation"
 
@@ -76,15 +84,19 @@ def test_long_step_survives_keepalive_pings() -> None:
     with running_server(make_app(tracker), ws_ping_interval=0.1, ws_ping_timeout=0.2) as url:
         with connect(ws_url(url), ping_interval=0.1, ping_timeout=0.2) as conn:
             conn.send(json.dumps({"type": "step", "data": {"message": "slow", "wait": 1.5}}))
-            assert json.loads(conn.recv(timeout=10))["data"]["observation"]["echoed_message"] == "slow"
+            assert (
+                json.loads(conn.recv(timeout=10))["data"]["observation"]["echoed_message"] == "slow"
+            )
 
 
 def _raw_handshake(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall(
-        (f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-         f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+        (
+            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
     )
     assert b"101" in sock.recv(1024).split(b"\r\n")[0]
     return sock

@@ -12,12 +12,12 @@ import pytest
 from fastapi import FastAPI
 from typer.testing import CliRunner
 
-from openenv_runtime import create_app
-from openenv_runtime.testing import running_server
 from openenv_cli.main import app as cli
 from openenv_cli.scaffold import render_project, write_project
 from openenv_cli.validation import smoke, validate_project, validate_url
 from openenv_cli.validation.results import Status
+from openenv_runtime import create_app
+from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
 pytestmark = pytest.mark.integration
@@ -76,54 +76,82 @@ def test_cli_table_and_json(project: Path, started) -> None:
     assert "smoke.episode" in result.output and "OK:" in result.output
     result = runner.invoke(cli, ["validate", str(project), "--json"])
     data = json.loads(result.stdout)
-    assert data["ok"] and any(c["name"] == "smoke.episode" and c["status"] == "pass" for c in data["checks"])
+    assert data["ok"] and any(
+        c["name"] == "smoke.episode" and c["status"] == "pass" for c in data["checks"]
+    )
     assert_stopped(started)
 
 
 def test_reset_raises(project: Path, started) -> None:
-    edit(project / "server" / "my_env_environment.py", "        # This environment is deterministic",
-         "        raise RuntimeError('reset is broken')\n        # This environment is deterministic")
+    edit(
+        project / "server" / "my_env_environment.py",
+        "        # This environment is deterministic",
+        "        raise RuntimeError('reset is broken')\n        # This environment is deterministic",
+    )
     report = validate_project(project, timeout=30)
     result = report.get("smoke.episode")
-    assert result.status is Status.FAIL and "reset" in result.message and "EXECUTION_ERROR" in result.message
+    assert (
+        result.status is Status.FAIL
+        and "reset" in result.message
+        and "EXECUTION_ERROR" in result.message
+    )
     assert "reset()" in result.fix
     assert_stopped(started)
 
 
 def test_step_raises(project: Path, started) -> None:
-    edit(project / "server" / "my_env_environment.py", "        self._state.step_count += 1",
-         "        raise ValueError('step is broken')")
+    edit(
+        project / "server" / "my_env_environment.py",
+        "        self._state.step_count += 1",
+        "        raise ValueError('step is broken')",
+    )
     result = validate_project(project, timeout=30).get("smoke.episode")
     assert result.status is Status.FAIL and "step" in result.message and "step()" in result.fix
     assert_stopped(started)
 
 
 def test_state_not_a_state(project: Path, started) -> None:
-    edit(project / "server" / "my_env_environment.py", "        return self._state\n", "        return 42\n")
+    edit(
+        project / "server" / "my_env_environment.py",
+        "        return self._state\n",
+        "        return 42\n",
+    )
     result = validate_project(project, timeout=30).get("smoke.episode")
     assert result.status is Status.FAIL and "state" in result.message
     assert_stopped(started)
 
 
 def test_hanging_reset_is_time_bounded(project: Path, started) -> None:
-    edit(project / "server" / "my_env_environment.py", "        # This environment is deterministic",
-         "        import time; time.sleep(60)\n        # This environment is deterministic")
+    edit(
+        project / "server" / "my_env_environment.py",
+        "        # This environment is deterministic",
+        "        import time; time.sleep(60)\n        # This environment is deterministic",
+    )
     begin = time.monotonic()
     report = validate_project(project, timeout=6)
     result = report.get("smoke.episode")
     assert result is not None, [(c.name, c.message) for c in report.checks]
-    assert result.status is Status.FAIL and "within 6s" in result.message and "--timeout" in result.fix
+    assert (
+        result.status is Status.FAIL and "within 6s" in result.message and "--timeout" in result.fix
+    )
     assert time.monotonic() - begin < 45
     assert_stopped(started)
 
 
 def test_server_dies_at_startup(project: Path, started) -> None:
-    edit(project / "server" / "app.py", "app = create_app(",
-         "import sys\nif sys.argv[0].endswith('serve.py'):\n    raise RuntimeError('boom at startup')\napp = create_app(")
+    edit(
+        project / "server" / "app.py",
+        "app = create_app(",
+        "import sys\nif sys.argv[0].endswith('serve.py'):\n    raise RuntimeError('boom at startup')\napp = create_app(",
+    )
     report = validate_project(project, timeout=30)
     assert report.get("app").status is Status.PASS  # importing is fine; serving is not
     result = report.get("smoke.start")
-    assert result.status is Status.FAIL and "exited with code" in result.message and "boom at startup" in result.message
+    assert (
+        result.status is Status.FAIL
+        and "exited with code" in result.message
+        and "boom at startup" in result.message
+    )
     assert "openenv_runtime.serve my_env.server.app:app" in result.fix
     assert_stopped(started)
 
@@ -147,9 +175,17 @@ def test_no_smoke_starts_nothing(project: Path, started) -> None:
 
 # -- --url ------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def echo_url() -> Iterator[str]:
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, name="echo", description="Echo", version="1.2.3")
+    app = create_app(
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        name="echo",
+        description="Echo",
+        version="1.2.3",
+    )
     with running_server(app) as url:
         yield url
 
@@ -157,7 +193,12 @@ def echo_url() -> Iterator[str]:
 def test_url_mode_passes_with_latencies(echo_url: str) -> None:
     report = validate_url(echo_url, timeout=10)
     assert report.ok, [(c.name, c.message) for c in report.checks]
-    assert [c.name for c in report.checks] == ["remote.health", "remote.schema", "remote.metadata", "remote.episode"]
+    assert [c.name for c in report.checks] == [
+        "remote.health",
+        "remote.schema",
+        "remote.metadata",
+        "remote.episode",
+    ]
     episode = report.get("remote.episode")
     assert len(episode.details["latency"]["step_ms"]) == 3
     assert episode.details["action"] == {"message": "hello"}  # built from the served schema
@@ -171,10 +212,14 @@ def test_url_mode_cli(echo_url: str) -> None:
 
 
 def test_url_mode_uses_the_project_example_and_lock(echo_url: str, tmp_path: Path) -> None:
-    (tmp_path / "openenv.yaml").write_text("name: echo\napp: echo.server.app:app\nexample_action: {message: boom}\n")
+    (tmp_path / "openenv.yaml").write_text(
+        "name: echo\napp: echo.server.app:app\nexample_action: {message: boom}\n"
+    )
     report = validate_url(echo_url, project_dir=tmp_path, timeout=10)
     episode = report.get("remote.episode")
-    assert episode.status is Status.FAIL and "EXECUTION_ERROR" in episode.message  # the example makes it explode
+    assert (
+        episode.status is Status.FAIL and "EXECUTION_ERROR" in episode.message
+    )  # the example makes it explode
 
     from openenv_cli.validation.contract import build_lock, write_lock
     from openenv_runtime import State
@@ -182,12 +227,18 @@ def test_url_mode_uses_the_project_example_and_lock(echo_url: str, tmp_path: Pat
     class Old(EchoAction):
         extra_required: int
 
-    locked = {"action": Old.model_json_schema(), "observation": EchoObservation.model_json_schema(),
-              "state": State.model_json_schema()}
+    locked = {
+        "action": Old.model_json_schema(),
+        "observation": EchoObservation.model_json_schema(),
+        "state": State.model_json_schema(),
+    }
     write_lock(tmp_path, build_lock(locked, "echo", "1"))
     (tmp_path / "openenv.yaml").write_text("name: echo\napp: echo.server.app:app\n")
     contract = validate_url(echo_url, project_dir=tmp_path, timeout=10).get("contract")
-    assert contract.status is Status.FAIL and "action.extra_required: field removed" in contract.message
+    assert (
+        contract.status is Status.FAIL
+        and "action.extra_required: field removed" in contract.message
+    )
 
 
 def test_url_mode_with_token() -> None:

@@ -40,15 +40,23 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "web"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 TIMEOUT_MS = 10_000
 ECHO_README = "# Echo\n\nEchoes the message back.\n\n## Reward\n`0.1` per character; `bye` ends the episode.\n"
 
 
 def _unavailable(reason: str) -> None:
-    message = f"{reason}; run `.ci/browser.sh` (installs Debian's chromium) to run the browser tests"
+    message = (
+        f"{reason}; run `.ci/browser.sh` (installs Debian's chromium) to run the browser tests"
+    )
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
@@ -82,8 +90,11 @@ class Visit:
 
     def outside_requests(self) -> list[str]:
         host = urlsplit(self.base_url).netloc
-        return [u for u in self.requests + self.websockets
-                if not u.startswith(("data:", "blob:")) and urlsplit(u).netloc != host]
+        return [
+            u
+            for u in self.requests + self.websockets
+            if not u.startswith(("data:", "blob:")) and urlsplit(u).netloc != host
+        ]
 
     def shot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -103,14 +114,19 @@ def visit(browser: Any) -> Iterator[Callable[..., Visit]]:
     contexts: list[Any] = []
 
     def open_page(base_url: str, wait_ready: bool = True) -> Visit:
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, accept_downloads=True
+        )
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()
         v = Visit(page, base_url)
         page.on("request", lambda r: v.requests.append(r.url))
         page.on("websocket", lambda ws: v.websockets.append(ws.url))
-        page.on("console", lambda m: v.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on(
+            "console",
+            lambda m: v.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None,
+        )
         page.on("pageerror", lambda e: v.errors.append(f"uncaught: {e}"))
         page.goto(base_url + "/")
         if wait_ready:
@@ -136,12 +152,16 @@ def observation(v: Visit) -> Any:
 
 def history_rows(v: Visit) -> list[list[str]]:
     rows = v.page.locator("#history-body tr:not(.placeholder)")
-    return [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()] for i in range(rows.count())]
+    return [
+        [c.strip() for c in rows.nth(i).locator("td").all_inner_texts()]
+        for i in range(rows.count())
+    ]
 
 
 def wait_rows(v: Visit, n: int) -> None:
     v.page.wait_for_function(
-        "n => document.querySelectorAll('#history-body tr:not(.placeholder)').length === n", arg=n)
+        "n => document.querySelectorAll('#history-body tr:not(.placeholder)').length === n", arg=n
+    )
 
 
 def reset(v: Visit, seed: int | None = None) -> None:
@@ -152,7 +172,9 @@ def reset(v: Visit, seed: int | None = None) -> None:
     v.page.wait_for_function(
         "n => document.querySelectorAll('#history-body tr.reset').length > 0 && "
         "document.querySelectorAll('#history-body tr').length === 1 && "
-        "document.querySelector('#conn-status').dataset.state === 'connected'", arg=before)
+        "document.querySelector('#conn-status').dataset.state === 'connected'",
+        arg=before,
+    )
 
 
 # ---------------------------------------------------------------- loading
@@ -166,7 +188,9 @@ def test_page_loads_cleanly_offline_and_renders_the_readme(visit: Callable[..., 
         assert page.title() == "KindsEnvironment · OpenEnv"
         assert page.locator("#env-name").inner_text() == "KindsEnvironment"
         assert "the reward is the count" in page.locator("#env-desc").inner_text()
-        page.wait_for_function("() => document.querySelector('#capacity').textContent.includes('/ 100')")
+        page.wait_for_function(
+            "() => document.querySelector('#capacity').textContent.includes('/ 100')"
+        )
         assert page.locator("#capacity").inner_text() == "Sessions 0 / 100"
         # the page opens no session until it is used: a visitor reading it holds no slot
         assert v.status() == "Not connected" and v.websockets == [] and active_sessions(url) == 0
@@ -178,7 +202,10 @@ def test_page_loads_cleanly_offline_and_renders_the_readme(visit: Callable[..., 
         # raw HTML shows as text; script links lose their target; images are never fetched
         assert readme.locator("script").count() == 0
         assert '<script>alert("not run")</script>' in readme.inner_text()
-        assert readme.locator("a", has_text="the docs").get_attribute("href") == "https://example.org/docs"
+        assert (
+            readme.locator("a", has_text="the docs").get_attribute("href")
+            == "https://example.org/docs"
+        )
         assert readme.locator("a[href^='javascript']").count() == 0
         assert readme.locator("img").count() == 0
         assert "A logo that must not be fetched (image)" in readme.inner_text()
@@ -187,7 +214,13 @@ def test_page_loads_cleanly_offline_and_renders_the_readme(visit: Callable[..., 
         v.shot("01-loaded")
         assert v.errors == []
         assert v.outside_requests() == []
-        assert {urlsplit(u).path for u in v.requests} >= {"/web/", "/web/app.js", "/schema", "/metadata", "/health"}
+        assert {urlsplit(u).path for u in v.requests} >= {
+            "/web/",
+            "/web/app.js",
+            "/schema",
+            "/metadata",
+            "/health",
+        }
 
 
 # ---------------------------------------------------------------- the form
@@ -197,26 +230,55 @@ def test_form_has_a_control_for_every_field_kind(visit: Callable[..., Visit]) ->
     with running_server(kinds_app()) as url:
         v = visit(url)
         page = v.page
-        keys = page.locator("#fields > [data-key]").evaluate_all("els => els.map(e => e.dataset.key)")
-        assert keys == ["name", "notes", "count", "temperature", "ratio", "verbose", "mode", "color", "limit", "tags", "target"]
+        keys = page.locator("#fields > [data-key]").evaluate_all(
+            "els => els.map(e => e.dataset.key)"
+        )
+        assert keys == [
+            "name",
+            "notes",
+            "count",
+            "temperature",
+            "ratio",
+            "verbose",
+            "mode",
+            "color",
+            "limit",
+            "tags",
+            "target",
+        ]
 
         name = page.get_by_label("Name", exact=True)
-        assert name.evaluate("e => e.tagName + ':' + e.type") == "INPUT:text" and name.input_value() == ""
+        assert (
+            name.evaluate("e => e.tagName + ':' + e.type") == "INPUT:text"
+            and name.input_value() == ""
+        )
         assert v.field("name").locator(".req").inner_text() == "required"
         help_id = name.get_attribute("aria-describedby")
         assert page.locator(f"#{help_id}").inner_text() == "Who is acting."
 
         notes = page.get_by_label("Notes")
-        assert notes.evaluate("e => e.tagName") == "TEXTAREA" and notes.get_attribute("maxlength") == "2000"
+        assert (
+            notes.evaluate("e => e.tagName") == "TEXTAREA"
+            and notes.get_attribute("maxlength") == "2000"
+        )
 
         count = page.get_by_label("Count")
-        assert (count.get_attribute("type"), count.get_attribute("min"), count.get_attribute("max"),
-                count.get_attribute("step"), count.input_value()) == ("number", "0", "10", "1", "2")
+        assert (
+            count.get_attribute("type"),
+            count.get_attribute("min"),
+            count.get_attribute("max"),
+            count.get_attribute("step"),
+            count.input_value(),
+        ) == ("number", "0", "10", "1", "2")
         assert v.field("count").locator(".type").inner_text() == "integer · 0 – 10"
 
         temperature = page.get_by_label("Temperature")
-        assert (temperature.get_attribute("min"), temperature.get_attribute("max"),
-                temperature.get_attribute("step"), temperature.input_value()) == ("0", "2", "any", "0.5")
+        assert (
+            temperature.get_attribute("min"),
+            temperature.get_attribute("max"),
+            temperature.get_attribute("step"),
+            temperature.input_value(),
+        ) == ("0", "2", "any", "0.5")
         ratio = page.get_by_label("Ratio")
         assert ratio.get_attribute("min") is None and ratio.input_value() == "1.25"
 
@@ -232,28 +294,39 @@ def test_form_has_a_control_for_every_field_kind(visit: Callable[..., Visit]) ->
 
         limit = page.get_by_label("Limit", exact=True)
         unset = v.field("limit").locator(".unset input")
-        assert limit.get_attribute("min") == "1" and unset.is_checked()  # default None: explicitly unset
+        assert (
+            limit.get_attribute("min") == "1" and unset.is_checked()
+        )  # default None: explicitly unset
 
         tags = v.field("tags")
         assert tags.locator("legend").inner_text().startswith("Tags")
-        assert [tags.locator("input").nth(i).input_value() for i in range(tags.locator("input").count())] == ["alpha", "beta"]
+        assert [
+            tags.locator("input").nth(i).input_value() for i in range(tags.locator("input").count())
+        ] == ["alpha", "beta"]
         assert page.get_by_label("Tags item 2", exact=True).input_value() == "beta"
 
         target = v.field("target")
         assert target.evaluate("e => e.tagName") == "FIELDSET"
         assert target.locator("legend .legend-text").inner_text() == "Target"
         x = target.get_by_label("X")
-        assert (x.get_attribute("min"), x.get_attribute("max"), x.input_value()) == ("-10", "10", "0")
+        assert (x.get_attribute("min"), x.get_attribute("max"), x.input_value()) == (
+            "-10",
+            "10",
+            "0",
+        )
 
         # the base `metadata` field is there, but only under "Advanced"
         metadata = page.locator("#advanced [data-key='metadata'] textarea")
-        assert not metadata.is_visible() and page.locator("#fields [data-key='metadata']").count() == 0
+        assert (
+            not metadata.is_visible() and page.locator("#fields [data-key='metadata']").count() == 0
+        )
         page.click("#advanced summary")
         assert metadata.is_visible() and json.loads(metadata.input_value()) == {}
 
         # every control has a label
         unlabelled = page.locator("#action-form").evaluate(
-            "f => [...f.querySelectorAll('input, select, textarea')].filter(e => !e.labels.length && !e.getAttribute('aria-label')).map(e => e.outerHTML)")
+            "f => [...f.querySelectorAll('input, select, textarea')].filter(e => !e.labels.length && !e.getAttribute('aria-label')).map(e => e.outerHTML)"
+        )
         assert unlabelled == []
         v.shot("02-form-kinds")
 
@@ -277,9 +350,18 @@ def test_form_has_a_control_for_every_field_kind(visit: Callable[..., Visit]) ->
         wait_rows(v, 2)
         received = observation(v)["received"]
         assert received == {
-            "metadata": {"source": "browser"}, "name": "alice", "notes": "line one\nline two", "count": 4,
-            "temperature": 1.5, "ratio": 1.25, "verbose": True, "mode": "exhaustive", "color": "blue",
-            "limit": 7, "tags": ["beta", "gamma"], "target": {"x": 3, "y": 0},
+            "metadata": {"source": "browser"},
+            "name": "alice",
+            "notes": "line one\nline two",
+            "count": 4,
+            "temperature": 1.5,
+            "ratio": 1.25,
+            "verbose": True,
+            "mode": "exhaustive",
+            "color": "blue",
+            "limit": 7,
+            "tags": ["beta", "gamma"],
+            "target": {"x": 3, "y": 0},
         }
         assert page.locator("#stat-reward").inner_text() == "4"
 
@@ -347,12 +429,18 @@ def test_reset_and_steps_show_observations_rewards_and_history(visit: Callable[.
         page = v.page
         reset(v, seed=42)
         assert v.status() == "Connected"
-        assert observation(v) == {"metadata": {"seed": 42}, "echoed_message": "ready", "message_length": 0}
+        assert observation(v) == {
+            "metadata": {"seed": 42},
+            "echoed_message": "ready",
+            "message_length": 0,
+        }
         assert page.locator("#stat-reward").inner_text() == "0"
         assert page.locator("#stat-done").inner_text() == "No"
         # the page holds exactly one session, counted like any other client's
         assert wait_until(lambda: active_sessions(url) == 1)
-        page.wait_for_function("() => document.querySelector('#capacity').textContent === 'Sessions 1 / 100'")
+        page.wait_for_function(
+            "() => document.querySelector('#capacity').textContent === 'Sessions 1 / 100'"
+        )
 
         message = page.get_by_label("Message")
         for i, text in enumerate(["Hello", "hi", "bye"], start=1):
@@ -384,7 +472,9 @@ def test_reset_and_steps_show_observations_rewards_and_history(visit: Callable[.
 
         page.click("#state-btn")
         page.locator("#state-card").wait_for()
-        page.wait_for_function("() => document.querySelector('#state-json').textContent.includes('step_count')")
+        page.wait_for_function(
+            "() => document.querySelector('#state-json').textContent.includes('step_count')"
+        )
         state = json.loads(page.locator("#state-json").inner_text())
         assert state["step_count"] == 3 and state["episode_id"]
 
@@ -402,11 +492,16 @@ def test_reset_and_steps_show_observations_rewards_and_history(visit: Callable[.
         assert download.value.suggested_filename.startswith("EchoEnvironment-episode-")
         exported = json.loads(Path(download.value.path()).read_text())
         assert exported["environment"]["name"] == "EchoEnvironment"
-        assert exported["episode"]["seed"] == 42 and exported["episode"]["episode_id"] == state["episode_id"]
+        assert (
+            exported["episode"]["seed"] == 42
+            and exported["episode"]["episode_id"] == state["episode_id"]
+        )
         assert exported["cumulative_reward"] == pytest.approx(1.0)
         assert [s["step"] for s in exported["steps"]] == [0, 1, 2, 3]
         assert exported["steps"][1]["action"] == {"message": "Hello", "wait": 0}
-        assert exported["steps"][3]["done"] is True and exported["steps"][3]["reward"] == pytest.approx(0.3)
+        assert exported["steps"][3]["done"] is True and exported["steps"][3][
+            "reward"
+        ] == pytest.approx(0.3)
         assert exported["steps"][2]["observation"]["echoed_message"] == "hi"
 
         # a new episode starts a new history
@@ -415,13 +510,17 @@ def test_reset_and_steps_show_observations_rewards_and_history(visit: Callable[.
 
         # Disconnect frees the slot
         page.click("#connect-btn")
-        page.wait_for_function("() => document.querySelector('#conn-status').textContent === 'Not connected'")
+        page.wait_for_function(
+            "() => document.querySelector('#conn-status').textContent === 'Not connected'"
+        )
         assert wait_until(lambda: active_sessions(url) == 0)
         assert page.locator("#banner").is_hidden()
         assert v.errors == [] and v.outside_requests() == []
 
 
-def test_long_episode_keeps_the_table_short_and_the_download_complete(visit: Callable[..., Visit]) -> None:
+def test_long_episode_keeps_the_table_short_and_the_download_complete(
+    visit: Callable[..., Visit],
+) -> None:
     with running_server(echo_app()) as url:
         v = visit(url)
         page = v.page
@@ -448,7 +547,9 @@ def test_long_episode_keeps_the_table_short_and_the_download_complete(visit: Cal
         with page.expect_download() as download:
             page.click("#download-btn")
         exported = json.loads(Path(download.value.path()).read_text())
-        assert len(exported["steps"]) == steps + 1 and exported["cumulative_reward"] == pytest.approx(62)
+        assert len(exported["steps"]) == steps + 1 and exported[
+            "cumulative_reward"
+        ] == pytest.approx(62)
         assert v.errors == []
 
 
@@ -471,12 +572,16 @@ def test_full_server_shows_the_capacity_message(visit: Callable[..., Visit]) -> 
             assert "All 1 session is in use" in banner.inner_text()
             assert page.locator("#banner-action").inner_text() == "Try again"
             assert v.status() == "Server full"
-            page.wait_for_function("() => document.querySelector('#capacity').textContent === 'Sessions 1 / 1'")
+            page.wait_for_function(
+                "() => document.querySelector('#capacity').textContent === 'Sessions 1 / 1'"
+            )
             assert len(history_rows(v)) == 0
             v.shot("05-server-full")
         assert wait_until(lambda: active_sessions(url) == 0)
         page.click("#banner-action")
-        page.wait_for_function("() => document.querySelector('#conn-status').textContent === 'Connected'")
+        page.wait_for_function(
+            "() => document.querySelector('#conn-status').textContent === 'Connected'"
+        )
         assert banner.is_hidden()
         reset(v)
         assert observation(v)["echoed_message"] == "ready"
@@ -559,7 +664,9 @@ def test_connection_drop_shows_a_message_and_reconnects(visit: Callable[..., Vis
             v.shot("06-connection-dropped")
 
             page.click("#banner-action")
-            page.wait_for_function("() => document.querySelector('#conn-status').textContent === 'Connected'")
+            page.wait_for_function(
+                "() => document.querySelector('#conn-status').textContent === 'Connected'"
+            )
             assert banner.is_hidden()
             reset(v)
             page.get_by_label("Message").fill("again")
@@ -580,7 +687,9 @@ def test_session_closed_by_the_server_is_explained(visit: Callable[..., Visit]) 
         assert "The server ended this session." in banner.inner_text()
         assert v.status() == "Session ended"
         v.page.click("#banner-action")
-        v.page.wait_for_function("() => document.querySelector('#conn-status').textContent === 'Connected'")
+        v.page.wait_for_function(
+            "() => document.querySelector('#conn-status').textContent === 'Connected'"
+        )
 
 
 # ---------------------------------------------------------------- a protected server
@@ -630,8 +739,15 @@ def test_token_prompt_when_the_server_requires_a_key(visit: Callable[..., Visit]
 
 
 def test_screenshot_for_the_readme(visit: Callable[..., Visit]) -> None:
-    app = create_app(GridEnvironment, GridAction, GridObservation, readme=GRID_README, name="grid-walk",
-                     description="Walk an agent across a 5 × 5 grid to the goal.", version="0.1.0")
+    app = create_app(
+        GridEnvironment,
+        GridAction,
+        GridObservation,
+        readme=GRID_README,
+        name="grid-walk",
+        description="Walk an agent across a 5 × 5 grid to the goal.",
+        version="0.1.0",
+    )
     with running_server(app) as url:
         v = visit(url)
         page = v.page

@@ -137,7 +137,9 @@ def _ensure_rootfs_image(client: docker.DockerClient) -> str:
         'CMD ["python3"]',
     ]
     repository, image_tag = parse_repository_tag(name)
-    client.api.import_image_from_file(str(tarball), repository=repository, tag=image_tag, changes=changes)
+    client.api.import_image_from_file(
+        str(tarball), repository=repository, tag=image_tag, changes=changes
+    )
     client.images.get(name)  # raises if the import did not produce the image
     return name
 
@@ -167,10 +169,16 @@ def _build_final_image(client: docker.DockerClient, rootfs_image: str, tag: str,
             tar.addfile(info, io.BytesIO(data))
     context.seek(0)
     try:
-        client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False)
+        client.images.build(
+            fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False
+        )
     except docker.errors.BuildError as exc:
-        log = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log)
-        raise BaseImageError(f"adding CA certificates to {rootfs_image} failed: {exc}\n{log}") from exc
+        log = "".join(
+            str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log
+        )
+        raise BaseImageError(
+            f"adding CA certificates to {rootfs_image} failed: {exc}\n{log}"
+        ) from exc
 
 
 def _read_from_image(client: docker.DockerClient, image: str, path: str) -> bytes:
@@ -196,7 +204,9 @@ def _ensure_tarball() -> Path:
     if os.geteuid() != 0:
         raise BaseImageError("building the test base image needs root (debootstrap, chroot)")
     if shutil.which("debootstrap") is None:
-        raise BaseImageError("debootstrap is not installed; run `bash .ci/docker-engine.sh` as root")
+        raise BaseImageError(
+            "debootstrap is not installed; run `bash .ci/docker-engine.sh` as root"
+        )
     mirror, security = apt_mirrors()
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="rootfs-") as work:
         rootfs = Path(work) / "rootfs"
@@ -345,7 +355,11 @@ def _host_bundle() -> Path:
     """The CA bundle this host's Python tools trust."""
     import ssl
 
-    for candidate in (os.environ.get("SSL_CERT_FILE"), BUNDLE, ssl.get_default_verify_paths().cafile):
+    for candidate in (
+        os.environ.get("SSL_CERT_FILE"),
+        BUNDLE,
+        ssl.get_default_verify_paths().cafile,
+    ):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     raise BaseImageError("no CA bundle found on this host (install ca-certificates)")
@@ -399,7 +413,9 @@ def _run_bounded(command: list[str], log: Path, timeout: float) -> int | None:
     """Run ``command`` with output to ``log``; its exit code, or None if it timed out
     (then its whole process group is killed: debootstrap's dpkg runs in a chroot)."""
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             return process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -82,7 +82,10 @@ def run_once(
 
 @contextlib.contextmanager
 def started_container(
-    client: docker.DockerClient, image: str, command: str | Sequence[str] | None = None, **run_kwargs: Any
+    client: docker.DockerClient,
+    image: str,
+    command: str | Sequence[str] | None = None,
+    **run_kwargs: Any,
 ) -> Iterator[Container]:
     """Start a detached container and force-remove it on exit."""
     container = client.containers.run(image, command, detach=True, **run_kwargs)

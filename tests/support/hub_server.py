@@ -37,7 +37,9 @@ __all__ = [*_hub_all, "hub", "hub_home", "isolated_hub"]
 
 @contextmanager
 def isolated_hub(
-    monkeypatch: pytest.MonkeyPatch, hf_home: Path, tokens: Mapping[str, str | Account] | None = None
+    monkeypatch: pytest.MonkeyPatch,
+    hf_home: Path,
+    tokens: Mapping[str, str | Account] | None = None,
 ) -> Iterator[HubHandle]:
     """`running_hub` plus `isolate_hf_client`: in-process clients see this Hub and nothing else."""
     with running_hub(tokens) as handle:

@@ -25,8 +25,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 REFERENCE_VERSION = "0.3.0"
 REFERENCE_REQUIREMENT = f"openenv-core=={REFERENCE_VERSION}"
@@ -73,9 +74,7 @@ def _is_healthy(venv: Path) -> bool:
         "assert all(u.find_spec(x) for x in ('uvicorn', 'websockets', 'fastapi'))"
     )
     try:
-        result = subprocess.run(
-            [str(python), "-c", probe], capture_output=True, timeout=120
-        )
+        result = subprocess.run([str(python), "-c", probe], capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0
@@ -106,7 +105,9 @@ def _file_lock(path: Path, timeout_s: float) -> Iterator[None]:
 def _run_step(cmd: Sequence[str], log: Path, deadline: float) -> None:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        raise ReferenceHarnessError(f"building the reference virtualenv exceeded {BUILD_TIMEOUT_S:.0f}s")
+        raise ReferenceHarnessError(
+            f"building the reference virtualenv exceeded {BUILD_TIMEOUT_S:.0f}s"
+        )
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
     with open(log, "a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
@@ -132,9 +133,7 @@ def _build(venv: Path) -> None:
     deadline = time.monotonic() + BUILD_TIMEOUT_S
     _run_step([sys.executable, "-m", "venv", str(venv)], log, deadline)
     python = str(_venv_python(venv))
-    _run_step(
-        [python, "-m", "pip", "install", "--quiet", REFERENCE_REQUIREMENT], log, deadline
-    )
+    _run_step([python, "-m", "pip", "install", "--quiet", REFERENCE_REQUIREMENT], log, deadline)
     (venv / _COMPLETE_MARKER).write_text(f"{REFERENCE_REQUIREMENT}\n")
 
 
@@ -155,7 +154,9 @@ def reference_python() -> Path:
         if not _is_healthy(venv):
             _build(venv)
             if not _is_healthy(venv):
-                raise ReferenceHarnessError(f"the freshly built reference virtualenv {venv} is unusable")
+                raise ReferenceHarnessError(
+                    f"the freshly built reference virtualenv {venv} is unusable"
+                )
     _cached_python = _venv_python(venv)
     return _cached_python
 
@@ -245,7 +246,9 @@ def wait_until_healthy(
             last_error = exc
         time.sleep(0.2)
     log = server_log(proc)[-4000:] if proc is not None else ""
-    raise ReferenceHarnessError(f"{url}/health not healthy after {timeout:.0f}s ({last_error})\n{log}")
+    raise ReferenceHarnessError(
+        f"{url}/health not healthy after {timeout:.0f}s ({last_error})\n{log}"
+    )
 
 
 def _group_alive(pgid: int) -> bool:
@@ -315,7 +318,9 @@ def run_reference_client(
             cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except subprocess.TimeoutExpired as exc:
-        raise ReferenceHarnessError(f"reference client timed out after {timeout:.0f}s: {exc.stderr}") from None
+        raise ReferenceHarnessError(
+            f"reference client timed out after {timeout:.0f}s: {exc.stderr}"
+        ) from None
     if result.returncode != 0:
         raise ReferenceHarnessError(
             f"reference client exited {result.returncode}\nstdout:\n{result.stdout}\n"

@@ -21,8 +21,12 @@ def get_json(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]
 
 def post_json(url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method="POST",
-                                     headers={"content-type": "application/json", **(headers or {})})
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="POST",
+        headers={"content-type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -30,7 +34,9 @@ def post_json(url: str, body: Any = None, headers: dict[str, str] | None = None)
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02) -> bool:
+def wait_until(
+    predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02
+) -> bool:
     """Poll ``predicate`` until it holds (True) or ``timeout`` passes (False). Not a timing assertion."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

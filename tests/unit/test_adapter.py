@@ -26,7 +26,9 @@ def test_cheap_calls_move_inline_and_a_slow_one_goes_back_to_the_pool_for_good()
     async def go() -> None:
         for _ in range(LifecycleCost.TRIALS + 2):
             await cost.run(pool, cheap)
-        assert seen[: LifecycleCost.TRIALS] == [False] * LifecycleCost.TRIALS  # on the pool while unproven
+        assert (
+            seen[: LifecycleCost.TRIALS] == [False] * LifecycleCost.TRIALS
+        )  # on the pool while unproven
         assert seen[-1] is True and cost.inline  # then inline
         await cost.run(pool, lambda: sum(range(200_000)))  # one CPU-heavy call, inline
         assert not cost.inline and cost.demoted
@@ -44,7 +46,9 @@ def test_blocking_io_on_the_pool_is_never_promoted() -> None:
 
     async def go() -> None:
         for _ in range(3):
-            await cost.run(pool, lambda: time.sleep(LifecycleCost.WALL_LIMIT * 1.2))  # no CPU, but blocking
+            await cost.run(
+                pool, lambda: time.sleep(LifecycleCost.WALL_LIMIT * 1.2)
+            )  # no CPU, but blocking
         assert not cost.inline and cost.demoted
 
     run(go())

@@ -63,7 +63,10 @@ class TestReplyProblem:
         assert reply_problem(b'{"data": {}, "type": "observation"}') is None
 
     def test_errors(self) -> None:
-        assert reply_problem('{"type":"error","data":{"code":"CAPACITY_REACHED"}}') == "error CAPACITY_REACHED"
+        assert (
+            reply_problem('{"type":"error","data":{"code":"CAPACITY_REACHED"}}')
+            == "error CAPACITY_REACHED"
+        )
         assert reply_problem("not json") == "unparsable reply"
         assert reply_problem('{"type":"state","data":{}}') == "unexpected reply"
 
@@ -81,10 +84,28 @@ def test_split() -> None:
 
 
 def test_merge_joins_workers() -> None:
-    a = {"attempted": 2, "ok": 2, "errors": {"x": 1}, "connect": [0.1], "total": [1.0], "steps": 5,
-         "window": [1.0, 3.0], "cpu": 0.5, "samples": ["a"]}
-    b = {"attempted": 3, "ok": 1, "errors": {"x": 2, "y": 1}, "connect": [0.2], "total": [2.0], "steps": 7,
-         "window": [0.5, 2.0], "cpu": 0.25, "samples": ["b"]}
+    a = {
+        "attempted": 2,
+        "ok": 2,
+        "errors": {"x": 1},
+        "connect": [0.1],
+        "total": [1.0],
+        "steps": 5,
+        "window": [1.0, 3.0],
+        "cpu": 0.5,
+        "samples": ["a"],
+    }
+    b = {
+        "attempted": 3,
+        "ok": 1,
+        "errors": {"x": 2, "y": 1},
+        "connect": [0.2],
+        "total": [2.0],
+        "steps": 7,
+        "window": [0.5, 2.0],
+        "cpu": 0.25,
+        "samples": ["b"],
+    }
     m = merge([a, b])
     assert (m["attempted"], m["ok"], m["steps"]) == (5, 3, 12)
     assert m["errors"] == {"x": 3, "y": 1}

@@ -15,28 +15,57 @@ from openenv_cli.bench.stats import BenchRun, SessionsCell, ThroughputCell
 
 
 def sessions_run() -> BenchRun:
-    run = BenchRun(mode="sessions", url="http://127.0.0.1:8000", transport="ws",
-                   settings={"processes": 1, "timeout": 30.0, "deadline": 600.0, "compression": True},
-                   started_at="2026-01-01T00:00:00+00:00", duration_s=12.5,
-                   environment={"cpus": 2, "python": "3.11", "server": "test server", "server_pids": [123]})
+    run = BenchRun(
+        mode="sessions",
+        url="http://127.0.0.1:8000",
+        transport="ws",
+        settings={"processes": 1, "timeout": 30.0, "deadline": 600.0, "compression": True},
+        started_at="2026-01-01T00:00:00+00:00",
+        duration_s=12.5,
+        environment={"cpus": 2, "python": "3.11", "server": "test server", "server_pids": [123]},
+    )
     for wait in (1.0, 5.0):
         for batch, ok in ((32, 32), (128, 120)):
             for rep in (1, 2):
-                raw = {"attempted": batch, "ok": ok, "errors": {"connect: timeout": batch - ok} if ok < batch else {},
-                       "connect": [0.01] * batch, "reset": [0.001] * ok, "step": [wait] * ok,
-                       "total": [wait + 0.02] * ok, "wall": wait + 0.1, "cpu": 0.1}
-                run.sessions.append(SessionsCell.from_raw(raw, batch=batch, wait=wait, rep=rep, server_cpu_s=0.05))
+                raw = {
+                    "attempted": batch,
+                    "ok": ok,
+                    "errors": {"connect: timeout": batch - ok} if ok < batch else {},
+                    "connect": [0.01] * batch,
+                    "reset": [0.001] * ok,
+                    "step": [wait] * ok,
+                    "total": [wait + 0.02] * ok,
+                    "wall": wait + 0.1,
+                    "cpu": 0.1,
+                }
+                run.sessions.append(
+                    SessionsCell.from_raw(raw, batch=batch, wait=wait, rep=rep, server_cpu_s=0.05)
+                )
     return run
 
 
 def throughput_run() -> BenchRun:
-    run = BenchRun(mode="throughput", url="http://127.0.0.1:8000", transport="ws",
-                   settings={"processes": 2}, started_at="2026-01-01T00:00:00+00:00")
+    run = BenchRun(
+        mode="throughput",
+        url="http://127.0.0.1:8000",
+        transport="ws",
+        settings={"processes": 2},
+        started_at="2026-01-01T00:00:00+00:00",
+    )
     for sessions in (1, 64):
-        raw = {"ok": sessions, "steps": sessions * 100, "window": [0.0, 1.0],
-               "step_latencies": [0.0002] * (sessions * 100), "errors": {}, "cpu": 0.3}
-        run.throughput.append(ThroughputCell.from_raw(raw, sessions=sessions, steps_per_session=100, wait=0.0,
-                                                      rep=1, server_cpu_s=0.2))
+        raw = {
+            "ok": sessions,
+            "steps": sessions * 100,
+            "window": [0.0, 1.0],
+            "step_latencies": [0.0002] * (sessions * 100),
+            "errors": {},
+            "cpu": 0.3,
+        }
+        run.throughput.append(
+            ThroughputCell.from_raw(
+                raw, sessions=sessions, steps_per_session=100, wait=0.0, rep=1, server_cpu_s=0.2
+            )
+        )
     return run
 
 
@@ -99,7 +128,9 @@ def test_write_reports_writes_every_file(tmp_path: Path) -> None:
 
 def test_throughput_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    assert [p.name for p in report.write_plots(throughput_run(), tmp_path, "t")] == ["t-throughput.png"]
+    assert [p.name for p in report.write_plots(throughput_run(), tmp_path, "t")] == [
+        "t-throughput.png"
+    ]
 
 
 def test_no_plots_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

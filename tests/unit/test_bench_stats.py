@@ -17,16 +17,32 @@ from openenv_cli.bench.stats import (
 )
 
 
-def sessions_raw(ok: int, attempted: int, totals: list[float] | None = None, errors: dict[str, int] | None = None,
-                 wall: float = 2.0) -> dict:
+def sessions_raw(
+    ok: int,
+    attempted: int,
+    totals: list[float] | None = None,
+    errors: dict[str, int] | None = None,
+    wall: float = 2.0,
+) -> dict:
     totals = totals if totals is not None else [1.0] * ok
-    return {"attempted": attempted, "ok": ok, "errors": errors or {}, "samples": [],
-            "connect": [0.01] * attempted, "reset": [0.002] * ok, "step": [1.0] * ok, "total": totals,
-            "wall": wall, "cpu": 0.5}
+    return {
+        "attempted": attempted,
+        "ok": ok,
+        "errors": errors or {},
+        "samples": [],
+        "connect": [0.01] * attempted,
+        "reset": [0.002] * ok,
+        "step": [1.0] * ok,
+        "total": totals,
+        "wall": wall,
+        "cpu": 0.5,
+    }
 
 
 def cell(batch: int, ok: int, wait: float = 1.0, rep: int = 1, p99_s: float = 1.0) -> SessionsCell:
-    return SessionsCell.from_raw(sessions_raw(ok, batch, totals=[p99_s] * ok), batch=batch, wait=wait, rep=rep)
+    return SessionsCell.from_raw(
+        sessions_raw(ok, batch, totals=[p99_s] * ok), batch=batch, wait=wait, rep=rep
+    )
 
 
 class TestPercentile:
@@ -69,8 +85,13 @@ def test_success_rate() -> None:
 
 class TestSessionsCell:
     def test_from_raw(self) -> None:
-        c = SessionsCell.from_raw(sessions_raw(30, 32, errors={"connect: timeout": 2}, wall=2.0),
-                                  batch=32, wait=1.0, rep=2, server_cpu_s=0.06)
+        c = SessionsCell.from_raw(
+            sessions_raw(30, 32, errors={"connect: timeout": 2}, wall=2.0),
+            batch=32,
+            wait=1.0,
+            rep=2,
+            server_cpu_s=0.06,
+        )
         assert c.success_rate == pytest.approx(30 / 32)
         assert c.requests_per_s == pytest.approx(15.0)
         assert c.total.p50 == pytest.approx(1000.0)
@@ -89,8 +110,17 @@ class TestSessionsCell:
 
 class TestThroughputCell:
     def test_steps_per_second_over_the_step_window(self) -> None:
-        raw = {"ok": 4, "steps": 4000, "window": [10.0, 12.0], "step_latencies": [0.001] * 4000, "errors": {}, "cpu": 0.2}
-        c = ThroughputCell.from_raw(raw, sessions=4, steps_per_session=1000, wait=0.0, rep=1, server_cpu_s=0.24)
+        raw = {
+            "ok": 4,
+            "steps": 4000,
+            "window": [10.0, 12.0],
+            "step_latencies": [0.001] * 4000,
+            "errors": {},
+            "cpu": 0.2,
+        }
+        c = ThroughputCell.from_raw(
+            raw, sessions=4, steps_per_session=1000, wait=0.0, rep=1, server_cpu_s=0.24
+        )
         assert c.steps_per_s == pytest.approx(2000.0)
         assert c.server_cpu_us_per_step == pytest.approx(60.0)
         assert c.loadgen_cpu_us_per_step == pytest.approx(50.0)
@@ -98,27 +128,45 @@ class TestThroughputCell:
         assert c.success_rate == 1.0
 
     def test_nothing_measured(self) -> None:
-        c = ThroughputCell.from_raw({"errors": {"connect: ConnectionRefusedError": 2}}, sessions=2,
-                                    steps_per_session=10, wait=0.0, rep=1)
+        c = ThroughputCell.from_raw(
+            {"errors": {"connect: ConnectionRefusedError": 2}},
+            sessions=2,
+            steps_per_session=10,
+            wait=0.0,
+            rep=1,
+        )
         assert c.steps_per_s == 0.0 and c.success_rate == 0.0
         assert c.server_cpu_us_per_step is None and c.loadgen_cpu_us_per_step is None
 
 
 class TestAggregateAndMaxBatch:
     def test_success_is_pooled_over_repetitions(self) -> None:
-        points = aggregate_sessions([cell(100, 100, rep=1), cell(100, 90, rep=2), cell(100, 96, rep=3)])
+        points = aggregate_sessions(
+            [cell(100, 100, rep=1), cell(100, 90, rep=2), cell(100, 96, rep=3)]
+        )
         assert len(points) == 1
         assert points[0].reps == 3
         assert points[0].success_rate == pytest.approx(286 / 300)
 
     def test_latencies_are_the_median_of_repetitions(self) -> None:
-        points = aggregate_sessions([cell(10, 10, rep=1, p99_s=1.0), cell(10, 10, rep=2, p99_s=3.0),
-                                     cell(10, 10, rep=3, p99_s=2.0)])
+        points = aggregate_sessions(
+            [
+                cell(10, 10, rep=1, p99_s=1.0),
+                cell(10, 10, rep=2, p99_s=3.0),
+                cell(10, 10, rep=3, p99_s=2.0),
+            ]
+        )
         assert points[0].total_p99 == pytest.approx(2000.0)
 
     def test_max_batch_per_wait(self) -> None:
-        cells = [cell(32, 32), cell(128, 128), cell(512, 480), cell(2048, 1000),
-                 cell(32, 32, wait=5.0), cell(128, 100, wait=5.0)]
+        cells = [
+            cell(32, 32),
+            cell(128, 128),
+            cell(512, 480),
+            cell(2048, 1000),
+            cell(32, 32, wait=5.0),
+            cell(128, 100, wait=5.0),
+        ]
         best = max_batch(aggregate_sessions(cells))
         assert best == {1.0: 128, 5.0: 32}
 
@@ -140,7 +188,9 @@ def test_combined_errors_most_frequent_first() -> None:
 
 
 def test_bench_run_cpu_totals() -> None:
-    run = BenchRun(mode="sessions", url="http://127.0.0.1:1", transport="ws", settings={}, started_at="now")
+    run = BenchRun(
+        mode="sessions", url="http://127.0.0.1:1", transport="ws", settings={}, started_at="now"
+    )
     run.sessions = [cell(8, 8), cell(8, 8)]
     assert run.loadgen_cpu_s == pytest.approx(1.0)
     assert run.server_cpu_s is None

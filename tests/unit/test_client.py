@@ -29,7 +29,11 @@ def test_bad_url_is_a_clear_error() -> None:
 
 
 def test_models_come_from_generic_parameters() -> None:
-    assert (Echo.action_cls, Echo.observation_cls, Echo.state_cls) == (EchoAction, EchoObservation, State)
+    assert (Echo.action_cls, Echo.observation_cls, Echo.state_cls) == (
+        EchoAction,
+        EchoObservation,
+        State,
+    )
 
 
 def test_hf_token_only_for_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,7 +45,11 @@ def test_hf_token_only_for_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_parse_result_reads_reward_and_done_from_envelope() -> None:
     result = Echo("http://x")._parse_result(
-        {"observation": {"echoed_message": "hi", "message_length": 2, "metadata": {"a": 1}}, "reward": 0.2, "done": True}
+        {
+            "observation": {"echoed_message": "hi", "message_length": 2, "metadata": {"a": 1}},
+            "reward": 0.2,
+            "done": True,
+        }
     )
     assert result.reward == 0.2 and result.done is True
     assert result.observation.reward == 0.2 and result.observation.metadata == {"a": 1}
@@ -49,6 +57,10 @@ def test_parse_result_reads_reward_and_done_from_envelope() -> None:
 
 def test_unknown_observation_fields_from_a_newer_server_are_ignored() -> None:
     result = Echo("http://x")._parse_result(
-        {"observation": {"echoed_message": "hi", "message_length": 2, "added_later": [1]}, "reward": 0.2, "done": False}
+        {
+            "observation": {"echoed_message": "hi", "message_length": 2, "added_later": [1]},
+            "reward": 0.2,
+            "done": False,
+        }
     )
     assert result.observation.echoed_message == "hi"

@@ -6,14 +6,25 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.config import Resolved, Setting, manifest_lookup, parse_assignments, parse_bool, parse_int, resolve
+from openenv_cli.config import (
+    Resolved,
+    Setting,
+    manifest_lookup,
+    parse_assignments,
+    parse_bool,
+    parse_int,
+    resolve,
+)
 from openenv_cli.errors import UsageError
 from openenv_cli.manifest import parse_manifest
 
 MANIFEST = parse_manifest(
-    {"name": "my_env", "app": "my_env.server.app:app", "port": 9001, "server": {"workers": 3}}, Path("my_env")
+    {"name": "my_env", "app": "my_env.server.app:app", "port": 9001, "server": {"workers": 3}},
+    Path("my_env"),
 ).manifest
-WORKERS = Setting("workers", env="WORKERS", manifest_key="server.workers", default=1, parse=parse_int)
+WORKERS = Setting(
+    "workers", env="WORKERS", manifest_key="server.workers", default=1, parse=parse_int
+)
 
 
 def test_flag_wins() -> None:
@@ -22,12 +33,16 @@ def test_flag_wins() -> None:
 
 
 def test_env_beats_manifest() -> None:
-    assert WORKERS.resolve(manifest=MANIFEST, environ={"WORKERS": "4"}) == Resolved(4, "env", "WORKERS")
+    assert WORKERS.resolve(manifest=MANIFEST, environ={"WORKERS": "4"}) == Resolved(
+        4, "env", "WORKERS"
+    )
 
 
 def test_manifest_beats_default() -> None:
     got = WORKERS.resolve(manifest=MANIFEST, environ={})
-    assert got.value == 3 and got.source == "manifest" and got.origin == "openenv.yaml: server.workers"
+    assert (
+        got.value == 3 and got.source == "manifest" and got.origin == "openenv.yaml: server.workers"
+    )
 
 
 def test_default_last() -> None:
@@ -50,7 +65,18 @@ def test_bad_env_value_is_a_usage_error_naming_the_variable() -> None:
     assert "unset WORKERS" in (exc.value.hint or "")
 
 
-@pytest.mark.parametrize("raw,value", [("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("off", False), ("No", False)])
+@pytest.mark.parametrize(
+    "raw,value",
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", False),
+        ("off", False),
+        ("No", False),
+    ],
+)
 def test_parse_bool(raw: str, value: bool) -> None:
     assert parse_bool(raw) is value
 
@@ -70,7 +96,14 @@ def test_manifest_lookup_on_models_and_dicts() -> None:
 
 def test_resolve_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENENV_TEST_PORT", "7000")
-    got = resolve("port", env="OPENENV_TEST_PORT", manifest=MANIFEST, manifest_key="port", default=8000, parse=parse_int)
+    got = resolve(
+        "port",
+        env="OPENENV_TEST_PORT",
+        manifest=MANIFEST,
+        manifest_key="port",
+        default=8000,
+        parse=parse_int,
+    )
     assert got.value == 7000
     assert got.describe() == "7000 (from OPENENV_TEST_PORT)"
 
@@ -79,7 +112,11 @@ def test_resolve_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_parse_assignments() -> None:
-    assert parse_assignments(["A=1", "B=x=y", "A=2", "EMPTY="], "-e") == {"A": "2", "B": "x=y", "EMPTY": ""}
+    assert parse_assignments(["A=1", "B=x=y", "A=2", "EMPTY="], "-e") == {
+        "A": "2",
+        "B": "x=y",
+        "EMPTY": "",
+    }
 
 
 @pytest.mark.parametrize("raw", ["=1", "1A=x", "A-B=x", "A B=x"])
@@ -94,7 +131,9 @@ def test_parse_assignments_missing_value() -> None:
 
 
 def test_secret_from_the_environment() -> None:
-    assert parse_assignments(["TOKEN"], "--secret", environ={"TOKEN": "s3cr3t"}, secret=True) == {"TOKEN": "s3cr3t"}
+    assert parse_assignments(["TOKEN"], "--secret", environ={"TOKEN": "s3cr3t"}, secret=True) == {
+        "TOKEN": "s3cr3t"
+    }
 
 
 def test_secret_errors_quote_nothing() -> None:

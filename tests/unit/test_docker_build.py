@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import subprocess
 import tarfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -37,7 +37,7 @@ from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import parse_manifest
 from openenv_cli.scaffold import render_project, write_project
 
-NOW = datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=UTC)
 
 
 def manifest(**extra: object):  # type: ignore[no-untyped-def]
@@ -103,7 +103,13 @@ def test_invalid_tag_is_a_usage_error(tag: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "tag", ["my_env", "my_env:0.1.0", "registry.example.com:5000/team/my-env:dev_1", "localhost/a__b.c:latest"]
+    "tag",
+    [
+        "my_env",
+        "my_env:0.1.0",
+        "registry.example.com:5000/team/my-env:dev_1",
+        "localhost/a__b.c:latest",
+    ],
 )
 def test_valid_references(tag: str) -> None:
     assert is_valid_reference(tag)
@@ -140,14 +146,21 @@ def test_base_image_precedence(project: Path) -> None:
     assert plan_build(project, base_image="flag:1", environ=env).base_image.value == "flag:1"
     assert plan_build(project, environ=env).base_image.origin == "OPENENV_BASE_IMAGE"
     yaml_path = project / "openenv.yaml"
-    yaml_path.write_text(yaml_path.read_text().replace("base_image: python:3.11-slim", "base_image: yaml:1"))
+    yaml_path.write_text(
+        yaml_path.read_text().replace("base_image: python:3.11-slim", "base_image: yaml:1")
+    )
     plan = plan_build(project, environ={})
-    assert (plan.base_image.value, plan.base_image.origin) == ("yaml:1", "openenv.yaml: build.base_image")
+    assert (plan.base_image.value, plan.base_image.origin) == (
+        "yaml:1",
+        "openenv.yaml: build.base_image",
+    )
     assert plan.labels["org.opencontainers.image.base.name"] == "yaml:1"
 
 
 def test_base_image_build_arg_counts_as_the_flag(project: Path) -> None:
-    plan = plan_build(project, build_args=["BASE_IMAGE=arg:1", "X=1"], environ={"OPENENV_BASE_IMAGE": "env:1"})
+    plan = plan_build(
+        project, build_args=["BASE_IMAGE=arg:1", "X=1"], environ={"OPENENV_BASE_IMAGE": "env:1"}
+    )
     assert plan.base_image.value == "arg:1" and plan.build_args == {"X": "1"}
     with pytest.raises(UsageError, match="disagree"):
         plan_build(project, base_image="flag:1", build_args=["BASE_IMAGE=arg:1"], environ={})
@@ -177,8 +190,15 @@ def test_no_manifest(tmp_path: Path) -> None:
 
 
 def test_labels_drop_empty_values() -> None:
-    labels = image_labels(manifest(description=""), None, source=None, revision=None, base_image="b:1",
-                          runtime_version="9.9.9", created=NOW)
+    labels = image_labels(
+        manifest(description=""),
+        None,
+        source=None,
+        revision=None,
+        base_image="b:1",
+        runtime_version="9.9.9",
+        created=NOW,
+    )
     assert "org.opencontainers.image.description" not in labels
     assert "org.opencontainers.image.version" not in labels
     assert labels[RUNTIME_LABEL] == "9.9.9"
@@ -211,13 +231,22 @@ def test_source_and_revision_from_git(project: Path) -> None:
     assert labels["org.opencontainers.image.source"] == "https://github.com/me/demo_env"
     assert len(labels["org.opencontainers.image.revision"]) == 40
     (project / "models.py").write_text("# changed\n")
-    assert plan_build(project, environ={}).labels["org.opencontainers.image.revision"].endswith("-dirty")
+    assert (
+        plan_build(project, environ={})
+        .labels["org.opencontainers.image.revision"]
+        .endswith("-dirty")
+    )
 
 
 def test_source_falls_back_to_the_space(project: Path) -> None:
     yaml_path = project / "openenv.yaml"
-    yaml_path.write_text(yaml_path.read_text().replace("# repo_id: your-user/demo_env", "repo_id: me/demo_env"))
-    assert plan_build(project, environ={}).labels["org.opencontainers.image.source"] == "https://huggingface.co/spaces/me/demo_env"
+    yaml_path.write_text(
+        yaml_path.read_text().replace("# repo_id: your-user/demo_env", "repo_id: me/demo_env")
+    )
+    assert (
+        plan_build(project, environ={}).labels["org.opencontainers.image.source"]
+        == "https://huggingface.co/spaces/me/demo_env"
+    )
 
 
 def test_declares_base_image_arg() -> None:
@@ -290,8 +319,13 @@ def test_failing_run_step_names_the_step_and_shows_the_tail() -> None:
         {"stream": "Step 3/3 : RUN pip install nothing-here\n"},
         {"stream": "".join(f"line {i}\n" for i in range(40))},
         {"stream": "\x1b[91mERROR: No matching distribution found for nothing-here\n\x1b[0m"},
-        {"errorDetail": {"code": 1, "message": "The command '/bin/sh -c pip install nothing-here' returned a non-zero code: 1"},
-         "error": "The command '/bin/sh -c pip install nothing-here' returned a non-zero code: 1"},
+        {
+            "errorDetail": {
+                "code": 1,
+                "message": "The command '/bin/sh -c pip install nothing-here' returned a non-zero code: 1",
+            },
+            "error": "The command '/bin/sh -c pip install nothing-here' returned a non-zero code: 1",
+        },
     ]
     feed(log, chunks)
     error = build_failure(log, "server/Dockerfile", "python:3.11-slim")
@@ -305,39 +339,71 @@ def test_failing_run_step_names_the_step_and_shows_the_tail() -> None:
 
 def test_unavailable_base_image() -> None:
     log = BuildLog()
-    feed(log, [
-        {"stream": "Step 1/9 : ARG BASE_IMAGE=python:3.11-slim\n"},
-        {"stream": "Step 2/9 : FROM ${BASE_IMAGE}\n"},
-        {"errorDetail": {"message": "Get \"https://registry-1.docker.io/v2/\": dial tcp: no such host"},
-         "error": "Get \"https://registry-1.docker.io/v2/\": dial tcp: no such host"},
-    ])
+    feed(
+        log,
+        [
+            {"stream": "Step 1/9 : ARG BASE_IMAGE=python:3.11-slim\n"},
+            {"stream": "Step 2/9 : FROM ${BASE_IMAGE}\n"},
+            {
+                "errorDetail": {
+                    "message": 'Get "https://registry-1.docker.io/v2/": dial tcp: no such host'
+                },
+                "error": 'Get "https://registry-1.docker.io/v2/": dial tcp: no such host',
+            },
+        ],
+    )
     error = build_failure(log, "server/Dockerfile", "python:3.11-slim")
-    assert error.message.startswith("The base image python:3.11-slim is not on this machine and could not be pulled")
+    assert error.message.startswith(
+        "The base image python:3.11-slim is not on this machine and could not be pulled"
+    )
     assert "\n" not in error.message
-    assert "docker pull python:3.11-slim" in (error.hint or "") and "--base-image" in (error.hint or "")
+    assert "docker pull python:3.11-slim" in (error.hint or "") and "--base-image" in (
+        error.hint or ""
+    )
 
 
 def test_other_stage_image_is_named() -> None:
     log = BuildLog()
-    feed(log, [{"stream": "Step 1/4 : FROM --platform=linux/amd64 node:20 AS ui\n"},
-               {"error": "pull access denied for node"}])
+    feed(
+        log,
+        [
+            {"stream": "Step 1/4 : FROM --platform=linux/amd64 node:20 AS ui\n"},
+            {"error": "pull access denied for node"},
+        ],
+    )
     assert "The base image node:20 " in build_failure(log, "Dockerfile", "python:3.11-slim").message
 
 
 def test_invalid_base_image_reference() -> None:
     log = BuildLog()
-    feed(log, [{"stream": "Step 1/2 : FROM ${BASE_IMAGE}\n"},
-               {"error": "invalid reference format: repository name must be lowercase"}])
+    feed(
+        log,
+        [
+            {"stream": "Step 1/2 : FROM ${BASE_IMAGE}\n"},
+            {"error": "invalid reference format: repository name must be lowercase"},
+        ],
+    )
     error = build_failure(log, "server/Dockerfile", "Bad/Image")
-    assert isinstance(error, UsageError) and "'Bad/Image' is not a valid image name" in error.message
+    assert (
+        isinstance(error, UsageError) and "'Bad/Image' is not a valid image name" in error.message
+    )
 
 
 def test_copy_failure_hints_at_ignore_files() -> None:
     log = BuildLog()
-    feed(log, [{"stream": "Step 2/2 : COPY data/ /data/\n"},
-               {"error": "COPY failed: file not found in build context or excluded by .dockerignore: stat data: file does not exist"}])
+    feed(
+        log,
+        [
+            {"stream": "Step 2/2 : COPY data/ /data/\n"},
+            {
+                "error": "COPY failed: file not found in build context or excluded by .dockerignore: stat data: file does not exist"
+            },
+        ],
+    )
     error = build_failure(log, "server/Dockerfile", "python:3.11-slim")
-    assert error.message.startswith("Step 2/2 (COPY data/ /data/) failed: COPY failed: file not found")
+    assert error.message.startswith(
+        "Step 2/2 (COPY data/ /data/) failed: COPY failed: file not found"
+    )
     assert ".dockerignore" in (error.hint or "")
 
 
@@ -356,8 +422,10 @@ def test_dockerfile_parse_error_is_one_line() -> None:
 
 
 def test_engine_unreachable_is_one_line_with_how_to_start_one() -> None:
-    exc = ConnectionError("Error while fetching server API version: ('Connection aborted.', "
-                          "FileNotFoundError(2, 'No such file or directory'))")
+    exc = ConnectionError(
+        "Error while fetching server API version: ('Connection aborted.', "
+        "FileNotFoundError(2, 'No such file or directory'))"
+    )
     error = engine_unreachable(exc, {"DOCKER_HOST": "unix:///nonexistent"})
     assert error.message == (
         "No Docker engine answers at unix:///nonexistent (No such file or directory): start one "
@@ -373,12 +441,23 @@ def test_engine_permission_denied() -> None:
 
 
 def test_connect_without_engine_raises_the_one_line_error() -> None:
-    with pytest.raises(OpenEnvError, match=r"^No Docker engine answers at unix:///nonexistent/docker.sock"):
+    with pytest.raises(
+        OpenEnvError, match=r"^No Docker engine answers at unix:///nonexistent/docker.sock"
+    ):
         connect({"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
 
 
-@pytest.mark.parametrize(("size", "text"), [(0, "0 B"), (999, "999 B"), (1500, "1.5 kB"), (199_400_000, "199 MB"),
-                                            (12_345_678, "12.3 MB"), (2_500_000_000, "2.5 GB")])
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (0, "0 B"),
+        (999, "999 B"),
+        (1500, "1.5 kB"),
+        (199_400_000, "199 MB"),
+        (12_345_678, "12.3 MB"),
+        (2_500_000_000, "2.5 GB"),
+    ],
+)
 def test_human_size(size: int, text: str) -> None:
     assert human_size(size) == text
 
@@ -392,7 +471,11 @@ def test_context_archive_is_normalised(tmp_path: Path) -> None:
     with context_archive(tmp_path) as archive, tarfile.open(fileobj=archive) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert list(members) == ["b", "a.txt", "b/run.sh"]
-    assert members["a.txt"].mode == 0o644 and members["b/run.sh"].mode == 0o755 and members["b"].mode == 0o755
+    assert (
+        members["a.txt"].mode == 0o644
+        and members["b/run.sh"].mode == 0o755
+        and members["b"].mode == 0o755
+    )
     assert {(m.uid, m.gid, m.uname, m.gname) for m in members.values()} == {(0, 0, "", "")}
 
 

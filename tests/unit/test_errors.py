@@ -43,7 +43,9 @@ def test_str_includes_hint() -> None:
     assert str(OpenEnvError("a")) == "a"
 
 
-def test_usage_error_is_rendered_once_with_exit_2(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+def test_usage_error_is_rendered_once_with_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
     assert run(["init", "json", "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("Error:") == 1
@@ -71,7 +73,9 @@ def _explode(*args, **kwargs):
     raise RuntimeError("kaboom")
 
 
-def test_unexpected_exception_is_brief_without_debug(monkeypatch: pytest.MonkeyPatch, capsys, tmp_path) -> None:
+def test_unexpected_exception_is_brief_without_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys, tmp_path
+) -> None:
     monkeypatch.setattr("openenv_cli.commands.init.render_project", _explode)
     assert run(["init", "fine_name", "-o", str(tmp_path)]) == 1
     err = capsys.readouterr().err
@@ -93,7 +97,9 @@ def test_debug_env_var_shows_traceback(monkeypatch: pytest.MonkeyPatch, capsys, 
     assert "Traceback" in capsys.readouterr().err
 
 
-def test_openenv_error_from_a_command_exits_1(monkeypatch: pytest.MonkeyPatch, capsys, tmp_path) -> None:
+def test_openenv_error_from_a_command_exits_1(
+    monkeypatch: pytest.MonkeyPatch, capsys, tmp_path
+) -> None:
     def fail(*args, **kwargs):
         raise OpenEnvError("Templates are gone.", hint="Reinstall.")
 

@@ -25,7 +25,11 @@ def test_minimal_manifest_gets_defaults(tmp_path: Path) -> None:
     assert manifest.server.workers == 1 and manifest.server.max_concurrent_envs is None
     assert manifest.build.dockerfile == "server/Dockerfile"
     assert manifest.build.base_image == "python:3.11-slim"
-    assert manifest.push.private is False and manifest.push.variables == {} and manifest.push.exclude == []
+    assert (
+        manifest.push.private is False
+        and manifest.push.variables == {}
+        and manifest.push.exclude == []
+    )
 
 
 def test_full_manifest(tmp_path: Path) -> None:
@@ -52,7 +56,9 @@ def test_reference_manifest_loads_without_warnings(tmp_path: Path) -> None:
 
 
 def test_unknown_keys_warn_with_did_you_mean(tmp_path: Path) -> None:
-    report = inspect_manifest(write(tmp_path, MINIMAL + "prot: 1\nserver:\n  wokers: 2\nfrobnicate: yes\n"))
+    report = inspect_manifest(
+        write(tmp_path, MINIMAL + "prot: 1\nserver:\n  wokers: 2\nfrobnicate: yes\n")
+    )
     assert report.errors == []
     by_key = {w.key: w for w in report.warnings}
     assert set(by_key) == {"prot", "server.wokers", "frobnicate"}
@@ -92,7 +98,9 @@ def test_bad_yaml_reports_line(tmp_path: Path) -> None:
     assert "line 3" in report.errors[0].message or "line 4" in report.errors[0].message
 
 
-@pytest.mark.parametrize("text,needle", [("", "empty"), ("- a\n- b\n", "mapping"), ("just text\n", "mapping")])
+@pytest.mark.parametrize(
+    "text,needle", [("", "empty"), ("- a\n- b\n", "mapping"), ("just text\n", "mapping")]
+)
 def test_not_a_mapping(tmp_path: Path, text: str, needle: str) -> None:
     report = inspect_manifest(write(tmp_path, text))
     assert report.manifest is None and needle in report.errors[0].message
@@ -114,7 +122,9 @@ def test_invalid_values(tmp_path: Path, extra: str, key: str) -> None:
     assert f"`{key}`" in report.errors[0].message
 
 
-@pytest.mark.parametrize("app", ["my_env.server.app", "my env:app", "my_env/server/app.py:app", ":app"])
+@pytest.mark.parametrize(
+    "app", ["my_env.server.app", "my env:app", "my_env/server/app.py:app", ":app"]
+)
 def test_app_must_be_an_import_path(tmp_path: Path, app: str) -> None:
     report = parse_manifest({"name": "x", "app": app}, tmp_path)
     assert report.errors and report.errors[0].key == "app"

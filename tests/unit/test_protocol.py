@@ -3,7 +3,13 @@ import json
 import pytest
 
 from openenv_runtime import Observation, State
-from openenv_runtime.protocol import ErrorCode, decode, error_message, observation_message, state_message
+from openenv_runtime.protocol import (
+    ErrorCode,
+    decode,
+    error_message,
+    observation_message,
+    state_message,
+)
 
 
 class Obs(Observation):
@@ -24,13 +30,24 @@ def test_null_reward() -> None:
 
 def test_state_message() -> None:
     assert json.loads(state_message(State(episode_id="x", step_count=3))) == {
-        "type": "state", "data": {"episode_id": "x", "step_count": 3}}
+        "type": "state",
+        "data": {"episode_id": "x", "step_count": 3},
+    }
 
 
 def test_error_message_carries_code_and_extra_fields() -> None:
-    msg = json.loads(error_message(ErrorCode.CAPACITY_REACHED, "full", active_sessions=2, max_sessions=2))
-    assert msg == {"type": "error", "data": {"message": "full", "code": "CAPACITY_REACHED",
-                                             "active_sessions": 2, "max_sessions": 2}}
+    msg = json.loads(
+        error_message(ErrorCode.CAPACITY_REACHED, "full", active_sessions=2, max_sessions=2)
+    )
+    assert msg == {
+        "type": "error",
+        "data": {
+            "message": "full",
+            "code": "CAPACITY_REACHED",
+            "active_sessions": 2,
+            "max_sessions": 2,
+        },
+    }
 
 
 def test_decode_rejects_invalid_json() -> None:

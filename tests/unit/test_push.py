@@ -53,13 +53,17 @@ def test_parse_repo_id(raw: str, expected: RepoRef) -> None:
     assert parse_repo_id(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["", "a/b/c", "-x", "x-", "a--b", "a..b", "al ice/x", "alice/", "x" * 97])
+@pytest.mark.parametrize(
+    "raw", ["", "a/b/c", "-x", "x-", "a--b", "a..b", "al ice/x", "alice/", "x" * 97]
+)
 def test_parse_repo_id_rejects(raw: str) -> None:
     with pytest.raises(UsageError, match="not a valid Space id"):
         parse_repo_id(raw)
 
 
-@pytest.mark.parametrize("raw", ["datasets/alice/x", "models/alice/x", "https://huggingface.co/alice/x"])
+@pytest.mark.parametrize(
+    "raw", ["datasets/alice/x", "models/alice/x", "https://huggingface.co/alice/x"]
+)
 def test_parse_repo_id_refuses_other_repo_types(raw: str) -> None:
     with pytest.raises(UsageError):
         parse_repo_id(raw)
@@ -100,18 +104,46 @@ def test_split_front_matter() -> None:
 
 def test_front_matter_from_scratch() -> None:
     front = space_front_matter(_manifest(port=9000), None, interface=True)
-    assert list(front) == ["title", "emoji", "colorFrom", "colorTo", "sdk", "app_port", "pinned", "tags", "base_path"]
+    assert list(front) == [
+        "title",
+        "emoji",
+        "colorFrom",
+        "colorTo",
+        "sdk",
+        "app_port",
+        "pinned",
+        "tags",
+        "base_path",
+    ]
     assert front["title"] == "My Env"
     assert front["sdk"] == "docker" and front["app_port"] == 9000 and front["pinned"] is False
     assert front["tags"] == ["openenv"] and front["base_path"] == "/web"
-    assert front["colorFrom"] in {"red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray"}
+    assert front["colorFrom"] in {
+        "red",
+        "yellow",
+        "green",
+        "blue",
+        "indigo",
+        "purple",
+        "pink",
+        "gray",
+    }
 
 
 def test_front_matter_keeps_valid_user_choices_and_fixes_the_rest() -> None:
     existing = {
-        "title": "Mine", "emoji": "🐍", "colorFrom": "green", "colorTo": "chartreuse", "sdk": "gradio",
-        "sdk_version": "4.0", "app_file": "app.py", "app_port": 7860, "pinned": True, "tags": ["rl", "openenv"],
-        "license": "mit", "base_path": "/elsewhere",
+        "title": "Mine",
+        "emoji": "🐍",
+        "colorFrom": "green",
+        "colorTo": "chartreuse",
+        "sdk": "gradio",
+        "sdk_version": "4.0",
+        "app_file": "app.py",
+        "app_port": 7860,
+        "pinned": True,
+        "tags": ["rl", "openenv"],
+        "license": "mit",
+        "base_path": "/elsewhere",
     }
     front = space_front_matter(_manifest(), existing, interface=False)
     assert front["title"] == "Mine" and front["emoji"] == "🐍" and front["colorFrom"] == "green"
@@ -119,7 +151,10 @@ def test_front_matter_keeps_valid_user_choices_and_fixes_the_rest() -> None:
     assert front["sdk"] == "docker" and front["app_port"] == 8000 and front["pinned"] is True
     assert front["tags"] == ["rl", "openenv"] and front["license"] == "mit"
     assert "base_path" not in front and "sdk_version" not in front and "app_file" not in front
-    assert space_front_matter(_manifest(), {"tags": "rl"}, interface=True)["tags"] == ["rl", "openenv"]
+    assert space_front_matter(_manifest(), {"tags": "rl"}, interface=True)["tags"] == [
+        "rl",
+        "openenv",
+    ]
 
 
 def test_space_readme_keeps_the_body() -> None:
@@ -152,14 +187,23 @@ def test_space_variables_precedence() -> None:
         push={"variables": {"MODE": "fast", "WORKERS": "3"}},
     )
     assert space_variables(manifest, {"MODE": "slow", "LEVEL": "1"}, no_interface=False) == {
-        "WORKERS": "3", "MAX_CONCURRENT_ENVS": "16", "SESSION_TIMEOUT": "30.5", "ENABLE_WEB_INTERFACE": "true",
-        "MODE": "slow", "LEVEL": "1",
+        "WORKERS": "3",
+        "MAX_CONCURRENT_ENVS": "16",
+        "SESSION_TIMEOUT": "30.5",
+        "ENABLE_WEB_INTERFACE": "true",
+        "MODE": "slow",
+        "LEVEL": "1",
     }
 
 
 def test_space_variables_interface() -> None:
     assert space_variables(_manifest(), {}, no_interface=True)["ENABLE_WEB_INTERFACE"] == "false"
-    assert space_variables(_manifest(server={"web_interface": False}), {}, no_interface=False)["ENABLE_WEB_INTERFACE"] == "false"
+    assert (
+        space_variables(_manifest(server={"web_interface": False}), {}, no_interface=False)[
+            "ENABLE_WEB_INTERFACE"
+        ]
+        == "false"
+    )
     forced = _manifest(push={"variables": {"ENABLE_WEB_INTERFACE": "true"}})
     assert space_variables(forced, {}, no_interface=True)["ENABLE_WEB_INTERFACE"] == "false"
     with pytest.raises(UsageError, match="contradicts"):
@@ -215,7 +259,9 @@ def test_redacting_scrubs_errors_and_drops_their_cause() -> None:
 
 def _http(status: int, message: str | None = None) -> SimpleNamespace:
     headers = {"X-Error-Message": message} if message else {}
-    return SimpleNamespace(response=SimpleNamespace(status_code=status, headers=headers), server_message=message)
+    return SimpleNamespace(
+        response=SimpleNamespace(status_code=status, headers=headers), server_message=message
+    )
 
 
 @pytest.mark.parametrize(
@@ -230,7 +276,9 @@ def _http(status: int, message: str | None = None) -> SimpleNamespace:
     ],
 )
 def test_http_errors_are_one_line_each(status: int, words: list[str]) -> None:
-    ctx = _Context(endpoint="https://hub.example", token_source="HF_TOKEN", repo_id="alice/x", user="bob")
+    ctx = _Context(
+        endpoint="https://hub.example", token_source="HF_TOKEN", repo_id="alice/x", user="bob"
+    )
     error = _http_error(_http(status, "server says no"), "creating the Space", ctx)
     text = f"{error.message}\n{error.hint}"
     for word in words:
@@ -257,11 +305,22 @@ def test_prepare_push(project: Path, tmp_path: Path) -> None:
 
     manifest = load_manifest(project)
     plan = prepare_push(
-        project, tmp_path / "staged", manifest=manifest, base_image="python:3.12-slim",
-        variables={"LEVEL": "2"}, secrets={"API_KEY": "hunter2-value"}, excludes=["tests/"], private=True,
+        project,
+        tmp_path / "staged",
+        manifest=manifest,
+        base_image="python:3.12-slim",
+        variables={"LEVEL": "2"},
+        secrets={"API_KEY": "hunter2-value"},
+        excludes=["tests/"],
+        private=True,
     )
     files = set(plan.staged.files)
-    assert {"Dockerfile", "README.md", "server/Dockerfile", f"{RUNTIME_DIR}/pyproject.toml"} <= files
+    assert {
+        "Dockerfile",
+        "README.md",
+        "server/Dockerfile",
+        f"{RUNTIME_DIR}/pyproject.toml",
+    } <= files
     assert ".env" not in files
     assert "ARG BASE_IMAGE=python:3.12-slim" in (plan.staged.root / "Dockerfile").read_text()
     front, _ = split_front_matter((plan.staged.root / "README.md").read_text())
@@ -278,7 +337,13 @@ def test_prepare_push_without_readme_and_no_interface(project: Path, tmp_path: P
     from openenv_cli.manifest import load_manifest
 
     (project / "README.md").unlink()
-    plan = prepare_push(project, tmp_path / "staged", manifest=load_manifest(project), repo_id="org/space", no_interface=True)
+    plan = prepare_push(
+        project,
+        tmp_path / "staged",
+        manifest=load_manifest(project),
+        repo_id="org/space",
+        no_interface=True,
+    )
     assert "README.md" in plan.staged.files
     assert "base_path" not in plan.front_matter and not plan.interface
     assert plan.variables["ENABLE_WEB_INTERFACE"] == "false"

@@ -28,28 +28,57 @@ if sys.version_info >= (3, 11):
     import tomllib
 
 EXPECTED_FILES = {
-    "openenv.yaml", "pyproject.toml", "README.md", ".dockerignore", ".gitignore", "__init__.py",
-    "models.py", "client.py", "server/__init__.py", "server/app.py", "server/my_env_environment.py",
-    "server/Dockerfile", "tests/test_my_env.py",
+    "openenv.yaml",
+    "pyproject.toml",
+    "README.md",
+    ".dockerignore",
+    ".gitignore",
+    "__init__.py",
+    "models.py",
+    "client.py",
+    "server/__init__.py",
+    "server/app.py",
+    "server/my_env_environment.py",
+    "server/Dockerfile",
+    "tests/test_my_env.py",
 }
 
 
 # -- names ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "name,expected",
     [
         ("my_env", ("MyEnv", "MyAction", "MyObservation", "MyState", "MyEnvironment")),
         ("echo", ("EchoEnv", "EchoAction", "EchoObservation", "EchoState", "EchoEnvironment")),
-        ("grid_world_env", ("GridWorldEnv", "GridWorldAction", "GridWorldObservation", "GridWorldState", "GridWorldEnvironment")),
-        ("chess_environment", ("ChessEnv", "ChessAction", "ChessObservation", "ChessState", "ChessEnvironment")),
+        (
+            "grid_world_env",
+            (
+                "GridWorldEnv",
+                "GridWorldAction",
+                "GridWorldObservation",
+                "GridWorldState",
+                "GridWorldEnvironment",
+            ),
+        ),
+        (
+            "chess_environment",
+            ("ChessEnv", "ChessAction", "ChessObservation", "ChessState", "ChessEnvironment"),
+        ),
         ("env2", ("Env2Env", "Env2Action", "Env2Observation", "Env2State", "Env2Environment")),
         ("a__b", ("ABEnv", "ABAction", "ABObservation", "ABState", "ABEnvironment")),
     ],
 )
 def test_class_names(name: str, expected: tuple[str, ...]) -> None:
     names = class_names(name)
-    assert (names.client, names.action, names.observation, names.state, names.environment) == expected
+    assert (
+        names.client,
+        names.action,
+        names.observation,
+        names.state,
+        names.environment,
+    ) == expected
 
 
 @pytest.mark.parametrize("name", ["my_env", "echo", "chess2", "a_b_c"])
@@ -99,6 +128,7 @@ def test_bad_name_hint_suggests_a_valid_name() -> None:
 
 # -- rendering --------------------------------------------------------------------------------
 
+
 def test_render_produces_the_project() -> None:
     files = render_project("my_env")
     assert set(files) == EXPECTED_FILES
@@ -140,7 +170,11 @@ def test_manifest_is_valid_and_complete(tmp_path: Path) -> None:
     report = parse_manifest(data, tmp_path)
     assert report.errors == [] and report.warnings == []
     manifest = report.manifest
-    assert manifest.name == "my_env" and manifest.app == "my_env.server.app:app" and manifest.port == 8000
+    assert (
+        manifest.name == "my_env"
+        and manifest.app == "my_env.server.app:app"
+        and manifest.port == 8000
+    )
     assert manifest.example_action == {"message": "Hello, world"}
     assert manifest.build.dockerfile == "server/Dockerfile"
 
@@ -176,8 +210,15 @@ def test_readme_front_matter_and_sections() -> None:
     assert front["sdk"] == "docker" and front["app_port"] == 8000 and front["tags"] == ["openenv"]
     assert front["pinned"] is False and front["base_path"] == "/web"
     assert {"title", "emoji", "colorFrom", "colorTo"} <= set(front)
-    for section in ("## Quick start", "## Build", "## Deploy", "## Reference", "## Concurrent sessions",
-                    "## Development", "## Project layout"):
+    for section in (
+        "## Quick start",
+        "## Build",
+        "## Deploy",
+        "## Reference",
+        "## Concurrent sessions",
+        "## Development",
+        "## Project layout",
+    ):
         assert section in text
 
 
@@ -192,14 +233,18 @@ def test_description_with_quotes_stays_valid(tmp_path: Path) -> None:
     files = render_project("my_env", {"description": 'It said "hi": ok\\'})
     assert yaml.safe_load(files["openenv.yaml"])["description"] == 'It said "hi": ok\\'
     if sys.version_info >= (3, 11):
-        assert tomllib.loads(files["pyproject.toml"])["project"]["description"] == 'It said "hi": ok\\'
+        assert (
+            tomllib.loads(files["pyproject.toml"])["project"]["description"] == 'It said "hi": ok\\'
+        )
     ast.parse(files["server/app.py"])
 
 
 def test_strict_undefined_and_templated_names(tmp_path: Path) -> None:
     root = tmp_path / "templates"
     (root / "project" / "{{ name }}_dir").mkdir(parents=True)
-    (root / "project" / "{{ name }}_dir" / "x.txt.jinja").write_text("{{ name }}\n", encoding="utf-8")
+    (root / "project" / "{{ name }}_dir" / "x.txt.jinja").write_text(
+        "{{ name }}\n", encoding="utf-8"
+    )
     assert render_project("abc", root=root) == {"abc_dir/x.txt": "abc\n"}
     (root / "project" / "bad.jinja").write_text("{{ nope }}", encoding="utf-8")
     with pytest.raises(OpenEnvError):
@@ -216,6 +261,7 @@ def test_templates_found_in_checkout() -> None:
 
 
 # -- writing ----------------------------------------------------------------------------------
+
 
 def test_write_creates_everything(tmp_path: Path) -> None:
     files = render_project("my_env")
@@ -277,7 +323,9 @@ def test_failure_half_way_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mon
     assert list(tmp_path.iterdir()) == []
 
 
-def test_failure_during_forced_merge_restores_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_during_forced_merge_restores_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = tmp_path / "proj"
     project.mkdir()
     (project / "a.txt").write_text("old a")
@@ -314,7 +362,9 @@ def test_parent_is_a_file(tmp_path: Path) -> None:
     assert "not a folder" in exc.value.message
 
 
-def test_unwritable_parent_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unwritable_parent_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(os, "access", lambda *a, **k: False)
     with pytest.raises(UsageError) as exc:
         write_project({"a.txt": "a"}, tmp_path / "proj")
@@ -322,7 +372,9 @@ def test_unwritable_parent_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.
     assert list(tmp_path.iterdir()) == []
 
 
-def test_permission_error_while_writing_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_permission_error_while_writing_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tempfile
 
     def denied(*args, **kwargs):
@@ -334,7 +386,9 @@ def test_permission_error_while_writing_is_a_usage_error(tmp_path: Path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root ignores folder permissions")
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() == 0, reason="root ignores folder permissions"
+)
 def test_really_unwritable_folder(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
@@ -353,14 +407,21 @@ runner = CliRunner()
 def test_init_command_creates_project(tmp_path: Path) -> None:
     result = runner.invoke(app, ["init", "my_env", "--output-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert {p.relative_to(tmp_path / "my_env").as_posix() for p in (tmp_path / "my_env").rglob("*") if p.is_file()} == EXPECTED_FILES
+    assert {
+        p.relative_to(tmp_path / "my_env").as_posix()
+        for p in (tmp_path / "my_env").rglob("*")
+        if p.is_file()
+    } == EXPECTED_FILES
     assert "MyEnvironment" in result.output and "pip install -e ." in result.output
 
 
 def test_init_description_option(tmp_path: Path) -> None:
     result = runner.invoke(app, ["init", "my_env", "-o", str(tmp_path), "-d", "Plays\nchess"])
     assert result.exit_code == 0
-    assert yaml.safe_load((tmp_path / "my_env" / "openenv.yaml").read_text())["description"] == "Plays chess"
+    assert (
+        yaml.safe_load((tmp_path / "my_env" / "openenv.yaml").read_text())["description"]
+        == "Plays chess"
+    )
 
 
 @pytest.mark.parametrize("name", ["json", "my-env", "class", "fastapi", "a/b", "3d"])

@@ -5,7 +5,12 @@ from openenv_runtime.server.config import parse_bool, resolve_config
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("MAX_CONCURRENT_ENVS", "SESSION_TIMEOUT", "OPENENV_API_KEY", "ENABLE_WEB_INTERFACE"):
+    for name in (
+        "MAX_CONCURRENT_ENVS",
+        "SESSION_TIMEOUT",
+        "OPENENV_API_KEY",
+        "ENABLE_WEB_INTERFACE",
+    ):
         monkeypatch.delenv(name, raising=False)
     config = resolve_config()
     assert config.max_concurrent_envs == 100
@@ -19,7 +24,11 @@ def test_environment_variables_then_parameters_win(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("SESSION_TIMEOUT", "0")
     monkeypatch.setenv("ENABLE_WEB_INTERFACE", "false")
     config = resolve_config()
-    assert (config.max_concurrent_envs, config.session_timeout, config.enable_web_interface) == (7, None, False)
+    assert (config.max_concurrent_envs, config.session_timeout, config.enable_web_interface) == (
+        7,
+        None,
+        False,
+    )
     assert resolve_config(max_concurrent_envs=3).max_concurrent_envs == 3
 
 

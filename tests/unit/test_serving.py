@@ -6,7 +6,14 @@ from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.scaffold import render_project, write_project
 from openenv_cli.serving import app_environment, check_port_free, open_file_advice, plan_serve
 
-ENV_VARS = ("HOST", "PORT", "WORKERS", "MAX_CONCURRENT_ENVS", "SESSION_TIMEOUT", "ENABLE_WEB_INTERFACE")
+ENV_VARS = (
+    "HOST",
+    "PORT",
+    "WORKERS",
+    "MAX_CONCURRENT_ENVS",
+    "SESSION_TIMEOUT",
+    "ENABLE_WEB_INTERFACE",
+)
 
 
 @pytest.fixture()
@@ -35,7 +42,9 @@ def test_flag_beats_env_beats_manifest(project: Path, monkeypatch: pytest.Monkey
     assert plan.total_capacity == 8 * plan.max_concurrent_envs.value
 
 
-def test_bad_environment_value_is_a_usage_error(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_environment_value_is_a_usage_error(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WORKERS", "many")
     with pytest.raises(UsageError, match="WORKERS"):
         plan_serve(project)
@@ -52,8 +61,14 @@ def test_missing_manifest(tmp_path: Path) -> None:
 
 
 def test_app_environment_carries_capacity_and_web(project: Path) -> None:
-    env = app_environment(plan_serve(project, max_concurrent_envs=7, web_interface=False, session_timeout=30))
-    assert env == {"MAX_CONCURRENT_ENVS": "7", "ENABLE_WEB_INTERFACE": "false", "SESSION_TIMEOUT": "30"}
+    env = app_environment(
+        plan_serve(project, max_concurrent_envs=7, web_interface=False, session_timeout=30)
+    )
+    assert env == {
+        "MAX_CONCURRENT_ENVS": "7",
+        "ENABLE_WEB_INTERFACE": "false",
+        "SESSION_TIMEOUT": "30",
+    }
 
 
 def test_port_in_use_is_one_clear_error() -> None:

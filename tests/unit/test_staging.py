@@ -7,9 +7,9 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import openenv_runtime
 import pytest
 
+import openenv_runtime
 from openenv_cli.errors import OpenEnvError
 from openenv_cli.scaffold import render_project
 from openenv_cli.staging import (
@@ -30,8 +30,8 @@ NEW = "ghcr.io/acme/py:3.12"
 
 
 def test_single_stage_literal_from() -> None:
-    text = "FROM python:3.11-slim\nRUN pip install x\nCMD [\"x\"]\n"
-    assert set_base_image(text, NEW) == f"FROM {NEW}\nRUN pip install x\nCMD [\"x\"]\n"
+    text = 'FROM python:3.11-slim\nRUN pip install x\nCMD ["x"]\n'
+    assert set_base_image(text, NEW) == f'FROM {NEW}\nRUN pip install x\nCMD ["x"]\n'
 
 
 def test_lowercase_from_and_tag_digest() -> None:
@@ -41,14 +41,26 @@ def test_lowercase_from_and_tag_digest() -> None:
 
 def test_arg_based_dockerfile_changes_the_arg_default() -> None:
     text = "# comment\nARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE}\nRUN echo $BASE_IMAGE\n"
-    assert set_base_image(text, NEW) == f"# comment\nARG BASE_IMAGE={NEW}\nFROM ${{BASE_IMAGE}}\nRUN echo $BASE_IMAGE\n"
+    assert (
+        set_base_image(text, NEW)
+        == f"# comment\nARG BASE_IMAGE={NEW}\nFROM ${{BASE_IMAGE}}\nRUN echo $BASE_IMAGE\n"
+    )
 
 
 def test_arg_without_default_or_quoted_or_among_others() -> None:
-    assert set_base_image("ARG BASE_IMAGE\nFROM $BASE_IMAGE\n", NEW) == f"ARG BASE_IMAGE={NEW}\nFROM $BASE_IMAGE\n"
-    assert set_base_image('ARG BASE_IMAGE="python:3.11"\nFROM ${BASE_IMAGE}\n', NEW) == f"ARG BASE_IMAGE={NEW}\nFROM ${{BASE_IMAGE}}\n"
+    assert (
+        set_base_image("ARG BASE_IMAGE\nFROM $BASE_IMAGE\n", NEW)
+        == f"ARG BASE_IMAGE={NEW}\nFROM $BASE_IMAGE\n"
+    )
+    assert (
+        set_base_image('ARG BASE_IMAGE="python:3.11"\nFROM ${BASE_IMAGE}\n', NEW)
+        == f"ARG BASE_IMAGE={NEW}\nFROM ${{BASE_IMAGE}}\n"
+    )
     text = "ARG PY=3.11 BASE_IMAGE=python:3.11 BASE_IMAGE_TAG=x\nFROM ${BASE_IMAGE}\n"
-    assert set_base_image(text, NEW) == f"ARG PY=3.11 BASE_IMAGE={NEW} BASE_IMAGE_TAG=x\nFROM ${{BASE_IMAGE}}\n"
+    assert (
+        set_base_image(text, NEW)
+        == f"ARG PY=3.11 BASE_IMAGE={NEW} BASE_IMAGE_TAG=x\nFROM ${{BASE_IMAGE}}\n"
+    )
 
 
 def test_arg_path_also_moves_literal_froms_of_the_old_default() -> None:
@@ -101,7 +113,10 @@ def test_stage_from_another_image_is_left_alone_whatever_its_position() -> None:
 
 def test_from_naming_an_earlier_stage_is_never_rewritten() -> None:
     text = "FROM python:3.11 AS builder\nRUN make\nFROM builder\nRUN test\nFROM BUILDER AS again\n"
-    assert set_base_image(text, NEW) == f"FROM {NEW} AS builder\nRUN make\nFROM builder\nRUN test\nFROM BUILDER AS again\n"
+    assert (
+        set_base_image(text, NEW)
+        == f"FROM {NEW} AS builder\nRUN make\nFROM builder\nRUN test\nFROM BUILDER AS again\n"
+    )
 
 
 def test_platform_flag_and_alias_are_kept() -> None:
@@ -114,7 +129,10 @@ def test_platform_flag_and_alias_are_kept() -> None:
 def test_continuation_lines_and_comments() -> None:
     text = "# FROM python:3.11 in a comment\nFROM \\\n    python:3.11-slim \\\n    AS app\nRUN echo FROM python:3.11-slim\n"
     out = set_base_image(text, NEW)
-    assert out == f"# FROM python:3.11 in a comment\nFROM \\\n    {NEW} \\\n    AS app\nRUN echo FROM python:3.11-slim\n"
+    assert (
+        out
+        == f"# FROM python:3.11 in a comment\nFROM \\\n    {NEW} \\\n    AS app\nRUN echo FROM python:3.11-slim\n"
+    )
 
 
 def test_heredoc_lines_are_not_instructions() -> None:
@@ -154,7 +172,11 @@ def test_no_from() -> None:
 
 def test_dockerfile_stages() -> None:
     stages = dockerfile_stages("FROM a:1 AS one\nFROM --platform=x b\nfrom one as Two\n")
-    assert [(s.image, s.name, s.first_line) for s in stages] == [("a:1", "one", 0), ("b", None, 1), ("one", "Two", 2)]
+    assert [(s.image, s.name, s.first_line) for s in stages] == [
+        ("a:1", "one", 0),
+        ("b", None, 1),
+        ("one", "Two", 2),
+    ]
 
 
 # -- project_files --------------------------------------------------------------------------
@@ -174,21 +196,55 @@ def _names(root: Path, extra: tuple[str, ...] = ()) -> set[str]:
 def test_never_shipped(tmp_path: Path) -> None:
     _touch(
         tmp_path,
-        "keep.py", "server/app.py", "server/build/kept.py",
-        ".git/HEAD", ".env", ".env.production", ".venv/bin/python", "venv/lib/x.py",
-        "myenv/pyvenv.cfg", "myenv/lib/site.py", "server/__pycache__/app.cpython-311.pyc", "stray.pyc",
-        ".pytest_cache/v", ".mypy_cache/x", ".ruff_cache/x", "ui/node_modules/a/index.js", "my_env.egg-info/PKG-INFO",
-        "build/lib/x.py", "dist/x.whl", "uv.lock", "poetry.lock", "Pipfile.lock", "pdm.lock",
+        "keep.py",
+        "server/app.py",
+        "server/build/kept.py",
+        ".git/HEAD",
+        ".env",
+        ".env.production",
+        ".venv/bin/python",
+        "venv/lib/x.py",
+        "myenv/pyvenv.cfg",
+        "myenv/lib/site.py",
+        "server/__pycache__/app.cpython-311.pyc",
+        "stray.pyc",
+        ".pytest_cache/v",
+        ".mypy_cache/x",
+        ".ruff_cache/x",
+        "ui/node_modules/a/index.js",
+        "my_env.egg-info/PKG-INFO",
+        "build/lib/x.py",
+        "dist/x.whl",
+        "uv.lock",
+        "poetry.lock",
+        "Pipfile.lock",
+        "pdm.lock",
         f"{RUNTIME_DIR}/stale.txt",
     )
     assert _names(tmp_path) == {"keep.py", "server/app.py", "server/build/kept.py"}
 
 
 def test_gitignore_with_negation_and_nested_files(tmp_path: Path) -> None:
-    _touch(tmp_path, "a.log", "keep.log", "data/x.csv", "data/y.csv", "sub/local.txt", "sub/other.txt", "other/local.txt")
+    _touch(
+        tmp_path,
+        "a.log",
+        "keep.log",
+        "data/x.csv",
+        "data/y.csv",
+        "sub/local.txt",
+        "sub/other.txt",
+        "other/local.txt",
+    )
     (tmp_path / ".gitignore").write_text("*.log\n!keep.log\ndata/x.csv\n")
     (tmp_path / "sub" / ".gitignore").write_text("local.txt\n")
-    assert _names(tmp_path) == {".gitignore", "keep.log", "data/y.csv", "sub/.gitignore", "sub/other.txt", "other/local.txt"}
+    assert _names(tmp_path) == {
+        ".gitignore",
+        "keep.log",
+        "data/y.csv",
+        "sub/.gitignore",
+        "sub/other.txt",
+        "other/local.txt",
+    }
 
 
 def test_nested_gitignore_can_re_include(tmp_path: Path) -> None:
@@ -199,15 +255,33 @@ def test_nested_gitignore_can_re_include(tmp_path: Path) -> None:
 
 
 def test_dockerignore_is_anchored_at_the_root(tmp_path: Path) -> None:
-    _touch(tmp_path, "tests/test_x.py", "server/tests/helper.py", "docs/a.md", "notes.md", "server/notes.md", "x/cache.pyc")
+    _touch(
+        tmp_path,
+        "tests/test_x.py",
+        "server/tests/helper.py",
+        "docs/a.md",
+        "notes.md",
+        "server/notes.md",
+        "x/cache.pyc",
+    )
     (tmp_path / ".dockerignore").write_text("# comment\ntests\n/docs/\n*.md\n!notes.md\n**/*.pyc\n")
-    assert _names(tmp_path) == {".dockerignore", "server/tests/helper.py", "notes.md", "server/notes.md"}
+    assert _names(tmp_path) == {
+        ".dockerignore",
+        "server/tests/helper.py",
+        "notes.md",
+        "server/notes.md",
+    }
 
 
 def test_extra_excludes(tmp_path: Path) -> None:
     _touch(tmp_path, "data/big.bin", "data/small.txt", "a.bin", "deep/x/a.bin", "keep.py")
     assert _names(tmp_path, ("data/", "*.bin")) == {"keep.py"}
-    assert _names(tmp_path, ("/a.bin",)) == {"data/big.bin", "data/small.txt", "deep/x/a.bin", "keep.py"}
+    assert _names(tmp_path, ("/a.bin",)) == {
+        "data/big.bin",
+        "data/small.txt",
+        "deep/x/a.bin",
+        "keep.py",
+    }
 
 
 def test_always_excluded_cannot_be_reincluded(tmp_path: Path) -> None:
@@ -238,12 +312,21 @@ def test_runtime_bundle_is_the_installed_package(tmp_path: Path) -> None:
     expected = {
         p.relative_to(source).as_posix()
         for p in source.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in {".pyc", ".pyo"} and not p.name.startswith(".")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and p.suffix not in {".pyc", ".pyo"}
+        and not p.name.startswith(".")
     }
-    copied = {p.relative_to(bundle / "openenv_runtime").as_posix() for p in (bundle / "openenv_runtime").rglob("*") if p.is_file()}
+    copied = {
+        p.relative_to(bundle / "openenv_runtime").as_posix()
+        for p in (bundle / "openenv_runtime").rglob("*")
+        if p.is_file()
+    }
     assert copied == expected
     for relative in expected:
-        assert (bundle / "openenv_runtime" / relative).read_bytes() == (source / relative).read_bytes()
+        assert (bundle / "openenv_runtime" / relative).read_bytes() == (
+            source / relative
+        ).read_bytes()
 
 
 def test_runtime_bundle_pyproject(tmp_path: Path) -> None:
@@ -277,12 +360,14 @@ def test_runtime_bundle_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_split_requirements_moves_extras() -> None:
-    plain, extras = _split_requirements([
-        "fastapi>=0.110",
-        'uvicorn[standard]>=0.30; python_version >= "3.10"',
-        'pytest>=8; extra == "test"',
-        "rich; (sys_platform == 'linux') and extra == 'cli'",
-    ])
+    plain, extras = _split_requirements(
+        [
+            "fastapi>=0.110",
+            'uvicorn[standard]>=0.30; python_version >= "3.10"',
+            'pytest>=8; extra == "test"',
+            "rich; (sys_platform == 'linux') and extra == 'cli'",
+        ]
+    )
     assert plain == ["fastapi>=0.110", 'uvicorn[standard]>=0.30; python_version >= "3.10"']
     assert extras == {"test": ["pytest>=8"], "cli": ["rich; (sys_platform == 'linux')"]}
 
@@ -311,12 +396,16 @@ def test_stage_for_a_build(project: Path, tmp_path: Path) -> None:
     assert f"{RUNTIME_DIR}/openenv_runtime/__init__.py" in staged.files
     assert staged.runtime_version == runtime_version()
     assert not any(f.startswith((".git/", "__pycache__/")) or f == ".env" for f in staged.files)
-    on_disk = sorted(p.relative_to(staged.root).as_posix() for p in staged.root.rglob("*") if p.is_file())
+    on_disk = sorted(
+        p.relative_to(staged.root).as_posix() for p in staged.root.rglob("*") if p.is_file()
+    )
     assert list(staged.files) == on_disk
 
 
 def test_stage_for_a_space_with_a_base_image(project: Path, tmp_path: Path) -> None:
-    staged = stage(project, tmp_path / "space", base_image=NEW, dockerfile_at_root=True, excludes=["tests/"])
+    staged = stage(
+        project, tmp_path / "space", base_image=NEW, dockerfile_at_root=True, excludes=["tests/"]
+    )
     assert staged.dockerfile == "Dockerfile"
     root_text = (staged.root / "Dockerfile").read_text()
     assert root_text == staged.dockerfile_text == (staged.root / "server/Dockerfile").read_text()

@@ -9,14 +9,23 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from openenv_runtime import Action, Observation, State
-from openenv_cli.validation.contract import LOCK_FILE, build_lock, check_contract, diff_schemas, write_lock
+from openenv_cli.validation.contract import (
+    LOCK_FILE,
+    build_lock,
+    check_contract,
+    diff_schemas,
+    write_lock,
+)
 from openenv_cli.validation.results import Status
+from openenv_runtime import Action, Observation, State
 
 
 def schemas(action: type, observation: type = Observation, state: type = State) -> dict:
-    return {"action": action.model_json_schema(), "observation": observation.model_json_schema(),
-            "state": state.model_json_schema()}
+    return {
+        "action": action.model_json_schema(),
+        "observation": observation.model_json_schema(),
+        "state": state.model_json_schema(),
+    }
 
 
 class A1(Action):
@@ -105,7 +114,10 @@ def test_direction_of_widening() -> None:
     # an action may accept more ...
     assert set(changes(schemas(A1), schemas(AWide)).values()) == {False}
     # ... an observation may not promise less
-    assert changes(schemas(A1, Obs1), schemas(A1, ObsWide)) == {"observation.text": True, "observation.score": True}
+    assert changes(schemas(A1, Obs1), schemas(A1, ObsWide)) == {
+        "observation.text": True,
+        "observation.score": True,
+    }
     # and narrowing is the other way round
     assert set(changes(schemas(AWide), schemas(A1)).values()) == {True}
     assert set(changes(schemas(A1, ObsWide), schemas(A1, Obs1)).values()) == {False}
@@ -157,6 +169,7 @@ def test_description_changes_are_not_drift() -> None:
 
 # -- the check and the file -------------------------------------------------------------------
 
+
 def test_no_lock_warns(tmp_path: Path) -> None:
     result = check_contract(tmp_path, schemas(A1), "x", "1")
     assert result.status is Status.WARN and "--update-lock" in result.fix
@@ -167,7 +180,11 @@ def test_update_writes_a_stable_lock(tmp_path: Path) -> None:
     assert result.status is Status.PASS
     first = (tmp_path / LOCK_FILE).read_text()
     data = json.loads(first)
-    assert data["lock_version"] == 1 and data["name"] == "x" and set(data["schemas"]) == {"action", "observation", "state"}
+    assert (
+        data["lock_version"] == 1
+        and data["name"] == "x"
+        and set(data["schemas"]) == {"action", "observation", "state"}
+    )
     check_contract(tmp_path, schemas(A1), "x", "1.0", update=True)
     assert (tmp_path / LOCK_FILE).read_text() == first
     assert check_contract(tmp_path, schemas(A1), "x", "1.0").status is Status.PASS
@@ -210,5 +227,7 @@ def test_update_reports_accepted_breaking_changes(tmp_path: Path) -> None:
 def test_corrupt_lock_fails(tmp_path: Path, text: str) -> None:
     (tmp_path / LOCK_FILE).write_text(text)
     result = check_contract(tmp_path, schemas(A1), "x", "1")
-    assert result.status is Status.FAIL and result.file == LOCK_FILE and "--update-lock" in result.fix
+    assert (
+        result.status is Status.FAIL and result.file == LOCK_FILE and "--update-lock" in result.fix
+    )
     assert check_contract(tmp_path, schemas(A1), "x", "1", update=True).status is Status.PASS

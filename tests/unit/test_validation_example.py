@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from openenv_runtime import Action
 from openenv_cli.validation.example import example_action, example_value
+from openenv_runtime import Action
 
 
 class Inner(BaseModel):
@@ -40,7 +40,10 @@ def test_defaults_and_examples_are_used() -> None:
     assert example_value({"type": "string", "default": "d"}) == "d"
     assert example_value({"type": "integer", "examples": [42]}) == 42
     assert example_value({"const": 5}) == 5
-    assert example_value({"anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 1}]}) == 2.0
+    assert (
+        example_value({"anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 1}]})
+        == 2.0
+    )
 
 
 def test_non_object_schema_gives_empty_action() -> None:

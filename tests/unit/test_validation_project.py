@@ -55,12 +55,18 @@ def test_syntax_error_in_models(project: Path) -> None:
     edit(project / "models.py", "class MyAction(Action):", "class MyAction(Action)")
     report, result = check(project, "models")
     assert not report.ok and result.status is Status.FAIL
-    assert result.file == "models.py" and "SyntaxError" in result.message and "line" in result.message
+    assert (
+        result.file == "models.py" and "SyntaxError" in result.message and "line" in result.message
+    )
     assert "syntax" in result.fix
 
 
 def test_missing_dependency(project: Path) -> None:
-    edit(project / "models.py", "from pydantic import Field", "from pydantic import Field\nimport not_installed_pkg_xyz")
+    edit(
+        project / "models.py",
+        "from pydantic import Field",
+        "from pydantic import Field\nimport not_installed_pkg_xyz",
+    )
     _, result = check(project, "models")
     assert result.status is Status.FAIL and result.file == "models.py"
     assert "not_installed_pkg_xyz" in result.message
@@ -68,14 +74,24 @@ def test_missing_dependency(project: Path) -> None:
 
 
 def test_error_in_an_imported_project_file_names_that_file(project: Path) -> None:
-    edit(project / "client.py", "from openenv_runtime import EnvClient", "from openenv_runtime import EnvClient\nraise ValueError('bad client')")
+    edit(
+        project / "client.py",
+        "from openenv_runtime import EnvClient",
+        "from openenv_runtime import EnvClient\nraise ValueError('bad client')",
+    )
     _, result = check(project, "models")
-    assert result.status is Status.FAIL and result.file == "client.py" and "bad client" in result.message
+    assert (
+        result.status is Status.FAIL
+        and result.file == "client.py"
+        and "bad client" in result.message
+    )
 
 
 def test_no_action_subclass(project: Path) -> None:
     edit(project / "models.py", "class MyAction(Action):", "class MyAction(BaseModel):")
-    edit(project / "models.py", "from pydantic import Field", "from pydantic import BaseModel, Field")
+    edit(
+        project / "models.py", "from pydantic import Field", "from pydantic import BaseModel, Field"
+    )
     _, result = check(project, "models")
     assert result.status is Status.FAIL and result.file == "models.py"
     assert "MyAction does not derive from openenv_runtime.Action" in result.message
@@ -89,19 +105,29 @@ def test_no_observation_at_all(project: Path) -> None:
     (project / "models.py").write_text(text[:start] + text[end:])
     _, result = check(project, "models")
     # client.py imports the missing class first, and is named as the place to fix
-    assert result.status is Status.FAIL and "MyObservation" in result.message and result.file == "client.py"
+    assert (
+        result.status is Status.FAIL
+        and "MyObservation" in result.message
+        and result.file == "client.py"
+    )
     assert "/tmp/openenv-import" not in result.message  # the temporary symlink is not shown
 
 
 def test_no_observation_subclass_when_nothing_imports_it(project: Path) -> None:
     text = (project / "models.py").read_text()
-    (project / "models.py").write_text(text.replace("class MyObservation(Observation):", "class MyObservation:"))
+    (project / "models.py").write_text(
+        text.replace("class MyObservation(Observation):", "class MyObservation:")
+    )
     _, result = check(project, "models")
     assert result.status is Status.FAIL and "no Observation subclass" in result.message
 
 
 def test_field_without_json_schema(project: Path) -> None:
-    edit(project / "models.py", "class MyAction(Action):", "class Opaque:\n    pass\n\n\nclass MyAction(Action):\n    blob: Opaque = None")
+    edit(
+        project / "models.py",
+        "class MyAction(Action):",
+        "class Opaque:\n    pass\n\n\nclass MyAction(Action):\n    blob: Opaque = None",
+    )
     _, result = check(project, "schemas")
     assert result.status is Status.FAIL and result.file == "models.py" and "JSON" in result.fix
 
@@ -120,7 +146,9 @@ def test_example_action_built_from_schema(project: Path) -> None:
 
 
 def test_app_attribute_missing(project: Path) -> None:
-    edit(project / "openenv.yaml", "app: my_env.server.app:app", "app: my_env.server.app:application")
+    edit(
+        project / "openenv.yaml", "app: my_env.server.app:app", "app: my_env.server.app:application"
+    )
     report, result = check(project, "app")
     assert result.status is Status.FAIL and result.file == "server/app.py"
     assert "application" in result.fix
@@ -135,9 +163,17 @@ def test_app_module_missing(project: Path) -> None:
 
 
 def test_app_raises_at_import(project: Path) -> None:
-    edit(project / "server" / "app.py", "app = create_app(", "raise RuntimeError('no GPU')\napp = create_app(")
+    edit(
+        project / "server" / "app.py",
+        "app = create_app(",
+        "raise RuntimeError('no GPU')\napp = create_app(",
+    )
     _, result = check(project, "app")
-    assert result.status is Status.FAIL and result.file == "server/app.py" and "no GPU" in result.message
+    assert (
+        result.status is Status.FAIL
+        and result.file == "server/app.py"
+        and "no GPU" in result.message
+    )
 
 
 def test_app_is_not_asgi(project: Path) -> None:
@@ -153,15 +189,27 @@ def test_create_app_given_an_instance(project: Path) -> None:
 
 
 def test_sys_exit_at_import(project: Path) -> None:
-    edit(project / "models.py", "from pydantic import Field", "import sys\nsys.exit(3)\nfrom pydantic import Field")
+    edit(
+        project / "models.py",
+        "from pydantic import Field",
+        "import sys\nsys.exit(3)\nfrom pydantic import Field",
+    )
     _, result = check(project, "models")
     assert result.status is Status.FAIL and "SystemExit" in result.message
 
 
 def test_slow_import_times_out(project: Path) -> None:
-    edit(project / "models.py", "from pydantic import Field", "import time\ntime.sleep(30)\nfrom pydantic import Field")
+    edit(
+        project / "models.py",
+        "from pydantic import Field",
+        "import time\ntime.sleep(30)\nfrom pydantic import Field",
+    )
     _, result = check(project, "models", timeout=3)
-    assert result.status is Status.FAIL and "longer than 3s" in result.message and "--timeout" in result.fix
+    assert (
+        result.status is Status.FAIL
+        and "longer than 3s" in result.message
+        and "--timeout" in result.fix
+    )
 
 
 def test_broken_manifest_skips_the_rest(project: Path) -> None:
@@ -169,7 +217,11 @@ def test_broken_manifest_skips_the_rest(project: Path) -> None:
     report = validate_project(project)
     assert not report.ok
     assert report.checks[0].name == "manifest" and report.checks[0].status is Status.FAIL
-    assert {c.name for c in report.checks if c.status is Status.SKIP} >= {"models", "smoke", "contract"}
+    assert {c.name for c in report.checks if c.status is Status.SKIP} >= {
+        "models",
+        "smoke",
+        "contract",
+    }
 
 
 def test_update_lock_then_breaking_change(project: Path) -> None:
@@ -178,7 +230,10 @@ def test_update_lock_then_breaking_change(project: Path) -> None:
     assert validate_project(project, smoke=False).get("contract").status is Status.PASS
     edit(project / "models.py", "    message_length: int = Field(", "    length: int = Field(")
     result = validate_project(project, smoke=False).get("contract")
-    assert result.status is Status.FAIL and "observation.message_length: field removed (renamed to `length`?)" in result.message
+    assert (
+        result.status is Status.FAIL
+        and "observation.message_length: field removed (renamed to `length`?)" in result.message
+    )
 
 
 def test_update_lock_when_models_do_not_import(project: Path) -> None:
@@ -191,8 +246,12 @@ def test_openenv_core_style_project(tmp_path: Path) -> None:
     """A project laid out like openenv-core makes them: app `server.app:app`, models at the root."""
     project = tmp_path / "echo_env"
     (project / "server").mkdir(parents=True)
-    (project / "openenv.yaml").write_text("spec_version: 1\nname: echo_env\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n")
-    (project / "pyproject.toml").write_text('[project]\nname = "openenv-echo_env"\nversion = "0.1.0"\ndependencies = ["openenv-runtime"]\n')
+    (project / "openenv.yaml").write_text(
+        "spec_version: 1\nname: echo_env\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n"
+    )
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "openenv-echo_env"\nversion = "0.1.0"\ndependencies = ["openenv-runtime"]\n'
+    )
     (project / "__init__.py").write_text("")
     (project / "models.py").write_text(
         "from openenv_runtime import Action, Observation\n"
@@ -210,7 +269,9 @@ def test_openenv_core_style_project(tmp_path: Path) -> None:
         "    @property\n    def state(self):\n        return State()\n"
         "app = create_app(EchoEnvironment, EchoAction, EchoObservation)\n"
     )
-    (project / "server" / "Dockerfile").write_text('FROM x\nCMD ["sh", "-c", "uvicorn server.app:app --host 0.0.0.0"]\n')
+    (project / "server" / "Dockerfile").write_text(
+        'FROM x\nCMD ["sh", "-c", "uvicorn server.app:app --host 0.0.0.0"]\n'
+    )
     report = validate_project(project, smoke=False)
     assert report.ok, [(c.name, c.message) for c in report.checks if c.status is Status.FAIL]
     assert report.get("manifest").status is Status.PASS
@@ -233,7 +294,11 @@ def test_cli_failure_exit_code_and_table(project: Path) -> None:
     (project / "pyproject.toml").unlink()
     result = runner.invoke(app, ["validate", str(project), "--no-smoke"], terminal_width=200)
     assert result.exit_code == 1
-    assert "fail" in result.output and "pyproject.toml is missing" in result.output and "FAILED" in result.output
+    assert (
+        "fail" in result.output
+        and "pyproject.toml is missing" in result.output
+        and "FAILED" in result.output
+    )
     result = runner.invoke(app, ["validate", str(project), "--no-smoke", "--json"])
     assert result.exit_code == 1 and json.loads(result.stdout)["ok"] is False
 

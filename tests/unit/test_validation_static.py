@@ -41,7 +41,11 @@ def test_manifest_errors_and_warnings(project: Path) -> None:
     (project / "openenv.yaml").write_text("name: my_env\nportt: 1\n")
     results = static.check_manifest(inspect_manifest(project))
     assert statuses(results) == ["fail"]
-    assert results[0].file == "openenv.yaml" and "app" in results[0].message and "app:" in results[0].fix
+    assert (
+        results[0].file == "openenv.yaml"
+        and "app" in results[0].message
+        and "app:" in results[0].fix
+    )
     (project / "openenv.yaml").write_text("name: my_env\napp: my_env.server.app:app\nportt: 1\n")
     results = static.check_manifest(inspect_manifest(project))
     assert statuses(results) == ["pass", "warn"] and "port" in results[1].fix
@@ -80,7 +84,11 @@ def test_app_file_for_reference_layout(tmp_path: Path) -> None:
         (None, "missing", "pyproject.toml"),
         ("[project\nname=", "does not parse", "TOML"),
         ("[tool.x]\na = 1\n", "no [project] table", "openenv-runtime"),
-        ('[project]\nname = "x"\ndependencies = ["fastapi"]\n', "does not depend on openenv-runtime", "openenv-runtime>=0.1.0"),
+        (
+            '[project]\nname = "x"\ndependencies = ["fastapi"]\n',
+            "does not depend on openenv-runtime",
+            "openenv-runtime>=0.1.0",
+        ),
     ],
 )
 def test_pyproject_failures(project: Path, text: str | None, needle: str, fix: str) -> None:
@@ -91,11 +99,17 @@ def test_pyproject_failures(project: Path, text: str | None, needle: str, fix: s
         path.write_text(text)
     results = static.check_pyproject(project, manifest_of(project))
     assert statuses(results) == ["fail"]
-    assert needle in results[0].message and fix in results[0].fix and results[0].file == "pyproject.toml"
+    assert (
+        needle in results[0].message
+        and fix in results[0].fix
+        and results[0].file == "pyproject.toml"
+    )
 
 
 def test_pyproject_accepts_openenv_core(project: Path) -> None:
-    (project / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["openenv-core[core]>=0.2"]\n')
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["openenv-core[core]>=0.2"]\n'
+    )
     results = static.check_pyproject(project, manifest_of(project))
     assert statuses(results) == ["pass"] and "openenv-core" in results[0].message
 
@@ -116,7 +130,11 @@ def dockerfile(project: Path, text: str):
 def test_dockerfile_missing(project: Path) -> None:
     (project / "server" / "Dockerfile").unlink()
     results = static.check_dockerfile(project, manifest_of(project))
-    assert statuses(results) == ["fail"] and results[0].file == "server/Dockerfile" and "build.dockerfile" in results[0].fix
+    assert (
+        statuses(results) == ["fail"]
+        and results[0].file == "server/Dockerfile"
+        and "build.dockerfile" in results[0].fix
+    )
 
 
 def test_dockerfile_without_from(project: Path) -> None:
@@ -130,11 +148,17 @@ def test_dockerfile_without_cmd(project: Path) -> None:
 
 def test_dockerfile_serving_another_app(project: Path) -> None:
     results = dockerfile(project, 'FROM python:3.11-slim\nCMD ["uvicorn", "other.app:app"]\n')
-    assert statuses(results) == ["fail"] and "does not serve my_env.server.app:app" in results[0].message
+    assert (
+        statuses(results) == ["fail"]
+        and "does not serve my_env.server.app:app" in results[0].message
+    )
 
 
 def test_dockerfile_shell_form_with_continuations(project: Path) -> None:
-    results = dockerfile(project, "FROM python:3.11-slim\n# comment\nCMD uvicorn \\\n    my_env.server.app:app \\\n    --port 8000\n")
+    results = dockerfile(
+        project,
+        "FROM python:3.11-slim\n# comment\nCMD uvicorn \\\n    my_env.server.app:app \\\n    --port 8000\n",
+    )
     assert statuses(results) == ["pass"]
 
 
@@ -148,11 +172,16 @@ def test_dockerfile_reference_style_command(tmp_path: Path) -> None:
 
 
 def test_dockerfile_expose_mismatch_warns(project: Path) -> None:
-    results = dockerfile(project, 'FROM x\nEXPOSE 9000\nCMD ["python", "-m", "openenv_runtime.serve", "my_env.server.app:app"]\n')
+    results = dockerfile(
+        project,
+        'FROM x\nEXPOSE 9000\nCMD ["python", "-m", "openenv_runtime.serve", "my_env.server.app:app"]\n',
+    )
     assert statuses(results) == ["pass", "warn"] and "9000" in results[1].message
 
 
 def test_dockerfile_path_from_manifest(project: Path) -> None:
-    (project / "openenv.yaml").write_text("name: my_env\napp: my_env.server.app:app\nbuild: {dockerfile: Dockerfile.gpu}\n")
+    (project / "openenv.yaml").write_text(
+        "name: my_env\napp: my_env.server.app:app\nbuild: {dockerfile: Dockerfile.gpu}\n"
+    )
     results = static.check_dockerfile(project, manifest_of(project))
     assert statuses(results) == ["fail"] and "Dockerfile.gpu" in results[0].message

@@ -30,7 +30,15 @@ def test_the_page_is_under_150_kb_in_all() -> None:
 
 def test_the_expected_files_are_shipped() -> None:
     names = {p.name for p in assets()}
-    assert {"index.html", "app.css", "app.js", "form.js", "markdown.js", "session.js", "favicon.svg"} <= names
+    assert {
+        "index.html",
+        "app.css",
+        "app.js",
+        "form.js",
+        "markdown.js",
+        "session.js",
+        "favicon.svg",
+    } <= names
 
 
 def test_no_address_of_another_host_in_the_assets() -> None:
@@ -46,7 +54,7 @@ def test_no_address_of_another_host_in_the_assets() -> None:
 def test_no_cdn_font_or_import_from_elsewhere() -> None:
     for p in assets():
         text = p.read_text(encoding="utf-8")
-        assert "@import" not in text and "url(" not in text.replace("url(\"data:", ""), p.name
+        assert "@import" not in text and "url(" not in text.replace('url("data:', ""), p.name
         for spec in re.findall(r"""^\s*import\s.*?from\s+["']([^"']+)["']""", text, flags=re.M):
             assert spec.startswith("./"), f"{p.name} imports {spec!r}: only the page's own modules"
             assert (STATIC_DIR / spec[2:]).is_file(), f"{p.name} imports a missing module {spec!r}"
@@ -58,7 +66,9 @@ def test_index_refers_only_to_shipped_relative_files() -> None:
     local = [r for r in refs if not r.startswith(("#", "../"))]
     assert local, "index.html should load its assets"
     for ref in local:
-        assert not ref.startswith("/"), f"{ref!r} must be relative so the page works under a base path"
+        assert not ref.startswith("/"), (
+            f"{ref!r} must be relative so the page works under a base path"
+        )
         assert (STATIC_DIR / ref).is_file(), f"index.html refers to a missing file {ref!r}"
     # the route links point at the server's own routes, relative to /web/
     assert all(r in {"../docs", "../schema", "../health"} for r in refs if r.startswith("../"))
@@ -66,7 +76,9 @@ def test_index_refers_only_to_shipped_relative_files() -> None:
 
 def test_no_inline_script_or_style_the_content_security_policy_would_block() -> None:
     html = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
-    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), "inline <script> (CSP script-src 'self')"
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), (
+        "inline <script> (CSP script-src 'self')"
+    )
     assert "<style" not in html and " style=" not in html, "inline style (CSP style-src 'self')"
     assert not re.search(r"\son[a-z]+=", html), "inline event handler"
 
@@ -91,9 +103,18 @@ def call(app: Any, path: str) -> tuple[int, dict[str, str], bytes]:
         sent.append(message)
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-        "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
     }
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
@@ -118,9 +139,15 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(app: Any) -> No
     assert status == 200 and headers["content-type"].startswith("text/html")
     assert b'src="app.js"' in body
     csp = headers["content-security-policy"]
-    assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
+    assert (
+        "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
+    )
     assert headers["x-content-type-options"] == "nosniff"
-    for name, kind in (("app.js", "javascript"), ("form.js", "javascript"), ("app.css", "text/css")):
+    for name, kind in (
+        ("app.js", "javascript"),
+        ("form.js", "javascript"),
+        ("app.css", "text/css"),
+    ):
         status, headers, _ = call(app, f"/web/{name}")
         assert status == 200 and kind in headers["content-type"], name
 

@@ -30,7 +30,9 @@ def ws_url(base_url: str) -> str:
     parts = urlsplit(base_url.strip())
     scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
     if scheme is None or not parts.netloc:
-        raise EnvError("CONNECTION_ERROR", f"{base_url!r} is not a server URL; use e.g. http://127.0.0.1:8000")
+        raise EnvError(
+            "CONNECTION_ERROR", f"{base_url!r} is not a server URL; use e.g. http://127.0.0.1:8000"
+        )
     path = parts.path.rstrip("/")
     if not path.endswith("/ws"):
         path += "/ws"
@@ -131,8 +133,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         except InvalidStatus as exc:
             status = exc.response.status_code
             hint = " (missing or wrong token: pass token=...)" if status in (401, 403) else ""
-            raise EnvError("CONNECTION_ERROR", f"{self.url} refused the WebSocket with HTTP {status}{hint}") from None
-        except (OSError, asyncio.TimeoutError, TimeoutError, InvalidURI) as exc:
+            raise EnvError(
+                "CONNECTION_ERROR", f"{self.url} refused the WebSocket with HTTP {status}{hint}"
+            ) from None
+        except (OSError, TimeoutError, InvalidURI) as exc:
             reason = str(exc) or type(exc).__name__
             raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
         return self
@@ -161,9 +165,15 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         return SyncEnvClient(self)
 
     # -- requests -----------------------------------------------------------------------
-    async def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> StepResult[ObsT]:
+    async def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> StepResult[ObsT]:
         """Start a new episode. ``seed``, ``episode_id`` and other keys go to the environment's ``reset``."""
-        options = {k: v for k, v in {"seed": seed, "episode_id": episode_id, **kwargs}.items() if v is not None}
+        options = {
+            k: v
+            for k, v in {"seed": seed, "episode_id": episode_id, **kwargs}.items()
+            if v is not None
+        }
         data = await self._request('{"type":"reset","data":' + encode(options) + "}")
         return self._parse_result(data)
 
@@ -199,7 +209,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     async def _request(self, frame: str) -> dict[str, Any]:
         async with self._lock:
             if self._ended is not None:
-                raise EnvError("CLOSED", f"{self._ended}; open a new session with `await env.connect()`")
+                raise EnvError(
+                    "CLOSED", f"{self._ended}; open a new session with `await env.connect()`"
+                )
             if self._ws is None:
                 await self.connect()
             assert self._ws is not None
@@ -220,11 +232,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 detail = f"code {rcvd.code} {rcvd.reason}".strip() if rcvd else "no close frame"
                 self._ended = f"the connection to {self.url} closed ({detail})"
                 raise EnvError("CLOSED", self._ended) from None
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 # A late reply would be mistaken for the next one: this session cannot go on.
                 ws, self._ws = self._ws, None
                 await ws.close()
-                self._ended = f"no reply from {self.url} within {self.message_timeout}s (message_timeout)"
+                self._ended = (
+                    f"no reply from {self.url} within {self.message_timeout}s (message_timeout)"
+                )
                 raise EnvError("TIMEOUT", self._ended) from None
         return self._unwrap(raw)
 
@@ -236,5 +250,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if kind == "error":
             message = data.get("message", "error")
             code = data.get("code", "SESSION_ERROR")
-            raise EnvError(code, message, {k: v for k, v in data.items() if k not in ("message", "code")})
+            raise EnvError(
+                code, message, {k: v for k, v in data.items() if k not in ("message", "code")}
+            )
         return data

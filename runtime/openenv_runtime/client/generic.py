@@ -25,9 +25,9 @@ class DictObservation:
 class GenericEnvClient(EnvClient):  # type: ignore[type-arg]
     """Like :class:`EnvClient`, but actions are dicts and observations/state come back as dicts::
 
-        async with GenericEnvClient("http://127.0.0.1:8000") as env:
-            result = await env.step({"message": "hi"})
-            result.observation["echoed_message"]
+    async with GenericEnvClient("http://127.0.0.1:8000") as env:
+        result = await env.step({"message": "hi"})
+        result.observation["echoed_message"]
     """
 
     def _action_json(self, action: Any) -> str:
@@ -37,7 +37,11 @@ class GenericEnvClient(EnvClient):  # type: ignore[type-arg]
 
     def _parse_result(self, data: dict[str, Any]) -> StepResult[Any]:
         reward, done = data.get("reward"), bool(data.get("done", False))
-        return StepResult(observation=DictObservation(data.get("observation", {}), reward, done), reward=reward, done=done)
+        return StepResult(
+            observation=DictObservation(data.get("observation", {}), reward, done),
+            reward=reward,
+            done=done,
+        )
 
     def _parse_state(self, data: dict[str, Any]) -> Any:
         return data

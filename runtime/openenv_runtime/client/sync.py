@@ -28,7 +28,9 @@ def _background_loop() -> asyncio.AbstractEventLoop:
     with _loop_lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="openenv-client-loop", daemon=True).start()
+            threading.Thread(
+                target=loop.run_forever, name="openenv-client-loop", daemon=True
+            ).start()
             _loop = loop
         return _loop
 
@@ -47,7 +49,9 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         self._call(self.client.connect())
         return self
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> StepResult[ObsT]:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> StepResult[ObsT]:
         return self._call(self.client.reset(seed=seed, episode_id=episode_id, **kwargs))
 
     def step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:

@@ -26,7 +26,7 @@ class ContractViolation(Exception):
 class _Method:
     """One environment method, bound later to an instance."""
 
-    __slots__ = ("name", "is_async", "accepts_any_kw", "kw_names")
+    __slots__ = ("accepts_any_kw", "is_async", "kw_names", "name")
 
     def __init__(self, cls: type, name: str) -> None:
         func = getattr(cls, name)
@@ -59,7 +59,9 @@ class ClassAdapter:
         self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
         close = getattr(cls, "close", None)
         # The base class's close() does nothing: skip the call (and its thread hop) entirely.
-        self.close = _Method(cls, "close") if callable(close) and close is not Environment.close else None
+        self.close = (
+            _Method(cls, "close") if callable(close) and close is not Environment.close else None
+        )
         self.close_cost = LifecycleCost()
         state_attr = inspect.getattr_static(cls, "state")
         if isinstance(state_attr, property):
@@ -68,7 +70,9 @@ class ClassAdapter:
         else:
             self.state_is_property = False
             self.state_is_async = inspect.iscoroutinefunction(state_attr)
-        self.supports_concurrent_sessions = bool(getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False))
+        self.supports_concurrent_sessions = bool(
+            getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False)
+        )
 
 
 def _overrides(cls: type, name: str) -> bool:
@@ -95,7 +99,7 @@ class LifecycleCost:
     INLINE_CPU_LIMIT = 0.002
     WALL_LIMIT = 0.1
     TRIALS = 16
-    __slots__ = ("cheap_calls", "inline", "demoted")
+    __slots__ = ("cheap_calls", "demoted", "inline")
 
     def __init__(self) -> None:
         self.cheap_calls = 0
@@ -114,7 +118,9 @@ class LifecycleCost:
             if cpu > self.INLINE_CPU_LIMIT or wall > self.WALL_LIMIT:
                 self.inline, self.demoted = False, True
             return result
-        result, cpu, wall = await asyncio.get_running_loop().run_in_executor(pool, self._timed, func)
+        result, cpu, wall = await asyncio.get_running_loop().run_in_executor(
+            pool, self._timed, func
+        )
         if cpu > self.CHEAP_CPU or wall > self.WALL_LIMIT:
             self.demoted = True
         elif not self.demoted:
@@ -126,7 +132,9 @@ class LifecycleCost:
 class EnvRunner:
     """Calls environment instances for a server: one per app, shared by every session."""
 
-    def __init__(self, factory: Callable[[], Any], pool_size: int, observation_cls: type[Observation]) -> None:
+    def __init__(
+        self, factory: Callable[[], Any], pool_size: int, observation_cls: type[Observation]
+    ) -> None:
         self._factory = factory
         self._factory_is_async = inspect.iscoroutinefunction(factory)
         self._pool_size = pool_size
@@ -139,7 +147,9 @@ class EnvRunner:
     def _pool(self) -> ThreadPoolExecutor:
         # Made on first use, so an app can be served again after a server using it stopped.
         if self._pool_instance is None:
-            self._pool_instance = ThreadPoolExecutor(max_workers=self._pool_size, thread_name_prefix="openenv-env")
+            self._pool_instance = ThreadPoolExecutor(
+                max_workers=self._pool_size, thread_name_prefix="openenv-env"
+            )
         return self._pool_instance
 
     def shutdown(self) -> None:
@@ -155,11 +165,15 @@ class EnvRunner:
             adapter = self._adapters[cls] = ClassAdapter(cls)
         return adapter
 
-    async def _run(self, is_async: bool, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _run(
+        self, is_async: bool, func: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
         if is_async:
             return await func(*args, **kwargs)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args))
+        return await loop.run_in_executor(
+            self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args)
+        )
 
     async def create(self) -> Any:
         """A new environment instance (the factory may be a class, a function or a coroutine)."""
@@ -172,7 +186,9 @@ class EnvRunner:
 
     async def reset(self, env: Any, options: dict[str, Any]) -> Observation:
         method = self.adapter_for(env).reset
-        result = await self._run(method.is_async, getattr(env, method.name), **method.filter_kwargs(options))
+        result = await self._run(
+            method.is_async, getattr(env, method.name), **method.filter_kwargs(options)
+        )
         return self._check_observation(env, method.name, result)
 
     async def step(self, env: Any, action: Any) -> Observation:
@@ -187,14 +203,17 @@ class EnvRunner:
         check = self._check_observation
         name = method.name
         if method.is_async:
+
             async def step(action: Any) -> Observation:
                 result = await func(action)
                 return result if isinstance(result, Observation) else check(env, name, result)
         else:
             pool = self._pool
+
             async def step(action: Any) -> Observation:
                 result = await asyncio.get_running_loop().run_in_executor(pool, func, action)
                 return result if isinstance(result, Observation) else check(env, name, result)
+
         return step
 
     async def state(self, env: Any) -> State:

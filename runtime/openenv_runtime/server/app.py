@@ -99,10 +99,15 @@ def create_app(
         max_message_bytes=max_message_bytes,
     )
     capacity = config.max_concurrent_envs
-    if env_cls is not None and not ClassAdapter(env_cls).supports_concurrent_sessions and capacity > 1:
+    if (
+        env_cls is not None
+        and not ClassAdapter(env_cls).supports_concurrent_sessions
+        and capacity > 1
+    ):
         logger.warning(
             "%s sets SUPPORTS_CONCURRENT_SESSIONS = False: serving one session at a time "
-            "(set it to True if instances are independent).", env_cls.__qualname__,
+            "(set it to True if instances are independent).",
+            env_cls.__qualname__,
         )
         capacity = 1
 
@@ -118,11 +123,15 @@ def create_app(
             await manager.shutdown()
             runner.shutdown()
 
-    env_name = name or (env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment"))
+    env_name = name or (
+        env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment")
+    )
     metadata = {
         "name": env_name,
         # the class's own docstring only (inspect.getdoc would inherit Environment's)
-        "description": description or _first_line(env_cls.__doc__ if env_cls else None) or f"The {env_name} environment",
+        "description": description
+        or _first_line(env_cls.__doc__ if env_cls else None)
+        or f"The {env_name} environment",
         "version": version or "0.0.0",
         "readme_content": _readme(readme, env_cls or factory),
         "author": author,
@@ -134,11 +143,17 @@ def create_app(
         "state": state_cls.model_json_schema(),
     }
 
-    app = EnvironmentApp(title=f"{env_name} (OpenEnv environment)", version=metadata["version"], lifespan=lifespan,
-                  description=metadata["description"])
+    app = EnvironmentApp(
+        title=f"{env_name} (OpenEnv environment)",
+        version=metadata["version"],
+        lifespan=lifespan,
+        description=metadata["description"],
+    )
     ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
-    app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, config.api_key) if config.api_key else ws_endpoint
+    app.ws_endpoint = (
+        BearerAuthMiddleware(ws_endpoint, config.api_key) if config.api_key else ws_endpoint
+    )
     app.state.openenv_config = config
     app.state.openenv_sessions = manager
 
@@ -170,10 +185,24 @@ def create_app(
     async def mcp(request: dict[str, Any] | None = None) -> dict[str, Any]:
         # OpenEnv validators probe this route; answer in JSON-RPC terms that no tools are offered.
         request_id = request.get("id") if isinstance(request, dict) else None
-        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or "method" not in request:
-            return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": "Invalid Request"}}
-        return {"jsonrpc": "2.0", "id": request_id,
-                "error": {"code": -32601, "message": f"Method not found: this environment offers no MCP tools"}}
+        if (
+            not isinstance(request, dict)
+            or request.get("jsonrpc") != "2.0"
+            or "method" not in request
+        ):
+            return {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32600, "message": "Invalid Request"},
+            }
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {
+                "code": -32601,
+                "message": "Method not found: this environment offers no MCP tools",
+            },
+        }
 
     if config.enable_web_interface:
         from ..web import mount_web
@@ -212,7 +241,9 @@ def _first_line(doc: str | None) -> str | None:
 
 
 def _readme(readme: str | Path | None, owner: Any) -> str | None:
-    if isinstance(readme, Path) or (isinstance(readme, str) and "\n" not in readme and readme.endswith(".md")):
+    if isinstance(readme, Path) or (
+        isinstance(readme, str) and "\n" not in readme and readme.endswith(".md")
+    ):
         path = Path(readme)
         return path.read_text(encoding="utf-8") if path.is_file() else None
     if isinstance(readme, str):

@@ -28,7 +28,9 @@ class BearerAuthMiddleware:
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.partition(b" ")
-                if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._expected):
+                if scheme.lower() == b"bearer" and hmac.compare_digest(
+                    token.strip(), self._expected
+                ):
                     return True
         if scope["type"] == "websocket" and scope.get("query_string"):
             tokens = parse_qs(scope["query_string"].decode("latin-1")).get("access_token", [])
@@ -43,10 +45,18 @@ class BearerAuthMiddleware:
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":
             await receive()  # websocket.connect
-            await send({"type": "websocket.close", "code": CLOSE_POLICY_VIOLATION, "reason": "unauthorized"})
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": CLOSE_POLICY_VIOLATION,
+                    "reason": "unauthorized",
+                }
+            )
             return
         body = encode(
-            {"detail": "Missing or invalid token: send the header `Authorization: Bearer <OPENENV_API_KEY>`."}
+            {
+                "detail": "Missing or invalid token: send the header `Authorization: Bearer <OPENENV_API_KEY>`."
+            }
         ).encode()
         await send(
             {

@@ -40,7 +40,9 @@ def _parse_int(name: str, raw: str, minimum: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise EnvironmentContractError(f"{name}={raw!r} is not a whole number; set it to e.g. {name}=100.") from None
+        raise EnvironmentContractError(
+            f"{name}={raw!r} is not a whole number; set it to e.g. {name}=100."
+        ) from None
     if value < minimum:
         raise EnvironmentContractError(f"{name}={value} must be at least {minimum}.")
     return value
@@ -50,7 +52,9 @@ def _parse_timeout(name: str, raw: str) -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        raise EnvironmentContractError(f"{name}={raw!r} is not a number of seconds; use e.g. {name}=600 (0 disables).") from None
+        raise EnvironmentContractError(
+            f"{name}={raw!r} is not a number of seconds; use e.g. {name}=600 (0 disables)."
+        ) from None
     return None if value <= 0 else value
 
 
@@ -81,9 +85,13 @@ def resolve_config(
     """
     if max_concurrent_envs is None:
         raw = _env("MAX_CONCURRENT_ENVS")
-        max_concurrent_envs = _parse_int("MAX_CONCURRENT_ENVS", raw, 1) if raw else DEFAULT_MAX_CONCURRENT_ENVS
+        max_concurrent_envs = (
+            _parse_int("MAX_CONCURRENT_ENVS", raw, 1) if raw else DEFAULT_MAX_CONCURRENT_ENVS
+        )
     elif max_concurrent_envs < 1:
-        raise EnvironmentContractError(f"max_concurrent_envs={max_concurrent_envs} must be at least 1.")
+        raise EnvironmentContractError(
+            f"max_concurrent_envs={max_concurrent_envs} must be at least 1."
+        )
 
     if session_timeout is None:
         raw = _env("SESSION_TIMEOUT")
@@ -100,11 +108,15 @@ def resolve_config(
 
     if sync_pool_size is None:
         raw = _env("OPENENV_SYNC_POOL_SIZE")
-        sync_pool_size = _parse_int("OPENENV_SYNC_POOL_SIZE", raw, 1) if raw else DEFAULT_SYNC_POOL_SIZE
+        sync_pool_size = (
+            _parse_int("OPENENV_SYNC_POOL_SIZE", raw, 1) if raw else DEFAULT_SYNC_POOL_SIZE
+        )
 
     if max_message_bytes is None:
         raw = _env("OPENENV_MAX_MESSAGE_BYTES")
-        max_message_bytes = _parse_int("OPENENV_MAX_MESSAGE_BYTES", raw, 1024) if raw else DEFAULT_MAX_MESSAGE_BYTES
+        max_message_bytes = (
+            _parse_int("OPENENV_MAX_MESSAGE_BYTES", raw, 1024) if raw else DEFAULT_MAX_MESSAGE_BYTES
+        )
 
     return ServerConfig(
         max_concurrent_envs=max_concurrent_envs,

@@ -28,13 +28,17 @@ class ResetRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     seed: int | None = None
     episode_id: str | None = None
-    session_id: str | None = Field(default=None, description="Reset this session instead of opening a new one.")
+    session_id: str | None = Field(
+        default=None, description="Reset this session instead of opening a new one."
+    )
 
 
 class StepRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     action: dict[str, Any] = Field(description="The action's fields.")
-    session_id: str | None = Field(default=None, description="The session that POST /reset returned.")
+    session_id: str | None = Field(
+        default=None, description="The session that POST /reset returned."
+    )
 
 
 class CloseRequest(BaseModel):
@@ -68,7 +72,8 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
         session = manager.sessions.get(session_id)
         if session is None or session.kind != "http":
             return _error(
-                404, ErrorCode.SESSION_ERROR,
+                404,
+                ErrorCode.SESSION_ERROR,
                 f"Session {session_id!r} does not exist or has expired; call POST /reset to open a new one.",
             )
         return session
@@ -77,7 +82,11 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
         assert session.lock is not None
         async with session.lock:
             if session.released:
-                return _error(404, ErrorCode.SESSION_ERROR, "The session expired meanwhile; call POST /reset again.")
+                return _error(
+                    404,
+                    ErrorCode.SESSION_ERROR,
+                    "The session expired meanwhile; call POST /reset again.",
+                )
             session.busy = True
             try:
                 return await call()
@@ -105,9 +114,11 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
             opened = manager.open("http")
             if opened is None:
                 return _error(
-                    503, ErrorCode.CAPACITY_REACHED,
+                    503,
+                    ErrorCode.CAPACITY_REACHED,
                     f"Server is at capacity ({manager.capacity} sessions); retry later.",
-                    active_sessions=manager.active, max_sessions=manager.capacity,
+                    active_sessions=manager.active,
+                    max_sessions=manager.capacity,
                 )
             session = opened
             try:
@@ -126,7 +137,9 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
             return result
         return JSONResponse(result, headers={SESSION_HEADER: session.id})
 
-    @router.post("/step", response_model=StepResponse, summary="Step the HTTP session that /reset opened")
+    @router.post(
+        "/step", response_model=StepResponse, summary="Step the HTTP session that /reset opened"
+    )
     async def step(request: StepRequest, x_session_id: str | None = Header(default=None)) -> Any:
         found = lookup(request.session_id or x_session_id)
         if isinstance(found, JSONResponse):
@@ -135,7 +148,9 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
         try:
             action = action_cls.model_validate(request.action)
         except ValidationError as exc:
-            return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc))
+            return _error(
+                422, ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc)
+            )
 
         async def call() -> Any:
             obs = await runner.step(session.env, action)
@@ -145,7 +160,8 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
 
     @router.get("/state", summary="State of the HTTP session that /reset opened")
     async def state(
-        session_id: str | None = Query(default=None), x_session_id: str | None = Header(default=None)
+        session_id: str | None = Query(default=None),
+        x_session_id: str | None = Header(default=None),
     ) -> Any:
         found = lookup(session_id or x_session_id)
         if isinstance(found, JSONResponse):
@@ -159,7 +175,8 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
 
     @router.post("/close", summary="End an HTTP session and free its slot")
     async def close(
-        request: CloseRequest | None = Body(default=None), x_session_id: str | None = Header(default=None)
+        request: CloseRequest | None = Body(default=None),
+        x_session_id: str | None = Header(default=None),
     ) -> Any:
         found = lookup((request.session_id if request else None) or x_session_id)
         if isinstance(found, JSONResponse):

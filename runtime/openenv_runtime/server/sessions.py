@@ -24,7 +24,7 @@ logger = logging.getLogger("openenv_runtime.server")
 class Session:
     """One client's episode: its environment instance and bookkeeping."""
 
-    __slots__ = ("id", "kind", "env", "step", "last_active", "busy", "released", "lock", "send")
+    __slots__ = ("busy", "env", "id", "kind", "last_active", "lock", "released", "send", "step")
 
     def __init__(self, kind: str) -> None:
         self.id = secrets.token_urlsafe(12)
@@ -36,13 +36,21 @@ class Session:
         self.released = False
         # HTTP requests of one session run in order; a WebSocket session is ordered by its loop.
         self.lock: asyncio.Lock | None = asyncio.Lock() if kind == "http" else None
-        self.send: Callable[[dict[str, Any]], Awaitable[None]] | None = None  # a WebSocket's ASGI send
+        self.send: Callable[[dict[str, Any]], Awaitable[None]] | None = (
+            None  # a WebSocket's ASGI send
+        )
 
     async def close_connection(self) -> None:
         """Tell a WebSocket client its session is over (HTTP sessions have no connection)."""
         if self.send is not None:
             try:
-                await self.send({"type": "websocket.close", "code": CLOSE_NORMAL, "reason": "session closed by server"})
+                await self.send(
+                    {
+                        "type": "websocket.close",
+                        "code": CLOSE_NORMAL,
+                        "reason": "session closed by server",
+                    }
+                )
             except Exception:  # the connection may already be gone; releasing is what matters
                 pass
 
@@ -89,7 +97,9 @@ class SessionManager:
 
     def start_reaper(self) -> None:
         if self.idle_timeout is not None and self._reaper is None:
-            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever(), name="openenv-reaper")
+            self._reaper = asyncio.get_running_loop().create_task(
+                self._reap_forever(), name="openenv-reaper"
+            )
 
     async def _reap_forever(self) -> None:
         assert self.idle_timeout is not None
@@ -105,7 +115,12 @@ class SessionManager:
         deadline = time.monotonic() - self.idle_timeout
         idle = [s for s in self.sessions.values() if not s.busy and s.last_active < deadline]
         for session in idle:
-            logger.info("closing %s session %s: idle for more than %ss", session.kind, session.id, self.idle_timeout)
+            logger.info(
+                "closing %s session %s: idle for more than %ss",
+                session.kind,
+                session.id,
+                self.idle_timeout,
+            )
             await session.close_connection()
             await self.release(session)
         return len(idle)

@@ -47,7 +47,9 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
 class WebSocketEndpoint:
     """ASGI app for ``/ws``."""
 
-    def __init__(self, manager: SessionManager, action_cls: type[Action], max_message_bytes: int) -> None:
+    def __init__(
+        self, manager: SessionManager, action_cls: type[Action], max_message_bytes: int
+    ) -> None:
         self.manager = manager
         self.runner = manager.runner
         self.action_cls = action_cls
@@ -73,7 +75,13 @@ class WebSocketEndpoint:
                     ),
                 }
             )
-            await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER, "reason": "capacity reached"})
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": CLOSE_TRY_AGAIN_LATER,
+                    "reason": "capacity reached",
+                }
+            )
             return
 
         session.send = send  # lets the reaper and shutdown close this connection
@@ -83,8 +91,19 @@ class WebSocketEndpoint:
                 session.step = self.runner.bind_step(session.env)
             except Exception as exc:
                 logger.exception("creating the environment failed")
-                await send({"type": "websocket.send", "text": error_message(ErrorCode.FACTORY_ERROR, describe_exception(exc))})
-                await send({"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR, "reason": "environment factory failed"})
+                await send(
+                    {
+                        "type": "websocket.send",
+                        "text": error_message(ErrorCode.FACTORY_ERROR, describe_exception(exc)),
+                    }
+                )
+                await send(
+                    {
+                        "type": "websocket.close",
+                        "code": CLOSE_INTERNAL_ERROR,
+                        "reason": "environment factory failed",
+                    }
+                )
                 return
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
@@ -133,14 +152,19 @@ class WebSocketEndpoint:
                 try:
                     action = self.validate_action(msg.get("data"))
                 except ValidationError as exc:
-                    return error_message(ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc))
+                    return error_message(
+                        ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc)
+                    )
                 return observation_message(await session.step(action))
             if kind == "reset":
                 options = msg.get("data")
                 if options is None:
                     options = {}
                 elif not isinstance(options, dict):
-                    return error_message(ErrorCode.VALIDATION_ERROR, "reset data must be an object, e.g. {\"seed\": 1}.")
+                    return error_message(
+                        ErrorCode.VALIDATION_ERROR,
+                        'reset data must be an object, e.g. {"seed": 1}.',
+                    )
                 return observation_message(await self.runner.reset(session.env, options))
             if kind == "state":
                 state: State = await self.runner.state(session.env)

@@ -13,7 +13,16 @@ from .runner import (
     isolate_hf_client,
     running_hub,
 )
-from .state import Account, Commit, HubRequest, HubState, Repo, Setting, git_blob_sha1, parse_front_matter
+from .state import (
+    Account,
+    Commit,
+    HubRequest,
+    HubState,
+    Repo,
+    Setting,
+    git_blob_sha1,
+    parse_front_matter,
+)
 
 __all__ = [
     "ALICE",

@@ -82,7 +82,9 @@ class _RequestLog:
         try:
             await self.app(scope, receive, send_and_note)
         finally:
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+            }
             token = _bearer_token(headers.get("authorization"))
             account = self.state.account(token) if token else None
             self.state.record(
@@ -126,7 +128,9 @@ def create_app(state: HubState) -> FastAPI:
             raise HubError(404, f"Unknown repository type {kinds!r}")
         return kind
 
-    def readable(request: Request, kinds: str, namespace: str, name: str) -> tuple[Repo, Account | None]:
+    def readable(
+        request: Request, kinds: str, namespace: str, name: str
+    ) -> tuple[Repo, Account | None]:
         who = caller(request)
         repo = state.find(f"{namespace}/{name}", kind_of(kinds))
         if repo is None or (repo.private and not (who and who.member_of(namespace))):
@@ -175,7 +179,10 @@ def create_app(state: HubState) -> FastAPI:
             "fullname": who.user,
             "isPro": False,
             "orgs": [{"type": "org", "name": org, "fullname": org} for org in who.orgs],
-            "auth": {"type": "access_token", "accessToken": {"displayName": "test token", "role": who.role}},
+            "auth": {
+                "type": "access_token",
+                "accessToken": {"displayName": "test token", "role": who.role},
+            },
         }
 
     @app.get("/api/agent-harnesses")
@@ -198,7 +205,10 @@ def create_app(state: HubState) -> FastAPI:
         if not _NAME.match(name) or ".." in name or "--" in name:
             raise HubError(400, f"Invalid repository name {name!r}")
         if not who.can_write(namespace):
-            raise HubError(403, f"You don't have the rights to create a {kind} under the namespace {namespace!r}")
+            raise HubError(
+                403,
+                f"You don't have the rights to create a {kind} under the namespace {namespace!r}",
+            )
         if "visibility" in body:
             visibility = body["visibility"]
             if visibility not in ("public", "private", "protected"):
@@ -207,7 +217,9 @@ def create_app(state: HubState) -> FastAPI:
             visibility = "private" if body.get("private") else "public"
         sdk = body.get("sdk")
         if kind == "space" and sdk not in SPACE_SDKS:
-            raise HubError(400, f"Invalid Space SDK {sdk!r}; expected one of {', '.join(SPACE_SDKS)}")
+            raise HubError(
+                400, f"Invalid Space SDK {sdk!r}; expected one of {', '.join(SPACE_SDKS)}"
+            )
         existing = state.find(f"{namespace}/{name}", kind)
         if existing is not None:
             message = f"You already created this {kind} repo"
@@ -218,21 +230,31 @@ def create_app(state: HubState) -> FastAPI:
             )
         with state.lock:
             repo = state.create_repo(
-                f"{namespace}/{name}", kind=kind, sdk=sdk if kind == "space" else None,
-                visibility=visibility, author=who.user,
+                f"{namespace}/{name}",
+                kind=kind,
+                sdk=sdk if kind == "space" else None,
+                visibility=visibility,
+                author=who.user,
             )
             if kind == "space":
                 repo.hardware = body.get("hardware") or repo.hardware
-                for field_name, target in (("variables", repo.variables), ("secrets", repo.secrets)):
+                for field_name, target in (
+                    ("variables", repo.variables),
+                    ("secrets", repo.secrets),
+                ):
                     for item in body.get(field_name) or []:
-                        target[item["key"]] = Setting(str(item["value"]), item.get("description"), utc_now())
+                        target[item["key"]] = Setting(
+                            str(item["value"]), item.get("description"), utc_now()
+                        )
         return JSONResponse({"url": repo_url(request, repo), "name": repo.id, "id": repo.id})
 
     @app.delete("/api/repos/delete")
     async def delete_repo(request: Request) -> dict:
         body = await json_body(request)
         namespace = body.get("organization") or (caller(request) or Account("")).user
-        repo, _ = writable(request, f"{body.get('type') or 'model'}s", namespace, body.get("name") or "")
+        repo, _ = writable(
+            request, f"{body.get('type') or 'model'}s", namespace, body.get("name") or ""
+        )
         state.delete_repo(repo)
         return {}
 
@@ -260,7 +282,10 @@ def create_app(state: HubState) -> FastAPI:
             card = repo.card_data(commit.files)
             blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
             siblings = [
-                {"rfilename": path, **({"size": len(data), "blobId": git_blob_sha1(data)} if blobs else {})}
+                {
+                    "rfilename": path,
+                    **({"size": len(data), "blobId": git_blob_sha1(data)} if blobs else {}),
+                }
                 for path, data in sorted(commit.files.items())
             ]
             data: dict = {
@@ -293,12 +318,16 @@ def create_app(state: HubState) -> FastAPI:
         return info(request, kinds, namespace, name, DEFAULT_BRANCH)
 
     @app.get("/api/{kinds}/{namespace}/{name}/revision/{rev}")
-    async def repo_info_at(request: Request, kinds: str, namespace: str, name: str, rev: str) -> dict:
+    async def repo_info_at(
+        request: Request, kinds: str, namespace: str, name: str, rev: str
+    ) -> dict:
         return info(request, kinds, namespace, name, rev)
 
     @app.get("/api/{kinds}/{namespace}/{name}/tree/{rev}")
     @app.get("/api/{kinds}/{namespace}/{name}/tree/{rev}/{path:path}")
-    async def tree(request: Request, kinds: str, namespace: str, name: str, rev: str, path: str = "") -> list:
+    async def tree(
+        request: Request, kinds: str, namespace: str, name: str, rev: str, path: str = ""
+    ) -> list:
         repo, _ = readable(request, kinds, namespace, name)
         recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
         with state.lock:
@@ -309,20 +338,32 @@ def create_app(state: HubState) -> FastAPI:
             raise HubError(404, f"{path} does not exist on {rev}", "EntryNotFound")
         entries: dict[str, dict] = {}
         for file_path, data in sorted(below.items()):
-            parts = file_path[len(prefix):].split("/")
+            parts = file_path[len(prefix) :].split("/")
             depth = len(parts) if recursive else 1
             for i in range(1, min(depth, len(parts) - 1) + 1):  # the directories on the way
                 folder = prefix + "/".join(parts[:i])
                 listing = "".join(f"{p}\n" for p in sorted(below) if p.startswith(folder + "/"))
                 entries.setdefault(
                     folder,
-                    {"type": "directory", "oid": hashlib.sha1(listing.encode()).hexdigest(), "size": 0, "path": folder},
+                    {
+                        "type": "directory",
+                        "oid": hashlib.sha1(listing.encode()).hexdigest(),
+                        "size": 0,
+                        "path": folder,
+                    },
                 )
             if recursive or len(parts) == 1:
-                entries[file_path] = {"type": "file", "oid": git_blob_sha1(data), "size": len(data), "path": file_path}
+                entries[file_path] = {
+                    "type": "file",
+                    "oid": git_blob_sha1(data),
+                    "size": len(data),
+                    "path": file_path,
+                }
         return list(entries.values())
 
-    async def resolve(request: Request, kinds: str, namespace: str, name: str, rev: str, path: str) -> Response:
+    async def resolve(
+        request: Request, kinds: str, namespace: str, name: str, rev: str, path: str
+    ) -> Response:
         repo, _ = readable(request, kinds, namespace, name)
         with state.lock:
             commit = revision(repo, rev)
@@ -333,13 +374,17 @@ def create_app(state: HubState) -> FastAPI:
         return Response(content=data, media_type="application/octet-stream", headers=headers)
 
     @app.api_route("/{kinds}/{namespace}/{name}/resolve/{rev}/{path:path}", methods=["GET", "HEAD"])
-    async def resolve_typed(request: Request, kinds: str, namespace: str, name: str, rev: str, path: str) -> Response:
+    async def resolve_typed(
+        request: Request, kinds: str, namespace: str, name: str, rev: str, path: str
+    ) -> Response:
         if kinds not in ("datasets", "spaces"):
             raise HubError(404, "Not Found")
         return await resolve(request, kinds, namespace, name, rev, path)
 
     @app.api_route("/{namespace}/{name}/resolve/{rev}/{path:path}", methods=["GET", "HEAD"])
-    async def resolve_model(request: Request, namespace: str, name: str, rev: str, path: str) -> Response:
+    async def resolve_model(
+        request: Request, namespace: str, name: str, rev: str, path: str
+    ) -> Response:
         return await resolve(request, "models", namespace, name, rev, path)
 
     # -- writing ------------------------------------------------------------------------------
@@ -384,8 +429,11 @@ def create_app(state: HubState) -> FastAPI:
         if request.query_params.get("create_pr") in ("1", "true"):
             raise HubError(400, "Pull requests are not supported by the local test Hub")
         if rev != DEFAULT_BRANCH:
-            raise HubError(404, f"Invalid rev id: {rev} (the local test Hub only has {DEFAULT_BRANCH!r})",
-                           "RevisionNotFound")
+            raise HubError(
+                404,
+                f"Invalid rev id: {rev} (the local test Hub only has {DEFAULT_BRANCH!r})",
+                "RevisionNotFound",
+            )
         header, writes, deletes = _parse_commit(await request.body())
         with state.lock:
             files = repo.head.files
@@ -393,14 +441,26 @@ def create_app(state: HubState) -> FastAPI:
             if parent and parent != repo.sha:
                 raise HubError(412, "A commit has happened since; refresh and try again")
             for path in deletes:
-                if path not in files and not any(p.startswith(path.rstrip("/") + "/") for p in files):
-                    raise HubError(404, f"Cannot delete {path}: no such file in {repo.key}", "EntryNotFound")
+                if path not in files and not any(
+                    p.startswith(path.rstrip("/") + "/") for p in files
+                ):
+                    raise HubError(
+                        404, f"Cannot delete {path}: no such file in {repo.key}", "EntryNotFound"
+                    )
             new = state.commit(
-                repo, author=who.user, summary=str(header.get("summary") or ""),
-                description=str(header.get("description") or ""), writes=writes, deletes=deletes,
+                repo,
+                author=who.user,
+                summary=str(header.get("summary") or ""),
+                description=str(header.get("description") or ""),
+                writes=writes,
+                deletes=deletes,
             )
-        return {"success": True, "commitOid": new.oid, "commitUrl": f"{repo_url(request, repo)}/commit/{new.oid}",
-                "hookOutput": ""}
+        return {
+            "success": True,
+            "commitOid": new.oid,
+            "commitUrl": f"{repo_url(request, repo)}/commit/{new.oid}",
+            "hookOutput": "",
+        }
 
     # -- Space settings and runtime -----------------------------------------------------------
 
@@ -487,7 +547,9 @@ def _parse_commit(raw: bytes) -> tuple[dict, dict[str, bytes], list[str]]:
             item = json.loads(line)
             key, value = item["key"], item["value"]
         except (ValueError, KeyError, TypeError):
-            raise HubError(400, f"Commit payload line {number} is not a {{key, value}} JSON object") from None
+            raise HubError(
+                400, f"Commit payload line {number} is not a {{key, value}} JSON object"
+            ) from None
         if key == "header":
             header = value
             continue

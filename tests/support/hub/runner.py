@@ -81,11 +81,17 @@ def running_hub(
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        create_app(state), log_config=None, log_level="warning", access_log=False,
-        lifespan="off", timeout_graceful_shutdown=2,
+        create_app(state),
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"test-hub-{port}", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"test-hub-{port}", daemon=True
+    )
     thread.start()
     try:
         deadline = time.monotonic() + 15
@@ -100,7 +106,9 @@ def running_hub(
         sock.close()
 
 
-def isolate_hf_client(monkeypatch: pytest.MonkeyPatch, hf_home: Path, endpoint: str | None = None) -> None:
+def isolate_hf_client(
+    monkeypatch: pytest.MonkeyPatch, hf_home: Path, endpoint: str | None = None
+) -> None:
     """Keep in-process `huggingface_hub` away from the real Hub and the user's own login.
 
     Sets the environment (for subprocesses and a not-yet-imported `huggingface_hub`) and, when
@@ -108,8 +116,15 @@ def isolate_hf_client(monkeypatch: pytest.MonkeyPatch, hf_home: Path, endpoint: 
     should still pass `endpoint=` and `token=` explicitly to `HfApi`.
     """
     hf_home.mkdir(parents=True, exist_ok=True)
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-                 "HF_TOKEN_PATH", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+    for name in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_TOKEN_PATH",
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HOME", str(hf_home))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -132,7 +147,9 @@ def isolate_hf_client(monkeypatch: pytest.MonkeyPatch, hf_home: Path, endpoint: 
     }
     if endpoint is not None:
         patched["ENDPOINT"] = endpoint
-        patched["HUGGINGFACE_CO_URL_TEMPLATE"] = endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+        patched["HUGGINGFACE_CO_URL_TEMPLATE"] = (
+            endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+        )
     for name, value in patched.items():
         monkeypatch.setattr(constants, name, value, raising=False)
     # The shared HTTP client read the proxy settings when it was created: make a new one.

@@ -12,7 +12,7 @@ import itertools
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import yaml
 
@@ -24,7 +24,19 @@ SPACE_SDKS = ("gradio", "docker", "static", "streamlit")
 # binary formats to LFS. Only its presence matters to clients (it shows up in file listings).
 INITIAL_GITATTRIBUTES = b"".join(
     f"*.{ext} filter=lfs diff=lfs merge=lfs -text\n".encode()
-    for ext in ("7z", "bin", "gz", "h5", "npz", "onnx", "parquet", "pt", "safetensors", "tar", "zip")
+    for ext in (
+        "7z",
+        "bin",
+        "gz",
+        "h5",
+        "npz",
+        "onnx",
+        "parquet",
+        "pt",
+        "safetensors",
+        "tar",
+        "zip",
+    )
 )
 
 
@@ -34,7 +46,7 @@ def git_blob_sha1(data: bytes) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def parse_front_matter(text: str) -> dict | None:
@@ -144,7 +156,9 @@ class Repo:
         try:
             return self.head.files[path]
         except KeyError:
-            raise KeyError(f"{path!r} is not in {self.key}; files: {sorted(self.head.files)}") from None
+            raise KeyError(
+                f"{path!r} is not in {self.key}; files: {sorted(self.head.files)}"
+            ) from None
 
     def text(self, path: str) -> str:
         return self.file(path).decode("utf-8")
@@ -199,7 +213,9 @@ class HubState:
 
     # -- accounts -----------------------------------------------------------------------------
 
-    def add_token(self, token: str, user: str, *, role: str = "write", orgs: Iterable[str] = ()) -> Account:
+    def add_token(
+        self, token: str, user: str, *, role: str = "write", orgs: Iterable[str] = ()
+    ) -> Account:
         account = Account(user=user, role=role, orgs=tuple(orgs))
         with self.lock:
             self.tokens[token] = account
@@ -275,12 +291,16 @@ class HubState:
             files = dict(parent.files) if parent else {}
             deleted = []
             for path in deletes:
-                for existing in [p for p in files if p == path or p.startswith(path.rstrip("/") + "/")]:
+                for existing in [
+                    p for p in files if p == path or p.startswith(path.rstrip("/") + "/")
+                ]:
                     del files[existing]
                     deleted.append(existing)
             files.update(writes)
             seed = f"{parent.oid if parent else ''}\n{summary}\n{next(self._counter)}\n"
-            seed += "".join(f"{path} {git_blob_sha1(data)}\n" for path, data in sorted(files.items()))
+            seed += "".join(
+                f"{path} {git_blob_sha1(data)}\n" for path, data in sorted(files.items())
+            )
             commit = Commit(
                 oid=hashlib.sha1(seed.encode()).hexdigest(),
                 summary=summary,
@@ -323,11 +343,19 @@ class HubState:
             running = repo.stage in ("RUNNING", "RUNNING_BUILDING", "APP_STARTING")
             runtime: dict = {
                 "stage": repo.stage,
-                "hardware": {"current": repo.hardware if running else None, "requested": repo.hardware},
+                "hardware": {
+                    "current": repo.hardware if running else None,
+                    "requested": repo.hardware,
+                },
                 "storage": None,
                 "gcTimeout": None,
                 "devMode": False,
-                "domains": [{"domain": f"{subdomain(repo)}.hf.space", "stage": "READY" if running else "PENDING"}],
+                "domains": [
+                    {
+                        "domain": f"{subdomain(repo)}.hf.space",
+                        "stage": "READY" if running else "PENDING",
+                    }
+                ],
             }
             if repo.stage.endswith("_ERROR"):
                 runtime["errorMessage"] = f"{repo.stage} (emulated by the local test Hub)"
@@ -339,7 +367,9 @@ class HubState:
         with self.lock:
             self.requests.append(request)
 
-    def calls(self, method: str | None = None, path_contains: str | None = None) -> list[HubRequest]:
+    def calls(
+        self, method: str | None = None, path_contains: str | None = None
+    ) -> list[HubRequest]:
         """Logged requests, filtered by method and/or a substring of the path."""
         with self.lock:
             return [
