@@ -6,7 +6,9 @@ Environment side::
 
 Client side::
 
-    from openenv_runtime import EnvClient, StepResult, EnvError
+    from openenv_runtime import EnvClient, EnvPool, StepResult, EnvError
+
+Servers started for you: ``openenv_runtime.providers``.
 """
 
 from ._version import __version__
@@ -14,6 +16,7 @@ from .client import DictObservation, EnvClient, GenericEnvClient, SyncEnvClient
 from .environment import Environment
 from .errors import EnvError, EnvironmentContractError
 from .models import Action, Observation, State, StepResult
+from .pool import EnvPool, SyncEnvPool
 from .server import create_app
 
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "DictObservation",
     "EnvClient",
     "EnvError",
+    "EnvPool",
     "Environment",
     "EnvironmentContractError",
     "GenericEnvClient",
@@ -28,6 +32,7 @@ __all__ = [
     "State",
     "StepResult",
     "SyncEnvClient",
+    "SyncEnvPool",
     "__version__",
     "create_app",
 ]

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import os
 import typing
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
-
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
+from .transport import Connection, ConnectionLost, HandshakeRefused
 
 if TYPE_CHECKING:
+    from ..providers.base import Provider
     from .sync import SyncEnvClient
 
 ActT = TypeVar("ActT", bound=Action)
@@ -23,6 +23,7 @@ ObsT = TypeVar("ObsT", bound=Observation)
 StateT = TypeVar("StateT", bound=State)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+CLOSE_FRAME = '{"type":"close"}'
 
 
 def ws_url(base_url: str) -> str:
@@ -81,7 +82,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         for base in getattr(cls, "__orig_bases__", ()):
             if typing.get_origin(base) is EnvClient:
                 args = typing.get_args(base)
-                for attr, arg in zip(("action_cls", "observation_cls", "state_cls"), args):
+                for attr, arg in zip(
+                    ("action_cls", "observation_cls", "state_cls"), args, strict=False
+                ):
                     if isinstance(arg, type) and attr not in cls.__dict__:
                         setattr(cls, attr, arg)
 
@@ -106,57 +109,162 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.ping_timeout = ping_timeout
         self.headers = dict(headers or {})
         self.max_message_bytes = max_message_bytes
-        self._ws: ClientConnection | None = None
+        self._conn: Connection | None = None
+        self._connecting: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the session ended, once it has
-        self._lock = asyncio.Lock()
+        self._provider: Provider | None = None  # servers this client started, stopped by close()
 
-    # -- connection ---------------------------------------------------------------------
+    # -- constructors that start the server too -----------------------------------------------
+    @classmethod
+    def from_provider(cls, provider: Provider, **client_kwargs: Any) -> typing.Self:
+        """Start ``provider`` and return a client of its first server that owns it.
+
+        Closing the client (``close()``, leaving ``with`` / ``async with``) stops the
+        provider; if starting fails or is interrupted, nothing is left running.
+        """
+        urls = provider.start()
+        try:
+            client = cls(urls[0], **client_kwargs)
+        except BaseException:
+            provider.stop()
+            raise
+        client._provider = provider
+        return client
+
+    @classmethod
+    def from_project(
+        cls, path: str | os.PathLike[str] = ".", workers: int = 1, **client_kwargs: Any
+    ) -> typing.Self:
+        """Serve the project in ``path`` (or a ``module:app`` path) locally, then connect.
+
+        Usable as written in plain code (``env = MyEnv.from_project(".").sync()``), with
+        ``await MyEnv.from_project(".")`` and with ``async with``; closing the client stops
+        the server.
+        """
+        from ..providers.process import ProcessProvider
+
+        return cls.from_provider(ProcessProvider(path, workers=workers), **client_kwargs)
+
+    @classmethod
+    def from_docker_image(
+        cls,
+        image: str,
+        env_vars: dict[str, str] | None = None,
+        *,
+        provider: Provider | None = None,
+        **client_kwargs: Any,
+    ) -> typing.Self:
+        """Run a container of ``image`` (needs ``openenv-runtime[docker]``), then connect.
+
+        ``env_vars`` go to the container; ``provider`` replaces the default
+        :class:`~openenv_runtime.providers.DockerProvider`. Closing the client removes the
+        container.
+        """
+        if provider is None:
+            from ..providers.docker import DockerProvider
+
+            provider = DockerProvider(image, env=env_vars)
+        return cls.from_provider(provider, **client_kwargs)
+
+    @classmethod
+    def from_env(
+        cls,
+        repo_id: str,
+        use_docker: bool = False,
+        *,
+        token: str | None = None,
+        env_vars: dict[str, str] | None = None,
+        **client_kwargs: Any,
+    ) -> typing.Self:
+        """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private).
+
+        With ``use_docker=True`` its image ``registry.hf.space/org-name:latest`` runs
+        locally instead (pulled when missing).
+        """
+        from ..providers.space import SpaceProvider, hf_token, space_image
+
+        if use_docker:
+            from ..providers.docker import DockerProvider
+
+            docker = DockerProvider(space_image(repo_id), env=env_vars, pull=True)
+            return cls.from_provider(docker, **client_kwargs)
+        space = SpaceProvider(repo_id, token=token)
+        return cls.from_provider(space, token=hf_token(token), **client_kwargs)
+
+    from_hub = from_env
+
+    # -- connection: opened here, and only here ------------------------------------------------
     async def connect(self) -> typing.Self:
         """Open the session (done for you by ``async with`` and by the first request)."""
-        if self._ws is not None:
+        if self._conn is not None and self._conn.is_open:
             return self
-        self._ended = None
+        if self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._open())
+        try:
+            await asyncio.shield(self._connecting)
+        finally:
+            if self._connecting is not None and self._connecting.done():
+                self._connecting = None
+        return self
+
+    async def _open(self) -> None:
         headers = dict(self.headers)
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
-            self._ws = await connect(
-                self.url,
-                additional_headers=headers,
-                open_timeout=self.connect_timeout,
-                ping_interval=self.ping_interval,
-                ping_timeout=self.ping_timeout,
-                max_size=self.max_message_bytes,
-                compression=None,
-                close_timeout=5,
+            self._conn = await asyncio.wait_for(
+                Connection.open(
+                    self.url,
+                    headers=headers,
+                    max_size=self.max_message_bytes,
+                    ping_interval=self.ping_interval,
+                    ping_timeout=self.ping_timeout,
+                ),
+                self.connect_timeout,
             )
-        except InvalidStatus as exc:
-            status = exc.response.status_code
-            hint = " (missing or wrong token: pass token=...)" if status in (401, 403) else ""
+        except HandshakeRefused as exc:
+            hint = " (missing or wrong token: pass token=...)" if exc.status in (401, 403) else ""
             raise EnvError(
-                "CONNECTION_ERROR", f"{self.url} refused the WebSocket with HTTP {status}{hint}"
+                "CONNECTION_ERROR", f"{self.url} refused the WebSocket with HTTP {exc.status}{hint}"
             ) from None
-        except (OSError, TimeoutError, InvalidURI) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
             reason = str(exc) or type(exc).__name__
             raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
-        return self
+        except Exception as exc:  # an invalid handshake reply (websockets' InvalidHandshake)
+            raise EnvError(
+                "CONNECTION_ERROR", f"cannot connect to {self.url}: {type(exc).__name__}: {exc}"
+            ) from None
+        self._ended = None
 
     async def close(self) -> None:
-        """End the session: the server closes this session's environment."""
-        ws, self._ws = self._ws, None
-        if ws is None:
-            return
-        try:
-            await ws.send('{"type":"close"}')
-            await ws.close()
-        except (ConnectionClosed, OSError):
-            pass
+        """End the session: the server closes this session's environment.
+
+        A client made by ``from_project`` / ``from_docker_image`` / ``from_env`` also stops
+        the servers it started.
+        """
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.send(CLOSE_FRAME)
+            await conn.close()
+        provider, self._provider = self._provider, None
+        if provider is not None:
+            await asyncio.to_thread(provider.stop)
+
+    def abort(self) -> None:
+        """Drop the connection at once, without the closing handshake."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort()
 
     async def __aenter__(self) -> typing.Self:
         return await self.connect()
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    def __await__(self) -> Generator[Any, None, typing.Self]:
+        """``env = await MyEnv.from_docker_image(...)`` connects, as the reference's users write it."""
+        return self.connect().__await__()
 
     def sync(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         """The same client with blocking methods, for plain scripts: ``with env.sync() as e: e.reset()``."""
@@ -169,17 +277,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> StepResult[ObsT]:
         """Start a new episode. ``seed``, ``episode_id`` and other keys go to the environment's ``reset``."""
-        options = {
-            k: v
-            for k, v in {"seed": seed, "episode_id": episode_id, **kwargs}.items()
-            if v is not None
-        }
-        data = await self._request('{"type":"reset","data":' + encode(options) + "}")
+        data = await self._request(self._reset_frame(seed, episode_id, **kwargs))
         return self._parse_result(data)
 
     async def step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:
         """Send one action; returns the observation with its reward and done flag."""
-        data = await self._request('{"type":"step","data":' + self._action_json(action) + "}")
+        data = await self._request(self._step_frame(action))
         return self._parse_result(data)
 
     async def state(self) -> StateT:
@@ -187,11 +290,26 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         data = await self._request('{"type":"state"}')
         return self._parse_state(data)
 
+    # -- frames (the pool sends them too) -------------------------------------------------
+    def _reset_frame(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> str:
+        options = {
+            k: v
+            for k, v in {"seed": seed, "episode_id": episode_id, **kwargs}.items()
+            if v is not None
+        }
+        return '{"type":"reset","data":' + encode(options) + "}"
+
+    def _step_frame(self, action: ActT | dict[str, Any]) -> str:
+        return '{"type":"step","data":' + self._action_json(action) + "}"
+
     # -- hooks (override for custom payloads) -------------------------------------------
     def _action_json(self, action: ActT | dict[str, Any]) -> str:
         if isinstance(action, dict):
             action = self.action_cls.model_validate(action)  # type: ignore[assignment]
-        return action.model_dump_json()  # type: ignore[union-attr]
+        # The model's own serializer, called directly: model_dump_json adds Python work per call.
+        return action.__pydantic_serializer__.to_json(action).decode()  # type: ignore[union-attr]
 
     def _parse_result(self, data: dict[str, Any]) -> StepResult[ObsT]:
         reward, done = data.get("reward"), bool(data.get("done", False))
@@ -207,40 +325,42 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
 
     async def _request(self, frame: str) -> dict[str, Any]:
-        async with self._lock:
+        """Send one request frame and return the ``data`` of its reply (the one place requests go)."""
+        conn = self._conn
+        if conn is None:
             if self._ended is not None:
                 raise EnvError(
                     "CLOSED", f"{self._ended}; open a new session with `await env.connect()`"
                 )
-            if self._ws is None:
-                await self.connect()
-            assert self._ws is not None
-            try:
-                try:
-                    await self._ws.send(frame)
-                except ConnectionClosed:
-                    # The server may have said why before closing (e.g. CAPACITY_REACHED): read that first.
-                    raw = await self._ws.recv()
-                    return self._unwrap(raw)
-                if self.message_timeout is None:
-                    raw = await self._ws.recv()
-                else:
-                    raw = await asyncio.wait_for(self._ws.recv(), self.message_timeout)
-            except ConnectionClosed as exc:
-                self._ws = None
-                rcvd = exc.rcvd
-                detail = f"code {rcvd.code} {rcvd.reason}".strip() if rcvd else "no close frame"
-                self._ended = f"the connection to {self.url} closed ({detail})"
-                raise EnvError("CLOSED", self._ended) from None
-            except TimeoutError:
-                # A late reply would be mistaken for the next one: this session cannot go on.
-                ws, self._ws = self._ws, None
-                await ws.close()
-                self._ended = (
-                    f"no reply from {self.url} within {self.message_timeout}s (message_timeout)"
-                )
-                raise EnvError("TIMEOUT", self._ended) from None
+            await self.connect()
+            conn = self._conn
+            assert conn is not None
+        reply = conn.submit(frame)
+        try:
+            raw = await (
+                reply
+                if self.message_timeout is None
+                else asyncio.wait_for(reply, self.message_timeout)
+            )
+        except ConnectionLost as exc:
+            raise self._lost(exc) from None
+        except TimeoutError:
+            raise self._timed_out() from None
         return self._unwrap(raw)
+
+    def _lost(self, exc: ConnectionLost) -> EnvError:
+        """The session ended under a request: remember why, and say it."""
+        self._conn = None
+        self._ended = f"the connection to {self.url} ended: {exc}"
+        return EnvError("CLOSED", self._ended)
+
+    def _timed_out(self, seconds: float | None = None) -> EnvError:
+        # A late reply would be mistaken for the next one: this session cannot go on.
+        self.abort()
+        which = "timeout" if seconds is not None else "message_timeout"
+        seconds = self.message_timeout if seconds is None else seconds
+        self._ended = f"no reply from {self.url} within {seconds}s ({which})"
+        return EnvError("TIMEOUT", self._ended)
 
     @staticmethod
     def _unwrap(raw: str | bytes) -> dict[str, Any]:

@@ -1,0 +1,271 @@
+"""The client's one WebSocket connection: websockets' sans-I/O protocol on an ``asyncio.Protocol``.
+
+This is the only place where a connection is opened and frames are sent and received, so
+reconnecting (or anything else that wraps a connection) has one thing to wrap.
+
+Why not ``websockets.asyncio.client``: in a trainer the client runs in the same process as
+everything else and its CPU per step is paid for every session of every batch. That client
+runs a reader task, a message assembler and a send lock per connection; driving the same
+library's sans-I/O ``ClientProtocol`` from ``data_received`` does the same work in roughly
+half the CPU (``benchmarks/client_cost.py`` measures it).
+
+Replies come back in the order requests were sent (the protocol answers every request
+exactly once, in order), so :meth:`Connection.submit` may be called again before the
+previous reply has arrived: each call gets the future of its own reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from collections.abc import Mapping
+
+from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidStatus
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Response
+from websockets.protocol import State
+from websockets.uri import parse_uri
+
+USER_AGENT = "openenv-runtime"
+
+
+class ConnectionLost(ConnectionError):
+    """The connection ended; ``close_code`` / ``close_reason`` say how, when the server said."""
+
+    def __init__(self, message: str, close_code: int | None = None, close_reason: str = "") -> None:
+        super().__init__(message)
+        self.close_code = close_code
+        self.close_reason = close_reason
+
+
+class HandshakeRefused(ConnectionError):
+    """The server answered the opening handshake with an HTTP status other than 101."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+class Connection(asyncio.Protocol):
+    """One client WebSocket connection; open it with :meth:`open`."""
+
+    def __init__(
+        self,
+        protocol: ClientProtocol,
+        loop: asyncio.AbstractEventLoop,
+        headers: Mapping[str, str],
+        ping_interval: float | None,
+        ping_timeout: float | None,
+    ) -> None:
+        self.protocol = protocol
+        self.loop = loop
+        self.headers = headers
+        self.ping_interval = ping_interval
+        self.ping_timeout = ping_timeout
+        self.transport: asyncio.Transport | None = None
+        self.opened: asyncio.Future[None] = loop.create_future()
+        self.lost: asyncio.Future[None] = loop.create_future()
+        self.waiters: deque[asyncio.Future[str | bytes]] = deque()
+        self.unsolicited: deque[str | bytes] = deque()
+        self.fragments: list[bytes] = []
+        self.fragment_text = False
+        self.error: ConnectionLost | None = None
+        self._ping_handle: asyncio.TimerHandle | None = None
+        self._pong_due: float | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        max_size: int | None = None,
+        ping_interval: float | None = None,
+        ping_timeout: float | None = None,
+    ) -> Connection:
+        """Connect to ``ws(s)://...`` and complete the opening handshake.
+
+        Bound it with a timeout outside. Raises ``OSError`` (cannot connect),
+        :class:`HandshakeRefused` (an HTTP status) or :class:`ConnectionLost`.
+        """
+        loop = asyncio.get_running_loop()
+        uri = parse_uri(url)
+        protocol = ClientProtocol(uri, max_size=max_size)
+        context = ssl.create_default_context() if uri.secure else None
+        _, connection = await loop.create_connection(
+            lambda: cls(protocol, loop, headers or {}, ping_interval, ping_timeout),
+            uri.host,
+            uri.port,
+            ssl=context,
+            server_hostname=uri.host if context else None,
+        )
+        try:
+            await connection.opened
+        except BaseException:
+            connection.abort()
+            raise
+        connection._schedule_ping()
+        return connection
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        request = self.protocol.connect()
+        request.headers["User-Agent"] = USER_AGENT
+        for key, value in self.headers.items():
+            request.headers[key] = value
+        self.protocol.send_request(request)
+        self._flush()
+
+    def data_received(self, data: bytes) -> None:
+        self.protocol.receive_data(data)
+        self._process()
+
+    def eof_received(self) -> bool | None:
+        self.protocol.receive_eof()
+        self._process()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._ping_handle is not None:
+            self._ping_handle.cancel()
+        code = self.protocol.close_rcvd.code if self.protocol.close_rcvd else None
+        reason = self.protocol.close_rcvd.reason if self.protocol.close_rcvd else ""
+        if self.error is None:
+            detail = f"code {code} {reason}".strip() if code is not None else "no close frame"
+            self.error = ConnectionLost(f"the connection closed ({detail})", code, reason)
+        if not self.opened.done():
+            handshake = self.protocol.handshake_exc
+            if isinstance(handshake, InvalidStatus):
+                self.opened.set_exception(HandshakeRefused(handshake.response.status_code))
+            else:
+                self.opened.set_exception(handshake or self.error)
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(self.error)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    # -- protocol events -------------------------------------------------------------------
+    def _process(self) -> None:
+        for event in self.protocol.events_received():
+            if isinstance(event, Response):
+                if not self.opened.done():
+                    handshake = self.protocol.handshake_exc
+                    if isinstance(handshake, InvalidStatus):
+                        self.opened.set_exception(HandshakeRefused(handshake.response.status_code))
+                    elif handshake is not None:
+                        self.opened.set_exception(handshake)
+                    else:
+                        self.opened.set_result(None)
+                continue
+            if not isinstance(event, Frame):
+                continue
+            opcode = event.opcode
+            if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+                if event.fin:
+                    data = bytes(event.data)
+                    self._deliver(data.decode() if opcode is Opcode.TEXT else data)
+                else:
+                    self.fragments = [bytes(event.data)]
+                    self.fragment_text = opcode is Opcode.TEXT
+            elif opcode is Opcode.CONT:
+                self.fragments.append(bytes(event.data))
+                if event.fin:
+                    data = b"".join(self.fragments)
+                    self.fragments = []
+                    self._deliver(data.decode() if self.fragment_text else data)
+            elif opcode is Opcode.PONG:
+                self._pong_due = None
+            # PING is answered and CLOSE acknowledged by the protocol itself (see _flush).
+        self._flush()
+
+    def _deliver(self, message: str | bytes) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():  # a cancelled waiter's reply is dropped with it
+                waiter.set_result(message)
+                return
+        # A message nobody asked for: the server explaining why it is about to close (e.g.
+        # CAPACITY_REACHED); it answers the next request.
+        self.unsolicited.append(message)
+
+    def _flush(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        for data in self.protocol.data_to_send():
+            if data:
+                transport.write(data)
+            elif transport.can_write_eof():
+                transport.write_eof()
+
+    # -- keepalive: a server that stops answering is noticed even while a long step runs ----
+    def _schedule_ping(self) -> None:
+        if self.ping_interval is not None and not self.lost.done():
+            self._ping_handle = self.loop.call_later(self.ping_interval, self._ping)
+
+    def _ping(self) -> None:
+        if self.protocol.state is not State.OPEN:
+            return
+        now = self.loop.time()
+        if self._pong_due is not None and now > self._pong_due:
+            self.error = ConnectionLost(
+                f"the server did not answer a keepalive ping within {self.ping_timeout}s"
+            )
+            self.abort()
+            return
+        if self._pong_due is None:
+            self.protocol.send_ping(b"")
+            self._flush()
+            if self.ping_timeout is not None:
+                self._pong_due = now + self.ping_timeout
+        self._schedule_ping()
+
+    # -- what the client uses ------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self.protocol.state is State.OPEN
+
+    def submit(self, text: str) -> asyncio.Future[str | bytes]:
+        """Send one frame; the future resolves to its reply (or raises :class:`ConnectionLost`)."""
+        waiter: asyncio.Future[str | bytes] = self.loop.create_future()
+        if self.unsolicited:
+            waiter.set_result(self.unsolicited.popleft())
+            return waiter
+        if self.protocol.state is not State.OPEN:
+            waiter.set_exception(self.error or ConnectionLost("the connection is closed"))
+            return waiter
+        self.protocol.send_text(text.encode())
+        self._flush()
+        self.waiters.append(waiter)
+        return waiter
+
+    async def request(self, text: str) -> str | bytes:
+        """Send ``text`` and return its reply."""
+        return await self.submit(text)
+
+    def send(self, text: str) -> None:
+        """Send a frame that gets no reply (the protocol's ``close``)."""
+        if self.protocol.state is State.OPEN:
+            self.protocol.send_text(text.encode())
+            self._flush()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Closing handshake; aborts the TCP connection if the server does not finish it in time."""
+        if self._ping_handle is not None:
+            self._ping_handle.cancel()
+        if self.protocol.state is State.OPEN:
+            self.protocol.send_close(1000)
+            self._flush()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.lost), timeout)
+        except TimeoutError:
+            self.abort()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()

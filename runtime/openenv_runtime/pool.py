@@ -1,0 +1,386 @@
+"""``EnvPool``: many sessions over many servers, driven as one batch.
+
+::
+
+    async with EnvPool(MyEnv, provider=DockerProvider("my-env:latest", replicas=2), size=64) as pool:
+        results = await pool.reset(seeds=range(64))
+        while not all(r.done for r in results if not isinstance(r, EnvError)):
+            results = await pool.step([policy(r) for r in results])
+
+Sessions are spread over the servers by free capacity (``/health``'s ``active_sessions`` /
+``max_sessions``); a server that refuses with ``CAPACITY_REACHED`` is marked full and the
+session opens on another. Every batched call sends all requests at once and waits for all
+replies; a slot whose session fails holds its :class:`EnvError` and the others go on.
+A failed slot answers every later call with an error until :meth:`EnvPool.replace` gives it
+a fresh session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import typing
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from .client.env_client import EnvClient
+from .client.sync import _background_loop
+from .client.transport import ConnectionLost
+from .errors import EnvError
+from .models import StepResult
+from .providers.base import Provider, health
+
+ClientT = TypeVar("ClientT", bound=EnvClient)  # type: ignore[type-arg]
+T = TypeVar("T")
+Result = StepResult[Any] | EnvError
+
+CAPACITY_REACHED = "CAPACITY_REACHED"
+UNLIMITED = 1 << 30
+
+
+@dataclass(slots=True)
+class _Server:
+    url: str
+    free: int  # sessions it can still take, as far as we know
+    sessions: int = 0
+
+
+class EnvPool(Generic[ClientT]):
+    """``size`` sessions of ``client_cls``, over ``urls`` or the servers a ``provider`` starts.
+
+    Args:
+        client_cls: your ``EnvClient`` subclass (or ``GenericEnvClient``).
+        urls: base URLs of running servers.
+        provider: a provider to start (and stop on close, unless ``own_provider=False``).
+        size: number of sessions.
+        timeout: default seconds allowed per batched call; a slot that misses it fails
+            with ``TIMEOUT`` (None: no limit).
+        client_kwargs: passed to every client (``token``, ``headers``, ...).
+    """
+
+    def __init__(
+        self,
+        client_cls: type[ClientT],
+        *,
+        urls: Sequence[str] | None = None,
+        provider: Provider | None = None,
+        size: int,
+        timeout: float | None = None,
+        own_provider: bool = True,
+        **client_kwargs: Any,
+    ) -> None:
+        if (urls is None) == (provider is None):
+            raise ValueError("give EnvPool either urls=[...] or provider=...")
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.client_cls = client_cls
+        self.urls = list(urls or [])
+        self.provider = provider
+        self.own_provider = own_provider and provider is not None
+        self.size = size
+        self.timeout = timeout
+        self.client_kwargs = client_kwargs
+        self._clients: list[ClientT] = []
+        self._errors: list[EnvError | None] = []
+        self._servers: dict[str, _Server] = {}
+        self._where: list[str] = []
+        self._opened = False
+
+    # -- opening ----------------------------------------------------------------------------------
+    async def open(self) -> typing.Self:
+        """Start the provider (if any), then open every session (``async with`` does this)."""
+        if self._opened:
+            return self
+        self._opened = True
+        try:
+            if self.provider is not None:
+                self.urls = await self.provider.astart()
+            await self._refresh_capacity()
+            self._errors = [None] * self.size
+            self._where = [""] * self.size
+            self._clients = [self._new_client(self._pick_server()) for _ in range(self.size)]
+            self._where = [c.base_url for c in self._clients]
+            opened = await asyncio.gather(
+                *(self._connect_slot(i) for i in range(self.size)), return_exceptions=True
+            )
+            for i, outcome in enumerate(opened):
+                if isinstance(outcome, BaseException):
+                    self._errors[i] = _as_env_error(outcome)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    def _new_client(self, url: str) -> ClientT:
+        return self.client_cls(url, **self.client_kwargs)
+
+    async def _refresh_capacity(self) -> None:
+        answers = await asyncio.gather(*(asyncio.to_thread(health, url, 5.0) for url in self.urls))
+        for url, answer in zip(self.urls, answers, strict=True):
+            server = self._servers.setdefault(url, _Server(url, 0))
+            if answer is None:
+                server.free = 0
+            elif isinstance(answer.get("max_sessions"), int):
+                server.free = max(0, answer["max_sessions"] - int(answer.get("active_sessions", 0)))
+            else:
+                server.free = UNLIMITED
+
+    def _pick_server(self, exclude: Iterable[str] = ()) -> str:
+        """The server with the most free capacity (the fewest of our sessions on a tie)."""
+        skip = set(exclude)
+        candidates = [s for s in self._servers.values() if s.url not in skip] or list(
+            self._servers.values()
+        )
+        best = max(candidates, key=lambda s: (s.free, -s.sessions))
+        best.free = max(0, best.free - 1)
+        best.sessions += 1
+        return best.url
+
+    async def _connect_slot(self, index: int) -> None:
+        tried: list[str] = []
+        while True:
+            client = self._clients[index]
+            try:
+                await client.connect()
+                return
+            except EnvError:
+                tried.append(client.base_url)
+                self._release(client.base_url, full=True)
+                if len(set(tried)) >= len(self._servers):
+                    raise
+                await self._move(index, exclude=tried)
+
+    def _release(self, url: str, full: bool = False) -> None:
+        server = self._servers.get(url)
+        if server is not None:
+            server.sessions = max(0, server.sessions - 1)
+            if full:
+                server.free = 0
+            else:
+                server.free += 1
+
+    async def _move(self, index: int, exclude: Iterable[str] = ()) -> ClientT:
+        self._clients[index].abort()
+        client = self._new_client(self._pick_server(exclude))
+        self._clients[index] = client
+        self._where[index] = client.base_url
+        return client
+
+    # -- batched calls ------------------------------------------------------------------------
+    async def reset(
+        self, seeds: Sequence[int | None] | None = None, *, timeout: float | None = None
+    ) -> list[Result]:
+        """Reset every session (``seeds[i]`` for session i); results in slot order."""
+        await self.open()
+        if seeds is not None and len(seeds) != self.size:
+            raise ValueError(f"{len(seeds)} seeds for a pool of {self.size} sessions")
+        return await self._batch(
+            _reset_frame, seeds if seeds is not None else [None] * self.size, timeout
+        )
+
+    async def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
+        """One action per session, all sent at once; results (or ``EnvError``\\ s) in slot order."""
+        await self.open()
+        if len(actions) != self.size:
+            raise ValueError(f"{len(actions)} actions for a pool of {self.size} sessions")
+        return await self._batch(_step_frame, actions, timeout)
+
+    async def _batch(
+        self, frame: Callable[[Any, Any], str], args: Sequence[Any], timeout: float | None
+    ) -> list[Result]:
+        timeout = self.timeout if timeout is None else timeout
+        results: list[Result | None] = [None] * self.size
+        replies: list[asyncio.Future[str | bytes] | None] = [None] * self.size
+        sent: list[str] = [""] * self.size
+        errors = self._errors
+        for i, client in enumerate(self._clients):
+            error = errors[i]
+            if error is not None:
+                results[i] = EnvError(
+                    "CLOSED", f"session {i} failed earlier ({error.message}); pool.replace({i})"
+                )
+                continue
+            try:
+                sent[i] = frame(client, args[i])
+            except Exception as exc:  # e.g. a dict action that does not validate
+                results[i] = _as_env_error(exc, "VALIDATION_ERROR")
+                continue
+            conn = client._conn
+            if conn is None:
+                results[i] = self._fail(i, EnvError("CLOSED", "the session is not connected"))
+                continue
+            replies[i] = conn.submit(sent[i])
+        waiting = [f for f in replies if f is not None and not f.done()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout)
+        moves = []
+        for i, reply in enumerate(replies):
+            if reply is None:
+                continue
+            if not reply.done():
+                reply.cancel()
+                results[i] = self._fail(i, self._clients[i]._timed_out(timeout))
+                continue
+            failure = reply.exception()
+            if failure is not None:
+                lost = (
+                    failure if isinstance(failure, ConnectionLost) else ConnectionLost(str(failure))
+                )
+                results[i] = self._fail(i, self._clients[i]._lost(lost))
+                continue
+            client = self._clients[i]
+            try:
+                results[i] = client._parse_result(client._unwrap(reply.result()))
+            except EnvError as error:
+                if error.code == CAPACITY_REACHED:
+                    moves.append(i)
+                results[i] = error
+            except Exception as exc:
+                results[i] = _as_env_error(exc, "CLIENT_ERROR")
+        if moves:
+            await asyncio.gather(*(self._retry_elsewhere(i, sent[i], results) for i in moves))
+        return typing.cast(list[Result], results)
+
+    async def _retry_elsewhere(self, index: int, frame: str, results: list[Result | None]) -> None:
+        """The server was full: open the session on another one and send the request again."""
+        tried = [self._where[index]]
+        self._release(tried[0], full=True)
+        while len(set(tried)) < len(self._servers):
+            client = await self._move(index, exclude=tried)
+            try:
+                await client.connect()
+                results[index] = client._parse_result(await client._request(frame))
+                return
+            except EnvError as error:
+                results[index] = error
+                if error.code != CAPACITY_REACHED and error.code != "CONNECTION_ERROR":
+                    return
+                tried.append(client.base_url)
+                self._release(client.base_url, full=True)
+        result = results[index]
+        self._errors[index] = result if isinstance(result, EnvError) else None
+
+    def _fail(self, index: int, error: EnvError) -> EnvError:
+        self._errors[index] = error
+        return error
+
+    # -- sessions --------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> ClientT:
+        """Session ``index``'s own client (``await pool[i].state()``)."""
+        return self._clients[index]
+
+    @property
+    def failed(self) -> list[int]:
+        """Slots whose session failed and has not been replaced."""
+        return [i for i, error in enumerate(self._errors) if error is not None]
+
+    def server_of(self, index: int) -> str:
+        return self._where[index]
+
+    async def replace(self, index: int) -> ClientT:
+        """Give slot ``index`` a fresh session (on a server with free capacity); returns its client."""
+        self._release(self._where[index])
+        self._errors[index] = None
+        await self._refresh_capacity()
+        self._clients[index].abort()
+        client = self._new_client(self._pick_server())
+        self._clients[index] = client
+        self._where[index] = client.base_url
+        try:
+            await self._connect_slot(index)
+        except EnvError as error:
+            self._errors[index] = error
+            raise
+        return self._clients[index]
+
+    async def replace_failed(self) -> list[int]:
+        """Replace every failed session; returns the slots that got a fresh one."""
+        slots = self.failed
+        outcomes = await asyncio.gather(*(self.replace(i) for i in slots), return_exceptions=True)
+        return [i for i, o in zip(slots, outcomes, strict=True) if not isinstance(o, BaseException)]
+
+    # -- closing ---------------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Close every session, then stop the provider if the pool owns it."""
+        clients, self._clients = self._clients, []
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+        self._errors = []
+        provider = self.provider
+        if provider is not None and self.own_provider:
+            await provider.astop()
+        self._opened = False
+
+    async def __aenter__(self) -> typing.Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def sync(self) -> SyncEnvPool[ClientT]:
+        """The same pool with blocking methods: ``with pool.sync() as p: p.step(actions)``."""
+        return SyncEnvPool(self)
+
+
+class SyncEnvPool(Generic[ClientT]):
+    """Blocking twin of :class:`EnvPool` (its coroutines run on the client's background loop)."""
+
+    def __init__(self, pool: EnvPool[ClientT]) -> None:
+        self.pool = pool
+        self._loop = _background_loop()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def open(self) -> typing.Self:
+        self._call(self.pool.open())
+        return self
+
+    def reset(
+        self, seeds: Sequence[int | None] | None = None, *, timeout: float | None = None
+    ) -> list[Result]:
+        return self._call(self.pool.reset(seeds, timeout=timeout))
+
+    def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
+        return self._call(self.pool.step(actions, timeout=timeout))
+
+    def replace(self, index: int) -> ClientT:
+        return self._call(self.pool.replace(index))
+
+    def replace_failed(self) -> list[int]:
+        return self._call(self.pool.replace_failed())
+
+    @property
+    def failed(self) -> list[int]:
+        return self.pool.failed
+
+    def __len__(self) -> int:
+        return len(self.pool)
+
+    def __getitem__(self, index: int) -> ClientT:
+        return self.pool[index]
+
+    def close(self) -> None:
+        self._call(self.pool.close())
+
+    def __enter__(self) -> typing.Self:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _reset_frame(client: EnvClient, seed: int | None) -> str:  # type: ignore[type-arg]
+    return client._reset_frame(seed)
+
+
+def _step_frame(client: EnvClient, action: Any) -> str:  # type: ignore[type-arg]
+    return client._step_frame(action)
+
+
+def _as_env_error(exc: BaseException, code: str = "CONNECTION_ERROR") -> EnvError:
+    if isinstance(exc, EnvError):
+        return exc
+    return EnvError(code, f"{type(exc).__name__}: {exc}")
