@@ -188,9 +188,12 @@ class EnvPool(Generic[ClientT]):
     async def _batch(
         self, frame: Callable[[Any, Any], str], args: Sequence[Any], timeout: float | None
     ) -> list[Result]:
+        """Send every slot's request at once; each reply is parsed as it arrives."""
         timeout = self.timeout if timeout is None else timeout
-        results: list[Result | None] = [None] * self.size
-        replies: list[asyncio.Future[str | bytes] | None] = [None] * self.size
+        loop = asyncio.get_running_loop()
+        batch = _Batch(self, loop)
+        results = batch.results
+        sinks: list[_SlotReply | None] = [None] * self.size
         sent: list[str] = [""] * self.size
         errors = self._errors
         for i, client in enumerate(self._clients):
@@ -209,36 +212,26 @@ class EnvPool(Generic[ClientT]):
             if conn is None:
                 results[i] = self._fail(i, EnvError("CLOSED", "the session is not connected"))
                 continue
-            replies[i] = conn.submit(sent[i])
-        waiting = [f for f in replies if f is not None and not f.done()]
-        if waiting:
-            await asyncio.wait(waiting, timeout=timeout)
-        moves = []
-        for i, reply in enumerate(replies):
-            if reply is None:
-                continue
-            if not reply.done():
-                reply.cancel()
-                results[i] = self._fail(i, self._clients[i]._timed_out(timeout))
-                continue
-            failure = reply.exception()
-            if failure is not None:
-                lost = (
-                    failure if isinstance(failure, ConnectionLost) else ConnectionLost(str(failure))
-                )
-                results[i] = self._fail(i, self._clients[i]._lost(lost))
-                continue
-            client = self._clients[i]
+            sink = sinks[i] = _SlotReply(batch, i, client)
+            batch.remaining += 1
+            conn.submit_to(sent[i], sink)
+        batch.one_done()  # the guard that kept an early reply from finishing the batch
+        if not batch.finished.done():
+            timer = None
+            if timeout is not None:
+                timer = loop.call_later(timeout, batch.expire)
             try:
-                results[i] = client._parse_result(client._unwrap(reply.result()))
-            except EnvError as error:
-                if error.code == CAPACITY_REACHED:
-                    moves.append(i)
-                results[i] = error
-            except Exception as exc:
-                results[i] = _as_env_error(exc, "CLIENT_ERROR")
-        if moves:
-            await asyncio.gather(*(self._retry_elsewhere(i, sent[i], results) for i in moves))
+                await batch.finished
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        if batch.remaining > 0:
+            for i, late in enumerate(sinks):
+                if late is not None and not late.finished:
+                    late.finished = True  # a late reply is dropped
+                    results[i] = self._fail(i, self._clients[i]._timed_out(timeout))
+        if batch.moves:
+            await asyncio.gather(*(self._retry_elsewhere(i, sent[i], results) for i in batch.moves))
         return typing.cast(list[Result], results)
 
     async def _retry_elsewhere(self, index: int, frame: str, results: list[Result | None]) -> None:
@@ -370,6 +363,74 @@ class SyncEnvPool(Generic[ClientT]):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class _Batch:
+    """One batched call: its results, how many replies are still due, and its end."""
+
+    __slots__ = ("finished", "moves", "pool", "remaining", "results")
+
+    def __init__(self, pool: EnvPool[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.pool = pool
+        self.results: list[Result | None] = [None] * pool.size
+        self.remaining = 1  # a guard, dropped once every request is sent
+        self.finished: asyncio.Future[None] = loop.create_future()
+        self.moves: list[int] = []
+
+    def one_done(self) -> None:
+        self.remaining -= 1
+        if self.remaining == 0 and not self.finished.done():
+            self.finished.set_result(None)
+
+    def expire(self) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+
+class _SlotReply:
+    """Receives one slot's reply straight from the connection and parses it on the spot.
+
+    Cheaper than a future per slot (no callbacks through the event loop, no ``asyncio.wait``),
+    and the parsing overlaps with the server still working on the other slots.
+    """
+
+    __slots__ = ("batch", "client", "finished", "index")
+
+    def __init__(self, batch: _Batch, index: int, client: EnvClient) -> None:  # type: ignore[type-arg]
+        self.batch = batch
+        self.index = index
+        self.client = client
+        self.finished = False
+
+    def done(self) -> bool:
+        return self.finished
+
+    def set_result(self, raw: str | bytes) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        client = self.client
+        result: Result
+        try:
+            result = client._parse_result(client._unwrap(raw))
+        except EnvError as error:
+            if error.code == CAPACITY_REACHED:
+                self.batch.moves.append(self.index)
+            result = error
+        except Exception as exc:
+            result = _as_env_error(exc, "CLIENT_ERROR")
+        self.batch.results[self.index] = result
+        self.batch.one_done()
+
+    def set_exception(self, exception: BaseException) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        lost = (
+            exception if isinstance(exception, ConnectionLost) else ConnectionLost(str(exception))
+        )
+        self.batch.results[self.index] = self.batch.pool._fail(self.index, self.client._lost(lost))
+        self.batch.one_done()
 
 
 def _reset_frame(client: EnvClient, seed: int | None) -> str:  # type: ignore[type-arg]

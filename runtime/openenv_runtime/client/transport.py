@@ -20,6 +20,7 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import Mapping
+from typing import Protocol
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidStatus
@@ -48,6 +49,16 @@ class HandshakeRefused(ConnectionError):
         self.status = status
 
 
+class ReplySink(Protocol):
+    """Where one reply goes: an ``asyncio.Future`` is one; the pool passes lighter ones."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: str | bytes, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """One client WebSocket connection; open it with :meth:`open`."""
 
@@ -67,7 +78,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.opened: asyncio.Future[None] = loop.create_future()
         self.lost: asyncio.Future[None] = loop.create_future()
-        self.waiters: deque[asyncio.Future[str | bytes]] = deque()
+        self.waiters: deque[ReplySink] = deque()
         self.unsolicited: deque[str | bytes] = deque()
         self.fragments: list[bytes] = []
         self.fragment_text = False
@@ -233,16 +244,20 @@ class Connection(asyncio.Protocol):
     def submit(self, text: str) -> asyncio.Future[str | bytes]:
         """Send one frame; the future resolves to its reply (or raises :class:`ConnectionLost`)."""
         waiter: asyncio.Future[str | bytes] = self.loop.create_future()
+        self.submit_to(text, waiter)
+        return waiter
+
+    def submit_to(self, text: str, sink: ReplySink) -> None:
+        """Send one frame; its reply (or the :class:`ConnectionLost`) goes to ``sink``."""
         if self.unsolicited:
-            waiter.set_result(self.unsolicited.popleft())
-            return waiter
+            sink.set_result(self.unsolicited.popleft())
+            return
         if self.protocol.state is not State.OPEN:
-            waiter.set_exception(self.error or ConnectionLost("the connection is closed"))
-            return waiter
+            sink.set_exception(self.error or ConnectionLost("the connection is closed"))
+            return
         self.protocol.send_text(text.encode())
         self._flush()
-        self.waiters.append(waiter)
-        return waiter
+        self.waiters.append(sink)
 
     async def request(self, text: str) -> str | bytes:
         """Send ``text`` and return its reply."""
