@@ -1,0 +1,181 @@
+"""EnvPool against real server processes: spreading, capacity refusals, failed slots, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import openenv_runtime.pool
+from openenv_cli.bench.bench_env import BenchAction, BenchObservation
+from openenv_runtime import EnvClient, EnvError, EnvPool, GenericEnvClient, State, StepResult
+from openenv_runtime.providers import ProcessProvider
+from openenv_runtime.providers.base import health
+
+pytestmark = pytest.mark.integration
+
+BENCH_APP = "openenv_cli.bench.bench_env:app"
+
+
+class Bench(EnvClient[BenchAction, BenchObservation, State]):
+    pass
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[ProcessProvider, list[str]]]:
+    """Two bench servers of 6 sessions each."""
+    provider = ProcessProvider(
+        BENCH_APP, replicas=2, env={"MAX_CONCURRENT_ENVS": "6", "LOG_LEVEL": "warning"}
+    )
+    with provider as urls:
+        yield provider, urls
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_batched_reset_and_step_in_order(servers: tuple[ProcessProvider, list[str]]) -> None:
+    _, urls = servers
+
+    async def go() -> None:
+        async with EnvPool(Bench, urls=urls, size=8) as pool:
+            assert len(pool) == 8
+            assert Counter(pool.server_of(i) for i in range(8)) == {urls[0]: 4, urls[1]: 4}
+            assert [health(u)["active_sessions"] for u in urls] == [4, 4]  # type: ignore[index]
+            results = await pool.reset(seeds=list(range(8)))
+            assert all(isinstance(r, StepResult) for r in results)
+            results = await pool.step([BenchAction(wait=0.01 * (8 - i)) for i in range(8)])
+            assert [type(r) for r in results] == [StepResult] * 8
+            state = await pool[3].state()
+            assert state.step_count == 1
+        assert [health(u)["active_sessions"] for u in urls] == [0, 0]  # type: ignore[index]
+
+    run(go())
+
+
+def test_spread_follows_free_capacity(servers: tuple[ProcessProvider, list[str]]) -> None:
+    _, urls = servers
+
+    async def go() -> None:
+        outsiders = [Bench(urls[0]) for _ in range(4)]  # server 0 keeps 2 free, server 1 has 6
+        for c in outsiders:
+            await c.reset()
+        try:
+            async with EnvPool(Bench, urls=urls, size=8) as pool:
+                assert Counter(pool.server_of(i) for i in range(8)) == {urls[0]: 2, urls[1]: 6}
+                assert all(isinstance(r, StepResult) for r in await pool.reset())
+        finally:
+            for c in outsiders:
+                await c.close()
+
+    run(go())
+
+
+def test_capacity_refusal_moves_the_session(
+    servers: tuple[ProcessProvider, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, urls = servers
+    real = openenv_runtime.pool.health
+
+    def stale(url: str, timeout: float = 5.0) -> dict[str, Any] | None:
+        answer = real(url, timeout)
+        if answer is not None and url == urls[0]:
+            answer = {**answer, "max_sessions": 100}  # a stale view: server 0 looks roomy
+        return answer
+
+    monkeypatch.setattr(openenv_runtime.pool, "health", stale)
+
+    async def go() -> None:
+        async with EnvPool(Bench, urls=urls, size=9) as pool:
+            assert Counter(pool.server_of(i) for i in range(9))[urls[0]] == 9
+            results = await pool.reset()
+            # Server 0 refused 3 sessions with CAPACITY_REACHED; they moved to server 1.
+            assert all(isinstance(r, StepResult) for r in results), results
+            assert Counter(pool.server_of(i) for i in range(9)) == {urls[0]: 6, urls[1]: 3}
+            assert all(isinstance(r, StepResult) for r in await pool.step([BenchAction()] * 9))
+
+    run(go())
+
+
+def test_errors_stay_in_their_slot(servers: tuple[ProcessProvider, list[str]]) -> None:
+    _, urls = servers
+
+    async def go() -> None:
+        async with EnvPool(GenericEnvClient, urls=urls, size=3) as pool:
+            await pool.reset()
+            results = await pool.step([{"wait": 0}, {"wait": "not a number"}, {"wait": 0}])
+            assert isinstance(results[0], StepResult) and isinstance(results[2], StepResult)
+            assert isinstance(results[1], EnvError) and results[1].code == "VALIDATION_ERROR"
+            assert pool.failed == []  # the server kept the session
+            assert all(isinstance(r, StepResult) for r in await pool.step([{"wait": 0}] * 3))
+
+    run(go())
+
+
+def test_timeout_fails_only_the_slow_slots(servers: tuple[ProcessProvider, list[str]]) -> None:
+    _, urls = servers
+
+    async def go() -> None:
+        async with EnvPool(Bench, urls=urls, size=4) as pool:
+            await pool.reset()
+            began = time.monotonic()
+            actions = [BenchAction(wait=5.0 if i % 2 else 0.0) for i in range(4)]
+            results = await pool.step(actions, timeout=0.5)
+            assert time.monotonic() - began < 3
+            assert isinstance(results[0], StepResult) and isinstance(results[2], StepResult)
+            assert [r.code for r in results[1::2]] == ["TIMEOUT", "TIMEOUT"]  # type: ignore[union-attr]
+            assert pool.failed == [1, 3]
+            again = await pool.step([BenchAction()] * 4)
+            assert [r.code for r in again[1::2]] == ["CLOSED", "CLOSED"]  # type: ignore[union-attr]
+            assert await pool.replace_failed() == [1, 3]
+            assert all(isinstance(r, StepResult) for r in await pool.reset())
+
+    run(go())
+
+
+def test_replica_killed_mid_batch() -> None:
+    provider = ProcessProvider(
+        BENCH_APP, replicas=2, env={"MAX_CONCURRENT_ENVS": "8", "LOG_LEVEL": "warning"}
+    )
+
+    async def go() -> None:
+        async with EnvPool(Bench, provider=provider, size=8) as pool:
+            urls = list(provider.urls)
+            await pool.reset()
+            victim = provider.processes[0].pid
+            batch = asyncio.ensure_future(pool.step([BenchAction(wait=1.0)] * 8))
+            await asyncio.sleep(0.3)
+            os.killpg(victim, signal.SIGKILL)
+            results = await asyncio.wait_for(batch, 20)
+            on_victim = [i for i in range(8) if pool.server_of(i) == urls[0]]
+            assert on_victim and len(on_victim) < 8
+            for i, result in enumerate(results):
+                if i in on_victim:
+                    assert isinstance(result, EnvError) and result.code == "CLOSED", result
+                else:
+                    assert isinstance(result, StepResult), result
+            assert sorted(pool.failed) == on_victim
+            assert sorted(await pool.replace_failed()) == on_victim
+            assert {pool.server_of(i) for i in range(8)} == {urls[1]}
+            assert all(isinstance(r, StepResult) for r in await pool.reset())
+        assert not provider.running
+
+    run(go())
+
+
+def test_sync_pool_owns_its_provider() -> None:
+    provider = ProcessProvider(BENCH_APP, env={"LOG_LEVEL": "warning"})
+    with EnvPool(Bench, provider=provider, size=3).sync() as pool:
+        assert len(pool) == 3
+        assert all(isinstance(r, StepResult) for r in pool.reset(seeds=[1, 2, 3]))
+        results = pool.step([BenchAction()] * 3)
+        assert all(isinstance(r, StepResult) and r.reward == 1.0 for r in results)
+        url = provider.urls[0]
+    assert not provider.running and health(url, timeout=0.5) is None
