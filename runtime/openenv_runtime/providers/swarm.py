@@ -19,7 +19,8 @@ from .base import Provider, ProviderError, last_lines
 from .docker import LABEL, RUN_LABEL, docker_module, engine_client, ensure_image
 
 SWARM_HINT = "make this engine a swarm: `docker swarm init --advertise-addr 127.0.0.1`"
-FAILED = ("failed", "rejected", "shutdown", "complete", "orphaned")
+# A task in one of these states has ended on its own (the restart policy is "none").
+FAILED = ("failed", "rejected", "complete", "orphaned")
 
 
 class SwarmProvider(Provider):
@@ -115,7 +116,7 @@ class SwarmProvider(Provider):
             tasks = self.service.tasks()
             for task in tasks:
                 state = task.get("Status", {}).get("State")
-                if state in FAILED and task.get("DesiredState") == "running":
+                if state in FAILED:
                     raise ProviderError(self._failure(task))
             running = [
                 t
@@ -153,7 +154,7 @@ class SwarmProvider(Provider):
 
     def _check_alive(self, index: int) -> str | None:
         for task in self.service.tasks():
-            if task.get("DesiredState") == "running" and task["Status"].get("State") in FAILED:
+            if task["Status"].get("State") in FAILED:
                 return self._failure(task)
         return None
 
@@ -164,7 +165,22 @@ class SwarmProvider(Provider):
         with self._lock:
             if self.service is None:
                 raise ProviderError("start the provider before scaling it")
-            self.service.scale(replicas)
+            # Only the replica count changes. The spec goes back exactly as stored: the SDK's
+            # scale() (and fetch_current_spec) send it with the engine's defaults filled in,
+            # which counts as a new spec and replaces every running task.
+            self.service.reload()
+            spec = self._client.api.inspect_service(self.service.id)["Spec"]
+            self._client.api.update_service(
+                self.service.id,
+                self.service.version,
+                task_template=spec["TaskTemplate"],
+                name=spec["Name"],
+                labels=spec.get("Labels"),
+                mode={"Replicated": {"Replicas": replicas}},
+                update_config=spec.get("UpdateConfig"),
+                rollback_config=spec.get("RollbackConfig"),
+                endpoint_spec=spec.get("EndpointSpec"),
+            )
             self.replicas = replicas
             self.urls = self._task_urls(replicas)
             self.wait_healthy()
