@@ -174,15 +174,22 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         *,
         token: str | None = None,
         env_vars: dict[str, str] | None = None,
+        provider: Provider | None = None,
         **client_kwargs: Any,
     ) -> typing.Self:
         """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private).
 
-        With ``use_docker=True`` its image ``registry.hf.space/org-name:latest`` runs
-        locally instead (pulled when missing).
+        The Hub is ``HF_ENDPOINT`` (default https://huggingface.co). With ``use_docker=True``
+        the Space's image ``registry.hf.space/org-name:latest`` runs locally instead (pulled
+        when missing). ``provider`` replaces the default one (e.g. a ``SpaceProvider`` with
+        its own ``url``).
         """
         from ..providers.space import SpaceProvider, hf_token, space_image
 
+        if provider is not None:
+            if isinstance(provider, SpaceProvider):
+                token = hf_token(token)
+            return cls.from_provider(provider, token=token, **client_kwargs)
         if use_docker:
             from ..providers.docker import DockerProvider
 

@@ -19,7 +19,7 @@ from .base import Provider, ProviderError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 RUNNING = ("RUNNING", "RUNNING_BUILDING")
-WAITING = ("BUILDING", "APP_STARTING", "RUNNING_APP_STARTING", "NO_APP_FILE", "STOPPED_BUILDING")
+WAITING = ("BUILDING", "APP_STARTING", "RUNNING_APP_STARTING")
 ASLEEP = ("SLEEPING", "PAUSED", "STOPPED")
 
 
@@ -59,6 +59,7 @@ class SpaceProvider(Provider):
         endpoint: the Hub; default ``HF_ENDPOINT`` or https://huggingface.co.
         url: the Space's URL, when it is not ``https://<org>-<name>.hf.space`` (e.g. a proxy).
         startup_timeout: seconds allowed for the Space to build, wake up and answer.
+        poll_interval: seconds between two looks at the Space's stage and ``/health``.
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class SpaceProvider(Provider):
         endpoint: str | None = None,
         url: str | None = None,
         startup_timeout: float = 600.0,
+        poll_interval: float = 1.0,
     ) -> None:
         super().__init__()
         _split(repo_id)
@@ -77,6 +79,7 @@ class SpaceProvider(Provider):
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
         self.url = (url or space_url(self.repo_id)).rstrip("/")
         self.startup_timeout = startup_timeout
+        self.poll_interval = poll_interval
         self.last_stage: str | None = None
 
     def _get(self, path: str) -> dict[str, Any]:
@@ -125,7 +128,7 @@ class SpaceProvider(Provider):
                     f"Space {self.repo_id} was still {stage} after {self.startup_timeout:g}s; "
                     "raise startup_timeout or check its build logs"
                 )
-            time.sleep(1.0)
+            time.sleep(self.poll_interval)
 
     def wait_healthy(self, timeout: float | None = None) -> None:
         from .base import health
@@ -137,7 +140,7 @@ class SpaceProvider(Provider):
                     f"Space {self.repo_id} is RUNNING but {self.url}/health does not answer; "
                     "is it an OpenEnv server (and HF_TOKEN set if it is private)?"
                 )
-            time.sleep(1.0)
+            time.sleep(self.poll_interval)
 
     def _teardown(self) -> None:
         """A Space is not ours to stop."""
