@@ -72,7 +72,9 @@ def test_replicas_with_env_labels_and_limits(client: docker.DockerClient, env_im
         with GenericEnvClient(urls[1]).sync() as env:
             env.reset()
             assert env.step({"message": "hi"}).observation["echoed_message"] == "hi"
-    assert client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={provider.run_id}"}) == []
+    assert (
+        client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={provider.run_id}"}) == []
+    )
     provider.stop()
 
 
@@ -123,7 +125,9 @@ def test_from_env_with_docker_runs_the_space_image(
 
 
 def test_missing_image_says_how_to_build_it() -> None:
-    with pytest.raises(ProviderError, match=r"is not on this engine; build it with `openenv build`"):
+    with pytest.raises(
+        ProviderError, match=r"is not on this engine; build it with `openenv build`"
+    ):
         DockerProvider(f"{PREFIX}/absent:{RUN_ID}", name_prefix=NAME).start()
 
 

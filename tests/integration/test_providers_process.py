@@ -112,7 +112,9 @@ def test_async_context_manager() -> None:
 
 
 def test_app_that_fails_shows_its_output(tmp_path: Path) -> None:
-    (tmp_path / "broken_app.py").write_text("raise RuntimeError('the env is broken: missing key')\n")
+    (tmp_path / "broken_app.py").write_text(
+        "raise RuntimeError('the env is broken: missing key')\n"
+    )
     provider = ProcessProvider(
         "broken_app:app", env={"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     )
@@ -135,7 +137,7 @@ def test_port_taken_is_named() -> None:
 def test_startup_timeout_stops_the_server(tmp_path: Path) -> None:
     app, marker = slow_app(tmp_path)
     provider = ProcessProvider(app, env=child_env(tmp_path), startup_timeout=1.5)
-    with pytest.raises(ProviderError, match="did not answer /health within 1.5s"):
+    with pytest.raises(ProviderError, match=r"did not answer /health within 1\.5s"):
         provider.start()
     assert wait_until(lambda: not processes_with(marker), timeout=15)
 

@@ -75,6 +75,8 @@ def test_replica_that_cannot_start(ray: Any, tmp_path: Path) -> None:
         env={"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
         startup_timeout=60,
     )
-    with pytest.raises(ProviderError, match="(?s)a Ray replica failed to start.*no GPU for this env"):
+    with pytest.raises(
+        ProviderError, match=r"(?s)a Ray replica failed to start.*no GPU for this env"
+    ):
         provider.start()
     assert not provider.running

@@ -87,5 +87,7 @@ def test_running_space_that_does_not_answer(hub: HubHandle) -> None:
     provider = SpaceProvider(
         REPO, endpoint=hub.url, url="http://127.0.0.1:9", startup_timeout=0.5, poll_interval=0.05
     )
-    with pytest.raises(ProviderError, match=r"RUNNING but http://127.0.0.1:9/health does not answer"):
+    with pytest.raises(
+        ProviderError, match=r"RUNNING but http://127.0.0.1:9/health does not answer"
+    ):
         provider.start()

@@ -55,8 +55,7 @@ def test_resolve_project_folder(tmp_path: Path) -> None:
     project = tmp_path / "my_env"
     project.mkdir()
     (project / "openenv.yaml").write_text(
-        "name: my_env\napp: my_env.server.app:app  # the app\n"
-        "server:\n  max_concurrent_envs: 7\n"
+        "name: my_env\napp: my_env.server.app:app  # the app\nserver:\n  max_concurrent_envs: 7\n"
     )
     target = resolve_target(project)
     assert target.app == "my_env.server.app:app"
@@ -71,7 +70,7 @@ def test_resolve_rejects(target: str) -> None:
 
 
 def test_folder_without_manifest(tmp_path: Path) -> None:
-    with pytest.raises(ProviderError, match="no openenv.yaml"):
+    with pytest.raises(ProviderError, match=r"no openenv\.yaml"):
         ProcessProvider(tmp_path)
 
 

@@ -23,7 +23,6 @@ import urllib.error
 import urllib.request
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 
 from ..errors import EnvError
 
@@ -212,14 +211,3 @@ def health(
 def last_lines(text: str, count: int = 20) -> str:
     lines = text.rstrip().splitlines()[-count:]
     return "\n".join("    " + line for line in lines) or "    (no output)"
-
-
-def retry(attempts: int, action: Callable[[], typing.Any], on: type[BaseException]) -> typing.Any:
-    """Call ``action`` up to ``attempts`` times while it raises ``on`` (a lost race for a port)."""
-    for attempt in range(attempts):
-        try:
-            return action()
-        except on:
-            if attempt == attempts - 1:
-                raise
-    return None

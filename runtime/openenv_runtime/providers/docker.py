@@ -193,7 +193,8 @@ class DockerProvider(Provider):
         docker = docker_module()
         found = client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"})
         for container in {c.id: c for c in [*self.containers, *found]}.values():
-            with contextlib.suppress(docker.errors.NotFound):
+            # NotFound, or a removal already in progress: either way it is going.
+            with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
         self.containers = []
         client.close()
