@@ -1,0 +1,87 @@
+"""The client's own connection (client/transport.py) on real sockets: pipelined requests on one
+session, and a server that stops answering keepalive pings."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from openenv_runtime import EnvClient, EnvError, State, create_app
+from openenv_runtime.testing import running_server
+from tests.fixtures.echo import AsyncEchoEnvironment, EchoAction, EchoObservation
+
+pytestmark = pytest.mark.integration
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455, section 1.3
+
+
+class Echo(EnvClient[EchoAction, EchoObservation, State]):
+    pass
+
+
+def test_requests_sent_together_get_their_own_replies() -> None:
+    app = create_app(AsyncEchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+
+    async def go(url: str) -> list[str]:
+        async with Echo(url) as env:
+            await env.reset()
+            results = await asyncio.gather(
+                *(env.step(EchoAction(message=f"m{i}")) for i in range(20))
+            )
+            return [r.observation.echoed_message for r in results]
+
+    with running_server(app) as url:
+        assert asyncio.run(go(url)) == [f"m{i}" for i in range(20)]
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Completes the WebSocket handshake, then never reads or writes again (a hung host)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        held.append(conn)
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(4096)
+        key = next(
+            line.split(b":", 1)[1].strip()
+            for line in request.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key:")
+        )
+        accept = base64.b64encode(hashlib.sha1(key + WS_GUID.encode()).digest())
+        conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+        )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def test_unanswered_keepalive_ends_the_session(silent_server: str) -> None:
+    async def go() -> EnvError:
+        env = Echo(silent_server, ping_interval=0.2, ping_timeout=0.3)
+        await env.connect()
+        with pytest.raises(EnvError) as info:
+            await asyncio.wait_for(env.step(EchoAction(message="x")), 10)
+        return info.value
+
+    error = asyncio.run(go())
+    assert error.code == "CLOSED" and "keepalive ping" in error.message
