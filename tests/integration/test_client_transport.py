@@ -85,3 +85,51 @@ def test_unanswered_keepalive_ends_the_session(silent_server: str) -> None:
 
     error = asyncio.run(go())
     assert error.code == "CLOSED" and "keepalive ping" in error.message
+
+
+@pytest.fixture
+def connect_proxy() -> Iterator[tuple[str, list[bytes]]]:
+    """A minimal HTTP CONNECT proxy on a thread; records the CONNECT lines it served."""
+    seen: list[bytes] = []
+    loop = asyncio.new_event_loop()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        line = head.split(b"\r\n", 1)[0]
+        seen.append(line)
+        host, port = line.split()[1].rsplit(b":", 1)
+        up_reader, up_writer = await asyncio.open_connection(host.decode(), int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}", seen
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+def test_proxy_from_the_environment_is_used(
+    connect_proxy: tuple[str, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy, seen = connect_proxy
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", proxy)
+    app = create_app(AsyncEchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    with running_server(app) as url, Echo(url).sync() as env:
+        assert env.step(EchoAction(message="via proxy")).observation.echoed_message == "via proxy"
+    port = url.rsplit(":", 1)[1]
+    assert seen == [f"CONNECT 127.0.0.1:{port} HTTP/1.1".encode()]

@@ -19,17 +19,47 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from websockets.asyncio.client import connect_http_proxy, connect_socks_proxy
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidStatus
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
-from websockets.uri import parse_uri
+from websockets.proxy import get_proxy, parse_proxy
+from websockets.uri import WebSocketURI, parse_uri
 
 USER_AGENT = "openenv-runtime"
+
+
+async def _through_proxy(
+    factory: Callable[[], Connection],
+    uri: WebSocketURI,
+    proxy: str,
+    context: ssl.SSLContext | None,
+) -> Connection:
+    """Open the connection through an HTTP(S) or SOCKS proxy, with websockets' own helpers."""
+    loop = asyncio.get_running_loop()
+    parsed = parse_proxy(proxy)
+    if parsed.scheme.startswith("socks"):
+        sock = await connect_socks_proxy(parsed, uri)
+        _, connection = await loop.create_connection(
+            factory, sock=sock, ssl=context, server_hostname=uri.host if context else None
+        )
+        return connection
+    proxy_tls = ssl.create_default_context() if parsed.scheme == "https" else None
+    transport = await connect_http_proxy(parsed, uri, user_agent_header=USER_AGENT, ssl=proxy_tls)
+    connection = factory()
+    transport.set_protocol(connection)
+    if context is not None:
+        tls = await loop.start_tls(transport, connection, context, server_hostname=uri.host)
+        if tls is None:
+            raise ConnectionLost("the proxy closed the tunnel during the TLS handshake")
+        transport = tls
+    connection.connection_made(transport)
+    return connection
 
 
 class ConnectionLost(ConnectionError):
@@ -95,23 +125,34 @@ class Connection(asyncio.Protocol):
         max_size: int | None = None,
         ping_interval: float | None = None,
         ping_timeout: float | None = None,
+        use_proxy: bool = True,
     ) -> Connection:
         """Connect to ``ws(s)://...`` and complete the opening handshake.
 
-        Bound it with a timeout outside. Raises ``OSError`` (cannot connect),
+        A proxy from the environment (``https_proxy``, ``all_proxy``, ... and ``no_proxy``,
+        as websockets reads them) is used unless ``use_proxy`` is False, as the
+        websockets client did. Bound it with a timeout outside. Raises ``OSError`` (cannot connect),
         :class:`HandshakeRefused` (an HTTP status) or :class:`ConnectionLost`.
         """
         loop = asyncio.get_running_loop()
         uri = parse_uri(url)
         protocol = ClientProtocol(uri, max_size=max_size)
         context = ssl.create_default_context() if uri.secure else None
-        _, connection = await loop.create_connection(
-            lambda: cls(protocol, loop, headers or {}, ping_interval, ping_timeout),
-            uri.host,
-            uri.port,
-            ssl=context,
-            server_hostname=uri.host if context else None,
-        )
+
+        def factory() -> Connection:
+            return cls(protocol, loop, headers or {}, ping_interval, ping_timeout)
+
+        proxy = get_proxy(uri) if use_proxy else None
+        if proxy is None:
+            _, connection = await loop.create_connection(
+                factory,
+                uri.host,
+                uri.port,
+                ssl=context,
+                server_hostname=uri.host if context else None,
+            )
+        else:
+            connection = await _through_proxy(factory, uri, proxy, context)
         try:
             await connection.opened
         except BaseException:

@@ -20,6 +20,7 @@ import threading
 import time
 import typing
 import urllib.error
+import urllib.parse
 import urllib.request
 import weakref
 from abc import ABC, abstractmethod
@@ -191,6 +192,10 @@ class Provider(ABC):
         return f"<{type(self).__name__} {state}>"
 
 
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_DEFAULT = urllib.request.build_opener()
+
+
 def health(
     base_url: str, timeout: float = 5.0, token: str | None = None
 ) -> dict[str, typing.Any] | None:
@@ -198,8 +203,11 @@ def health(
     request = urllib.request.Request(base_url.rstrip("/") + "/health")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
+    # A proxy from the environment must not stand between us and a server on this machine.
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    opener = _DIRECT if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0") else _DEFAULT
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             if response.status != 200:
                 return None
             body = json.loads(response.read() or b"{}")
