@@ -91,3 +91,11 @@ def test_running_space_that_does_not_answer(hub: HubHandle) -> None:
         ProviderError, match=r"RUNNING but http://127.0.0.1:9/health does not answer"
     ):
         provider.start()
+
+
+def test_url_comes_from_the_hub(hub: HubHandle) -> None:
+    seed_space(hub, polls=0)
+    provider = SpaceProvider(REPO, endpoint=hub.url, startup_timeout=0.5, poll_interval=0.05)
+    # No network here: the Space's real host cannot answer, but the error names it.
+    with pytest.raises(ProviderError, match=r"https://alice-echo-space\.hf\.space/health"):
+        provider.start()

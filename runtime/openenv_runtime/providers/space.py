@@ -2,7 +2,8 @@
 
 Nothing is started: the Space's runtime is read from the Hub (``GET {endpoint}/api/spaces/
 {id}/runtime``, with ``HF_TOKEN`` for a private Space) until it is ``RUNNING``, then its URL
-(``https://<namespace>-<name>.hf.space``) is polled until ``/health`` answers. With
+(the ``host`` the Hub reports, ``https://<namespace>-<name>.hf.space`` on huggingface.co) is
+polled until ``/health`` answers. With
 :func:`space_image` the same Space runs locally through the Docker provider instead.
 """
 
@@ -15,7 +16,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .base import Provider, ProviderError
+from .base import Provider, ProviderError, health
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 RUNNING = ("RUNNING", "RUNNING_BUILDING")
@@ -57,7 +58,8 @@ class SpaceProvider(Provider):
         repo_id: ``org/name`` of the Space.
         token: for a private Space; default ``HF_TOKEN``.
         endpoint: the Hub; default ``HF_ENDPOINT`` or https://huggingface.co.
-        url: the Space's URL, when it is not ``https://<org>-<name>.hf.space`` (e.g. a proxy).
+        url: the Space's URL; default: the ``host`` the Hub reports for it
+            (``https://<org>-<name>.hf.space`` on huggingface.co).
         startup_timeout: seconds allowed for the Space to build, wake up and answer.
         poll_interval: seconds between two looks at the Space's stage and ``/health``.
     """
@@ -77,7 +79,7 @@ class SpaceProvider(Provider):
         self.repo_id = repo_id.strip().strip("/")
         self.token = hf_token(token)
         self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-        self.url = (url or space_url(self.repo_id)).rstrip("/")
+        self.url = url.rstrip("/") if url else None
         self.startup_timeout = startup_timeout
         self.poll_interval = poll_interval
         self.last_stage: str | None = None
@@ -112,6 +114,12 @@ class SpaceProvider(Provider):
             stage = str(runtime.get("stage") or "")
             self.last_stage = stage
             if stage in RUNNING:
+                if self.url is None:
+                    # The Hub says where the Space is served; the usual name is the fallback.
+                    host = self._get(f"/api/spaces/{self.repo_id}").get("host")
+                    self.url = (
+                        host if isinstance(host, str) and host else space_url(self.repo_id)
+                    ).rstrip("/")
                 return [self.url]
             if stage in ASLEEP:
                 raise ProviderError(
@@ -131,10 +139,9 @@ class SpaceProvider(Provider):
             time.sleep(self.poll_interval)
 
     def wait_healthy(self, timeout: float | None = None) -> None:
-        from .base import health
-
         deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
-        while health(self.url, timeout=10.0, token=self.token) is None:
+        assert self.url is not None
+        while health(self.url, timeout=min(10.0, self.startup_timeout), token=self.token) is None:
             if time.monotonic() > deadline:
                 raise ProviderError(
                     f"Space {self.repo_id} is RUNNING but {self.url}/health does not answer; "
