@@ -263,6 +263,8 @@ class EnvPool(Generic[ClientT]):
 
     def __getitem__(self, index: int) -> ClientT:
         """Session ``index``'s own client (``await pool[i].state()``)."""
+        if not self._opened:
+            raise RuntimeError("open the pool first: `async with pool`, `await pool.open()`")
         return self._clients[index]
 
     @property

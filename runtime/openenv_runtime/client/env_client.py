@@ -264,7 +264,11 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             conn.abort()
 
     async def __aenter__(self) -> typing.Self:
-        return await self.connect()
+        try:
+            return await self.connect()
+        except BaseException:
+            await self.close()  # the servers a from_* constructor started go too
+            raise
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()

@@ -64,7 +64,11 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         self._call(self.client.close())
 
     def __enter__(self) -> typing.Self:
-        return self.connect()
+        try:
+            return self.connect()
+        except BaseException:
+            self.close()  # the servers a from_* constructor started go too
+            raise
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
