@@ -184,3 +184,27 @@ def test_ctrl_c_during_from_docker_image(client: docker.DockerClient, sleeping_i
             child.wait()
         for container in client.containers.list(all=True, filters=ours):
             container.remove(force=True)
+
+
+def test_interpreter_exit_removes_containers(client: docker.DockerClient, env_image: str) -> None:  # noqa: F811
+    """A program that starts a provider and ends without stopping it leaves no container."""
+    script = textwrap.dedent(
+        f"""
+        from openenv_runtime.providers import DockerProvider
+        provider = DockerProvider({env_image!r}, name_prefix={NAME!r})
+        provider.start()
+        print(provider.container_ids[0], flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    container_id = done.stdout.split()[0]
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(container_id)
