@@ -179,3 +179,32 @@ def test_sync_pool_owns_its_provider() -> None:
         assert all(isinstance(r, StepResult) and r.reward == 1.0 for r in results)
         url = provider.urls[0]
     assert not provider.running and health(url, timeout=0.5) is None
+
+
+def test_the_readme_rollout_loop_survives_a_lost_server() -> None:
+    """The README's loop, as written, with one of its two servers killed half-way."""
+    provider = ProcessProvider(
+        "tests.fixtures.echo_app:app",
+        replicas=2,
+        env={"MAX_CONCURRENT_ENVS": "8", "LOG_LEVEL": "warning"},
+    )
+
+    def policy(observation: Any) -> dict[str, str]:
+        return {"message": "x" * (len(observation["echoed_message"]) % 5 + 1)}
+
+    async def rollouts(steps: int = 6) -> list[Any]:
+        async with EnvPool(GenericEnvClient, provider=provider, size=6) as pool:
+            results = await pool.reset(seeds=range(6))
+            for step in range(steps):
+                if step == 3:
+                    os.killpg(provider.processes[0].pid, signal.SIGKILL)
+                results = await pool.step([policy(r.observation) for r in results])
+                for i, result in enumerate(results):
+                    if isinstance(result, EnvError):
+                        await pool.replace(i)
+                        results[i] = await pool[i].reset()
+            return results
+
+    final = run(rollouts())
+    assert all(isinstance(r, StepResult) for r in final)
+    assert not provider.running
