@@ -63,6 +63,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     For blocking code, ``with MyEnv(base_url=...).sync() as env: env.reset()``.
 
+    To start the server too: ``MyEnv.from_project(".")``, ``MyEnv.from_docker_image(image)``,
+    ``MyEnv.from_env("org/name")``; closing such a client stops its server.
+
     Args:
         base_url: the server (``http(s)://`` or ``ws(s)://``; ``/ws`` is appended).
         token: sent as ``Authorization: Bearer``; for ``*.hf.space`` URLs it defaults to ``HF_TOKEN``.
