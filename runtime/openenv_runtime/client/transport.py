@@ -203,8 +203,12 @@ class Connection(asyncio.Protocol):
 
     # -- protocol events -------------------------------------------------------------------
     def _process(self) -> None:
+        # Data frames make the protocol write nothing; anything else (a handshake reply, a
+        # ping to answer, a close to acknowledge, a protocol error) may. Flush only then.
+        quiet = True
         for event in self.protocol.events_received():
             if isinstance(event, Response):
+                quiet = False
                 if not self.opened.done():
                     handshake = self.protocol.handshake_exc
                     if isinstance(handshake, InvalidStatus):
@@ -215,6 +219,7 @@ class Connection(asyncio.Protocol):
                         self.opened.set_result(None)
                 continue
             if not isinstance(event, Frame):
+                quiet = False
                 continue
             opcode = event.opcode
             if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
@@ -230,10 +235,13 @@ class Connection(asyncio.Protocol):
                     data = b"".join(self.fragments)
                     self.fragments = []
                     self._deliver(data.decode() if self.fragment_text else data)
-            elif opcode is Opcode.PONG:
-                self._pong_due = None
-            # PING is answered and CLOSE acknowledged by the protocol itself (see _flush).
-        self._flush()
+            else:
+                quiet = False
+                if opcode is Opcode.PONG:
+                    self._pong_due = None
+                # PING is answered and CLOSE acknowledged by the protocol itself (see _flush).
+        if not quiet or self.protocol.state is not State.OPEN:
+            self._flush()
 
     def _deliver(self, message: str | bytes) -> None:
         while self.waiters:
