@@ -133,3 +133,24 @@ def test_proxy_from_the_environment_is_used(
         assert env.step(EchoAction(message="via proxy")).observation.echoed_message == "via proxy"
     port = url.rsplit(":", 1)[1]
     assert seen == [f"CONNECT 127.0.0.1:{port} HTTP/1.1".encode()]
+
+
+def test_refused_handshake_carries_its_status() -> None:
+    app = create_app(
+        AsyncEchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        enable_web_interface=False,
+        api_key="k-123",
+    )
+
+    async def go(url: str) -> None:
+        with pytest.raises(EnvError) as info:
+            await Echo(url).connect()
+        assert info.value.code == "CONNECTION_ERROR" and info.value.details["status"] in (401, 403)
+        async with Echo(url, token="k-123") as env:
+            assert env._conn is not None and env._conn.response is not None
+            assert env._conn.response.status_code == 101
+
+    with running_server(app) as url:
+        asyncio.run(go(url))

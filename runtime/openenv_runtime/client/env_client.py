@@ -218,11 +218,22 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         return self
 
     async def _open(self) -> None:
+        self._conn = await self._open_connection({})
+        self._ended = None
+
+    async def _open_connection(self, extra_headers: dict[str, str]) -> Connection:
+        """One connection to the server, handshake done (the transport, without session logic).
+
+        Failures are ``EnvError("CONNECTION_ERROR")``; ``details`` has the HTTP ``status`` and
+        the server's ``X-OpenEnv-Error`` header when the handshake was refused, and
+        ``dropped: True`` when the connection broke during it.
+        """
         headers = dict(self.headers)
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        headers.update(extra_headers)
         try:
-            self._conn = await asyncio.wait_for(
+            return await asyncio.wait_for(
                 Connection.open(
                     self.url,
                     headers=headers,
@@ -235,16 +246,25 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         except HandshakeRefused as exc:
             hint = " (missing or wrong token: pass token=...)" if exc.status in (401, 403) else ""
             raise EnvError(
-                "CONNECTION_ERROR", f"{self.url} refused the WebSocket with HTTP {exc.status}{hint}"
+                "CONNECTION_ERROR",
+                f"{self.url} refused the WebSocket with HTTP {exc.status}{hint}",
+                {"status": exc.status, "error": exc.headers.get("x-openenv-error")},
+            ) from None
+        except ConnectionLost as exc:
+            raise EnvError(
+                "CONNECTION_ERROR",
+                f"the handshake with {self.url} failed: {exc}",
+                {"dropped": True},
             ) from None
         except (OSError, TimeoutError, ValueError) as exc:
             reason = str(exc) or type(exc).__name__
             raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
         except Exception as exc:  # an invalid handshake reply (websockets' InvalidHandshake)
             raise EnvError(
-                "CONNECTION_ERROR", f"cannot connect to {self.url}: {type(exc).__name__}: {exc}"
+                "CONNECTION_ERROR",
+                f"the handshake with {self.url} failed: {type(exc).__name__}: {exc}",
+                {"dropped": True},
             ) from None
-        self._ended = None
 
     async def close(self) -> None:
         """End the session: the server closes this session's environment.

@@ -74,9 +74,10 @@ class ConnectionLost(ConnectionError):
 class HandshakeRefused(ConnectionError):
     """The server answered the opening handshake with an HTTP status other than 101."""
 
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.status = response.status_code
+        self.headers = response.headers
 
 
 class ReplySink(Protocol):
@@ -114,6 +115,7 @@ class Connection(asyncio.Protocol):
         self.fragment_text = False
         self.error: ConnectionLost | None = None
         self._ping_handle: asyncio.TimerHandle | None = None
+        self._response: Response | None = None
         self._pong_due: float | None = None
 
     @classmethod
@@ -191,7 +193,7 @@ class Connection(asyncio.Protocol):
         if not self.opened.done():
             handshake = self.protocol.handshake_exc
             if isinstance(handshake, InvalidStatus):
-                self.opened.set_exception(HandshakeRefused(handshake.response.status_code))
+                self.opened.set_exception(HandshakeRefused(handshake.response))
             else:
                 self.opened.set_exception(handshake or self.error)
         while self.waiters:
@@ -209,10 +211,11 @@ class Connection(asyncio.Protocol):
         for event in self.protocol.events_received():
             if isinstance(event, Response):
                 quiet = False
+                self._response = event
                 if not self.opened.done():
                     handshake = self.protocol.handshake_exc
                     if isinstance(handshake, InvalidStatus):
-                        self.opened.set_exception(HandshakeRefused(handshake.response.status_code))
+                        self.opened.set_exception(HandshakeRefused(handshake.response))
                     elif handshake is not None:
                         self.opened.set_exception(handshake)
                     else:
@@ -286,6 +289,11 @@ class Connection(asyncio.Protocol):
         self._schedule_ping()
 
     # -- what the client uses ------------------------------------------------------------------
+    @property
+    def response(self) -> Response | None:
+        """The server's handshake reply (its headers, e.g. for session resumption)."""
+        return self._response
+
     @property
     def is_open(self) -> bool:
         return self.protocol.state is State.OPEN
