@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.scaffold import render_project, write_project
 from openenv_cli.build.context import stage_context as stage
 from openenv_cli.build.runtime_bundle import runtime_version
 from openenv_cli.build.selection import RUNTIME_DIR
+from openenv_cli.scaffold import render_project, write_project
 
 pytestmark = pytest.mark.integration
 

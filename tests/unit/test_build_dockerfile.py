@@ -122,7 +122,7 @@ def test_continuation_lines_and_comments() -> None:
 def test_heredoc_without_from_lines_is_fine() -> None:
     # dockerfile-parse does not know heredocs: a body line starting with FROM would be taken
     # for an instruction (documented limit); bodies without one are read correctly.
-    text = "FROM python:3.11-slim\nRUN <<EOF\necho hi\nEOF\nCMD [\"x\"]\n"
+    text = 'FROM python:3.11-slim\nRUN <<EOF\necho hi\nEOF\nCMD ["x"]\n'
     out = set_base_image(text, NEW)
     assert out == text.replace("python:3.11-slim", NEW)
 
@@ -170,4 +170,3 @@ def test_dockerfile_stages() -> None:
         ("b", None, 1),
         ("one", "Two", 2),
     ]
-

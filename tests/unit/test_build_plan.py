@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from openenv_cli.commands.build import BuildDisplay
 from openenv_cli.build.engine import connect, context_archive, human_size
 from openenv_cli.build.plan import (
     APP_LABEL,
@@ -27,6 +26,7 @@ from openenv_cli.build.plan import (
     tag_for_version,
 )
 from openenv_cli.build.stream import BuildLog, build_failure, engine_unreachable, request_failure
+from openenv_cli.commands.build import BuildDisplay
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import parse_manifest
 from openenv_cli.scaffold import render_project, write_project

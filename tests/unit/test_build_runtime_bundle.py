@@ -7,7 +7,11 @@ from importlib import metadata
 from pathlib import Path
 
 import openenv_runtime
-from openenv_cli.build.runtime_bundle import runtime_version, split_requirements, write_runtime_bundle
+from openenv_cli.build.runtime_bundle import (
+    runtime_version,
+    split_requirements,
+    write_runtime_bundle,
+)
 from openenv_cli.build.selection import RUNTIME_DIR
 
 
@@ -93,5 +97,3 @@ def test_split_requirements_moves_extras() -> None:
         "docker": ['docker>=7; extra == "docker" or extra == "all"'],
         "all": ['docker>=7; extra == "docker" or extra == "all"'],
     }
-
-

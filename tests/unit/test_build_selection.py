@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from openenv_cli.build.selection import RUNTIME_DIR, select_files
-
 
 # -- project_files --------------------------------------------------------------------------
 

@@ -119,7 +119,9 @@ def test_links_inside_linked_folders_and_chains(project: Path, tmp_path: Path) -
         "alias1.txt": "data/real.txt",
     }
     reasons = _by_path(selection)
-    assert "linked/" in reasons and not any(p.startswith("linked/") and p != "linked/" for p in reasons)
+    assert "linked/" in reasons and not any(
+        p.startswith("linked/") and p != "linked/" for p in reasons
+    )
     assert "outside the project (/etc/passwd)" in reasons["hop1"]
     assert "points nowhere" in reasons["loop_a"] and "points nowhere" in reasons["dangling"]
     assert "links to folders are not followed" in reasons["inner_folder_link/"]
@@ -214,7 +216,12 @@ def test_ignore_files_cannot_bring_secrets_back(project: Path) -> None:
     (project / ".gitignore").write_text("".join(f"!{p}\n" for p in SECRETS) + "!*\n!.aws/\n")
     (project / ".dockerignore").write_text("".join(f"!{p}\n" for p in SECRETS) + "!**\n")
     (project / "sub/.gitignore").write_text("!.psql_history\n")
-    assert select_files(project).paths == [".dockerignore", ".gitignore", "app.py", "sub/.gitignore"]
+    assert select_files(project).paths == [
+        ".dockerignore",
+        ".gitignore",
+        "app.py",
+        "sub/.gitignore",
+    ]
 
 
 def test_environments_are_left_out(project: Path) -> None:
