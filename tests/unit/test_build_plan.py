@@ -176,7 +176,7 @@ def test_missing_dockerfile(project: Path) -> None:
 
 
 def test_no_manifest(tmp_path: Path) -> None:
-    with pytest.raises(OpenEnvError, match="openenv.yaml"):
+    with pytest.raises(OpenEnvError, match=r"openenv\.yaml"):
         plan_build(tmp_path, environ={})
 
 
