@@ -305,6 +305,8 @@ def _show_plan(plan: PushPlan) -> None:
     if plan.private is None:
         shown += "; an existing Space keeps its visibility"
     console.print(f"Space: [bold]{escape(plan.repo.shown())}[/] ({shown})", highlight=False)
+    if plan.hardware:
+        console.print(f"Hardware: {escape(plan.hardware)}", highlight=False)
     console.print(f"\n[bold]Files[/] ({len(sizes)}, {_size(sum(sizes.values()))}):")
     runtime = {f: n for f, n in sizes.items() if f.startswith(RUNTIME_DIR + "/")}
     listed = {f: n for f, n in sizes.items() if f not in runtime}

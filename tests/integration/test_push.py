@@ -248,6 +248,27 @@ def test_bare_name_goes_to_the_user_and_orgs_work(
     assert f"https://{ORG}-shared.hf.space" in out
 
 
+def test_reference_spellings_namespace_directory_repo_id_hardware(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
+    # `openenv push --namespace my-org --private` and `push -d . -r a/b`, as OpenEnv users type them.
+    out = ok(push(hub, tmp_path, project, "--namespace", ORG, "--private", "-H", "cpu-upgrade"))
+    repo = hub.state.repo(f"{ORG}/{NAME}")
+    assert repo.private and repo.hardware == "cpu-upgrade"
+    assert "hardware requested: cpu-upgrade" in out
+    assert hub.state.calls("POST", "/hardware")
+    done = subprocess.run(
+        [*CLI, "push", "-d", ".", "-r", "alice/b"],
+        cwd=project,
+        env=_env(hub, tmp_path, ALICE_TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    ok(done)
+    assert hub.state.has_repo("alice/b")
+
+
 def test_repo_id_from_the_manifest(hub: HubHandle, tmp_path: Path, project: Path) -> None:
     manifest = project / "openenv.yaml"
     manifest.write_text(
