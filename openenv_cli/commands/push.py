@@ -210,9 +210,12 @@ def project_folder(path: Path | None, directory: Path | None) -> Path:
         )
     folder = path or directory or Path(".")
     if not folder.is_dir():
+        looks_like_id = not folder.exists() and len(folder.parts) == 2
         raise UsageError(
             f"{folder} is not a folder.",
-            hint="Pass the project folder: `openenv push path/to/my_env`.",
+            hint=f"To name the Space, use --repo-id {folder.as_posix()}; PATH is the project folder."
+            if looks_like_id
+            else "Pass the project folder: `openenv push path/to/my_env`.",
         )
     return folder
 

@@ -49,6 +49,13 @@ def test_push_directory_option(project: Path, capsys: pytest.CaptureFixture[str]
     assert code == 2 and "different folders" in err
 
 
+def test_push_repo_id_given_as_path_gets_a_hint(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "push", "my-org/my-env", "--dry-run")
+    assert code == 2 and "--repo-id my-org/my-env" in err
+
+
 def test_push_repo_id_short_option(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "push", "-d", str(project), "-r", "a/b", "--dry-run")
     assert code == 0 and "Space: a/b" in out
