@@ -260,7 +260,9 @@ def refuse_ignore_file_as_pattern(patterns: list[str]) -> None:
     existing file named like an ignore file is almost surely meant as the former."""
     for pattern in patterns:
         candidate = Path(pattern)
-        if candidate.name.endswith("ignore") and candidate.is_file():
+        # .gitignore and .dockerignore are read anyway; excluding them is a fair wish.
+        honoured = candidate.name in {".gitignore", ".dockerignore"}
+        if candidate.name.endswith("ignore") and not honoured and candidate.is_file():
             raise UsageError(
                 f"--exclude takes a pattern here, and {pattern} looks like a file of patterns.",
                 hint=f"Read patterns from it with --exclude-from {pattern}.",

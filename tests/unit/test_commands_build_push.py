@@ -105,6 +105,9 @@ def test_push_exclude_file(project: Path, capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run(capsys, "push", str(project), "--exclude-from", str(ignore), "--dry-run")
     assert code == 0 and "data/big.bin" not in out.split("Left out")[0]
     assert "data/  ignored: excluded by --exclude" in out
+    (project.parent / ".dockerignore").write_text("x\n")  # read anyway: a plain pattern
+    code, out, _ = run(capsys, "push", str(project), "--exclude", ".dockerignore", "--dry-run")
+    assert code == 0 and ".dockerignore  ignored: excluded by --exclude" in out
 
 
 @pytest.mark.parametrize(
