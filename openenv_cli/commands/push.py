@@ -284,17 +284,8 @@ def _show_left_out(left_out: tuple[LeftOut, ...], *, brief: bool) -> None:
         )
 
 
-def _size(n: int) -> str:
-    return (
-        f"{n} B"
-        if n < 1024
-        else f"{n / 1024:.1f} KB"
-        if n < 1024 * 1024
-        else f"{n / 1024 / 1024:.1f} MB"
-    )
-
-
 def _show_plan(plan: PushPlan) -> None:
+    from openenv_cli.build.engine import human_size
     from openenv_cli.build.selection import RUNTIME_DIR
     from openenv_cli.hub.space import render_front_matter
 
@@ -312,7 +303,7 @@ def _show_plan(plan: PushPlan) -> None:
     console.print(f"Space: [bold]{escape(plan.repo.shown())}[/] ({shown})", highlight=False)
     if plan.hardware:
         console.print(f"Hardware: {escape(plan.hardware)}", highlight=False)
-    console.print(f"\n[bold]Files[/] ({len(sizes)}, {_size(sum(sizes.values()))}):")
+    console.print(f"\n[bold]Files[/] ({len(sizes)}, {human_size(sum(sizes.values()))}):")
     runtime = {f: n for f, n in sizes.items() if f.startswith(RUNTIME_DIR + "/")}
     listed = {f: n for f, n in sizes.items() if f not in runtime}
     if runtime:
@@ -325,7 +316,7 @@ def _show_plan(plan: PushPlan) -> None:
             else ""
         )
         console.print(
-            f"  {escape(name.ljust(width))}  {_size(listed[name]):>9}{extra}",
+            f"  {escape(name.ljust(width))}  {human_size(listed[name]):>9}{extra}",
             highlight=False,
             soft_wrap=True,
         )
