@@ -90,6 +90,7 @@ def command(
         list[str] | None,
         typer.Option(
             "--exclude",
+            metavar="PATTERN",
             help="A gitignore-style pattern not to upload (repeatable); added to push.exclude.",
             show_default=False,
         ),
@@ -98,6 +99,7 @@ def command(
         list[Path] | None,
         typer.Option(
             "--exclude-from",
+            metavar="FILE",
             help="A file of gitignore-style patterns not to upload, one a line (repeatable).",
             show_default=False,
         ),
