@@ -1,4 +1,4 @@
-"""openenv_cli.push, the parts that need no Hub: options, ids, URLs, front matter,
+"""openenv_cli.hub (space, errors, upload): the parts of push that need no Hub: options, ids, URLs, front matter,
 variables, token resolution, redaction, error wording and the local plan."""
 
 from __future__ import annotations
