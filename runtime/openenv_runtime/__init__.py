@@ -13,10 +13,11 @@ Servers started for you: ``openenv_runtime.providers``.
 
 from ._version import __version__
 from .client import DictObservation, EnvClient, GenericEnvClient, SyncEnvClient
+from .client.sync import SyncEnvPool
 from .environment import Environment
 from .errors import EnvError, EnvironmentContractError
 from .models import Action, Observation, State, StepResult
-from .pool import EnvPool, SyncEnvPool
+from .pool import EnvPool
 from .server import create_app
 
 __all__ = [

@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import typing
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .client.env_client import EnvClient
-from .client.sync import _background_loop
 from .client.transport import ConnectionLost
 from .errors import EnvError
 from .models import StepResult
 from .providers.base import Provider, health
 
+if TYPE_CHECKING:
+    from .client.sync import SyncEnvPool
+
 ClientT = TypeVar("ClientT", bound=EnvClient)  # type: ignore[type-arg]
-T = TypeVar("T")
 Result = StepResult[Any] | EnvError
 
 CAPACITY_REACHED = "CAPACITY_REACHED"
@@ -208,13 +209,12 @@ class EnvPool(Generic[ClientT]):
             except Exception as exc:  # e.g. a dict action that does not validate
                 results[i] = _as_env_error(exc, "VALIDATION_ERROR")
                 continue
-            conn = client._conn
-            if conn is None:
-                results[i] = self._fail(i, EnvError("CLOSED", "the session is not connected"))
-                continue
             sink = sinks[i] = _SlotReply(batch, i, client)
             batch.remaining += 1
-            conn.submit_to(sent[i], sink)
+            if not client._submit_to(sent[i], sink):
+                sinks[i] = None
+                batch.remaining -= 1
+                results[i] = self._fail(i, EnvError("CLOSED", "the session is not connected"))
         batch.one_done()  # the guard that kept an early reply from finishing the batch
         if not batch.finished.done():
             timer = None
@@ -316,55 +316,9 @@ class EnvPool(Generic[ClientT]):
 
     def sync(self) -> SyncEnvPool[ClientT]:
         """The same pool with blocking methods: ``with pool.sync() as p: p.step(actions)``."""
+        from .client.sync import SyncEnvPool
+
         return SyncEnvPool(self)
-
-
-class SyncEnvPool(Generic[ClientT]):
-    """Blocking twin of :class:`EnvPool` (its coroutines run on the client's background loop)."""
-
-    def __init__(self, pool: EnvPool[ClientT]) -> None:
-        self.pool = pool
-        self._loop = _background_loop()
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def open(self) -> typing.Self:
-        self._call(self.pool.open())
-        return self
-
-    def reset(
-        self, seeds: Sequence[int | None] | None = None, *, timeout: float | None = None
-    ) -> list[Result]:
-        return self._call(self.pool.reset(seeds, timeout=timeout))
-
-    def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
-        return self._call(self.pool.step(actions, timeout=timeout))
-
-    def replace(self, index: int) -> ClientT:
-        return self._call(self.pool.replace(index))
-
-    def replace_failed(self) -> list[int]:
-        return self._call(self.pool.replace_failed())
-
-    @property
-    def failed(self) -> list[int]:
-        return self.pool.failed
-
-    def __len__(self) -> int:
-        return len(self.pool)
-
-    def __getitem__(self, index: int) -> ClientT:
-        return self.pool[index]
-
-    def close(self) -> None:
-        self._call(self.pool.close())
-
-    def __enter__(self) -> typing.Self:
-        return self.open()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class _Batch:

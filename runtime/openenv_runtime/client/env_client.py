@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
-from .transport import Connection, ConnectionLost, HandshakeRefused
+from .transport import Connection, ConnectionLost, HandshakeRefused, ReplySink
 
 if TYPE_CHECKING:
     from ..providers.base import Provider
@@ -381,6 +381,17 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         except TimeoutError:
             raise self._timed_out() from None
         return self._unwrap(raw)
+
+    def _submit_to(self, frame: str, sink: ReplySink) -> bool:
+        """Send ``frame``; its raw reply (or ``ConnectionLost``) goes to ``sink``.
+
+        The pool's batched path: no coroutine per request. False when not connected.
+        """
+        conn = self._conn
+        if conn is None:
+            return False
+        conn.submit_to(frame, sink)
+        return True
 
     def _lost(self, exc: ConnectionLost) -> EnvError:
         """The session ended under a request: remember why, and say it."""

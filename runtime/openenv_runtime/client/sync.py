@@ -5,18 +5,20 @@ from __future__ import annotations
 import asyncio
 import threading
 import typing
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..models import Action, Observation, State, StepResult
 
 if TYPE_CHECKING:
+    from ..pool import EnvPool, Result
     from .env_client import EnvClient
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
 StateT = TypeVar("StateT", bound=State)
 T = TypeVar("T")
+ClientT = TypeVar("ClientT", bound="EnvClient")  # type: ignore[type-arg]
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
@@ -69,6 +71,54 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         except BaseException:
             self.close()  # the servers a from_* constructor started go too
             raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class SyncEnvPool(Generic[ClientT]):
+    """Blocking twin of :class:`EnvPool` (its coroutines run on the client's background loop)."""
+
+    def __init__(self, pool: EnvPool[ClientT]) -> None:
+        self.pool = pool
+        self._loop = _background_loop()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def open(self) -> typing.Self:
+        self._call(self.pool.open())
+        return self
+
+    def reset(
+        self, seeds: Sequence[int | None] | None = None, *, timeout: float | None = None
+    ) -> list[Result]:
+        return self._call(self.pool.reset(seeds, timeout=timeout))
+
+    def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
+        return self._call(self.pool.step(actions, timeout=timeout))
+
+    def replace(self, index: int) -> ClientT:
+        return self._call(self.pool.replace(index))
+
+    def replace_failed(self) -> list[int]:
+        return self._call(self.pool.replace_failed())
+
+    @property
+    def failed(self) -> list[int]:
+        return self.pool.failed
+
+    def __len__(self) -> int:
+        return len(self.pool)
+
+    def __getitem__(self, index: int) -> ClientT:
+        return self.pool[index]
+
+    def close(self) -> None:
+        self._call(self.pool.close())
+
+    def __enter__(self) -> typing.Self:
+        return self.open()
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
