@@ -44,9 +44,9 @@ class ProbeOutcome:
 
 def _short(message: str | None) -> str:
     lines = [
-        l.strip()
-        for l in (message or "").splitlines()
-        if l.strip() and "errors.pydantic.dev" not in l
+        line.strip()
+        for line in (message or "").splitlines()
+        if line.strip() and "errors.pydantic.dev" not in line
     ]
     return " ".join(lines[:3]) + (" ..." if len(lines) > 3 else "")
 
