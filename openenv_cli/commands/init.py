@@ -6,10 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-
-from openenv_cli.console import console
-from openenv_cli.scaffold import class_names, render_project, validate_project_name, write_project
 
 
 def command(
@@ -48,6 +44,16 @@ def command(
     The project folder is itself the Python package NAME, so after
     [bold]pip install -e .[/] it imports as [bold]from my_env.models import MyAction[/].
     """
+    from rich.markup import escape
+
+    from openenv_cli.console import console
+    from openenv_cli.scaffold import (
+        class_names,
+        render_project,
+        validate_project_name,
+        write_project,
+    )
+
     validate_project_name(name)
     context = {}
     if description is not None:

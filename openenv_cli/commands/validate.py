@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 import typer
 
 from openenv_cli.config import Setting, parse_str
-from openenv_cli.console import console
 from openenv_cli.errors import UsageError
 
 TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
@@ -66,6 +65,7 @@ def command(
 
     Exit code 0 when nothing fails (warnings allowed), 1 when a check fails, 2 for a usage error.
     """
+    from openenv_cli.console import console
     from openenv_cli.validation import validate_project, validate_url
     from openenv_cli.validation.render import render_json, render_table
 
