@@ -40,7 +40,7 @@ VERBS: dict[str, Verb] = {
         (
             "openenv init my_env",
             'openenv init maze_env -o envs -d "A grid maze" --license MIT',
-            "openenv init my_env --runtime ../openenv/runtime   # a development checkout",
+            "openenv init grid_world --license Apache-2.0",
         ),
     ),
     "validate": Verb(
