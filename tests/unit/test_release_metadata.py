@@ -36,7 +36,7 @@ def test_both_distributions_take_their_version_from_the_runtime_file() -> None:
     # the CLI runs with exactly the runtime of its own release
     assert f"openenv-runtime=={version}" in toolkit["project"]["dependencies"]
     assert openenv_cli.__version__ == version
-    assert RUNTIME_REQUIREMENT == f"openenv-runtime>={version}"
+    assert f"openenv-runtime>={version}" == RUNTIME_REQUIREMENT
 
 
 def test_version_names_both_distributions() -> None:
