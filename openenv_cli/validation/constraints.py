@@ -5,7 +5,7 @@ a field admits; this module compares the keywords pydantic emits to restrict val
 kind: ``maximum``/``exclusiveMaximum`` (``le``/``lt``), ``minimum``/``exclusiveMinimum``
 (``ge``/``gt``), ``multipleOf``, ``maxLength``/``minLength``, ``pattern``, ``format``,
 ``maxItems``/``minItems``, ``uniqueItems``, ``maxProperties``/``minProperties``,
-``additionalProperties``, ``propertyNames``, and the same inside ``items``,
+``additionalProperties``, ``propertyNames``, ``patternProperties``, and the same inside ``items``,
 ``prefixItems``, dictionary values and each branch of an ``anyOf``. Enum and ``const``
 narrowing (``Literal``, ``Enum``) is seen by the value-kind comparison.
 
@@ -120,7 +120,7 @@ def _keyword_shifts(old: dict[str, Any], new: dict[str, Any]) -> Iterator[tuple[
             widens = (before / after).is_integer()
             narrows, widens = (narrows, widens) if narrows != widens else (True, True)
         yield f"multiple of {_show(before)} → {_show(after)}", narrows, widens
-    for key in ("pattern", "format", "propertyNames"):
+    for key in ("pattern", "format", "propertyNames", "patternProperties"):
         before, after = old.get(key), new.get(key)
         if before != after:
             if before is None:

@@ -105,6 +105,13 @@ def _atoms(schema: Any, root: dict[str, Any], depth: int = 0) -> frozenset[str]:
         ):
             inner = ",".join(sorted(_atoms(schema["additionalProperties"], root, depth + 1)))
             atoms.add(f"map<{inner}>")
+        elif k == "object" and isinstance(schema.get("patternProperties"), dict):
+            # dict[constr(pattern=...), V]: a map of V whose keys are constrained (constraints.py)
+            values = schema["patternProperties"].values()
+            inner = ",".join(
+                sorted(frozenset().union(*(_atoms(v, root, depth + 1) for v in values)))
+            )
+            atoms.add(f"map<{inner}>")
         else:
             atoms.add(str(k))
     return frozenset(atoms)

@@ -252,9 +252,7 @@ def test_ignore_files() -> None:
 def test_description_with_quotes_stays_valid(tmp_path: Path) -> None:
     files = render_project("my_env", {"description": 'It said "hi": ok\\'})
     assert yaml.safe_load(files["openenv.yaml"])["description"] == 'It said "hi": ok\\'
-    assert (
-        tomllib.loads(files["pyproject.toml"])["project"]["description"] == 'It said "hi": ok\\'
-    )
+    assert tomllib.loads(files["pyproject.toml"])["project"]["description"] == 'It said "hi": ok\\'
     ast.parse(files["server/app.py"])
 
 

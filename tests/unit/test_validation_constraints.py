@@ -85,6 +85,16 @@ CASES: list[tuple[str, tuple[Any, Any], tuple[Any, Any]]] = [
         (tuple[int, str], (1, "a")),
         (tuple[Annotated[int, Field(ge=0)], str], (1, "a")),
     ),
+    (
+        "propertyNames (dict[Literal, ...])",
+        (dict[str, int], {}),
+        (dict[Literal["x", "y"], int], {}),
+    ),
+    (
+        "patternProperties (dict[constr(pattern), ...])",
+        (dict[str, int], {}),
+        (dict[Annotated[str, Field(pattern="^a")], int], {}),
+    ),
     ("inside Optional (anyOf)", (int | None, None), (Annotated[int, Field(le=9)] | None, None)),
     ("StringConstraints", (str, ""), (Annotated[str, StringConstraints(max_length=4)], "")),
 ]
