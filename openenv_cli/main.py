@@ -161,7 +161,7 @@ app = typer.Typer(
     help=HELP,
     epilog=_epilog(
         (
-            "openenv init my_env && cd my_env && pip install -e . && pytest",
+            'openenv init my_env && cd my_env && pip install -e ".[test]" && pytest',
             "openenv validate && openenv serve",
             "python -m openenv_cli --help   # the same CLI, whatever owns the `openenv` script",
         )

@@ -216,7 +216,8 @@ def template_root() -> Path:
             return candidate
     raise OpenEnvError(
         "The project templates are missing from this installation of openenv.",
-        hint="Reinstall the CLI: `pip install --force-reinstall openenv-toolkit`.",
+        hint="Reinstall the CLI the way you installed it: `pip install -e .` in your openenv "
+        "checkout, or `pip install --force-reinstall` of its wheel.",
     )
 
 
