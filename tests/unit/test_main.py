@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import shlex
 import subprocess
 import sys
 
@@ -75,3 +76,14 @@ def test_python_m_openenv_cli() -> None:
 def test_unknown_verb_suggests_the_nearest() -> None:
     result = runner.invoke(app, ["inti"])
     assert result.exit_code == 2 and "init" in result.output
+
+
+@pytest.mark.parametrize(
+    "example", [e for verb in VERBS.values() for e in verb.examples], ids=lambda e: e
+)
+def test_examples_use_options_that_exist(example: str) -> None:
+    """Each example parses (an unknown or renamed option fails); --help stops before running."""
+    args = shlex.split(example.split("  #")[0])
+    assert args[0] == "openenv"
+    result = runner.invoke(app, [*args[1:], "--help"])
+    assert result.exit_code == 0, result.output
