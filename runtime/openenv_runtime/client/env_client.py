@@ -9,6 +9,8 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from websockets.exceptions import InvalidURI
+
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
@@ -256,7 +258,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 f"the handshake with {self.url} failed: {exc}",
                 {"dropped": True},
             ) from None
-        except (OSError, TimeoutError, ValueError) as exc:
+        except (OSError, TimeoutError, asyncio.TimeoutError, ValueError, InvalidURI) as exc:  # noqa: UP041 (3.10)
             reason = str(exc) or type(exc).__name__
             raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
         except Exception as exc:  # an invalid handshake reply (websockets' InvalidHandshake)
@@ -378,7 +380,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             )
         except ConnectionLost as exc:
             raise self._lost(exc) from None
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # noqa: UP041 (distinct on Python 3.10)
             raise self._timed_out() from None
         return self._unwrap(raw)
 

@@ -22,16 +22,23 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from websockets.asyncio.client import connect_http_proxy, connect_socks_proxy
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidStatus
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
-from websockets.proxy import get_proxy, parse_proxy
 from websockets.uri import WebSocketURI, parse_uri
 
 USER_AGENT = "openenv-runtime"
+
+
+def _proxy_for(uri: WebSocketURI) -> str | None:
+    """The proxy the environment configures for ``uri`` (websockets ≥ 15 reads it), or None."""
+    try:
+        from websockets.proxy import get_proxy
+    except ImportError:  # websockets < 15 had no proxy support, nor did its client
+        return None
+    return get_proxy(uri)
 
 
 async def _through_proxy(
@@ -41,6 +48,9 @@ async def _through_proxy(
     context: ssl.SSLContext | None,
 ) -> Connection:
     """Open the connection through an HTTP(S) or SOCKS proxy, with websockets' own helpers."""
+    from websockets.asyncio.client import connect_http_proxy, connect_socks_proxy
+    from websockets.proxy import parse_proxy
+
     loop = asyncio.get_running_loop()
     parsed = parse_proxy(proxy)
     if parsed.scheme.startswith("socks"):
@@ -144,7 +154,7 @@ class Connection(asyncio.Protocol):
         def factory() -> Connection:
             return cls(protocol, loop, headers or {}, ping_interval, ping_timeout)
 
-        proxy = get_proxy(uri) if use_proxy else None
+        proxy = _proxy_for(uri) if use_proxy else None
         if proxy is None:
             _, connection = await loop.create_connection(
                 factory,
@@ -335,7 +345,7 @@ class Connection(asyncio.Protocol):
             self._flush()
         try:
             await asyncio.wait_for(asyncio.shield(self.lost), timeout)
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # noqa: UP041 (distinct on Python 3.10)
             self.abort()
 
     def abort(self) -> None:
