@@ -33,6 +33,8 @@ RUNTIME_TESTS = [
     "tests/unit/test_client.py",
     "tests/unit/test_server_config.py",
     "tests/integration/test_client.py",
+    "tests/integration/test_client_transport.py",
+    "tests/unit/test_providers.py",
     "tests/integration/test_server_protocol.py",
     "tests/integration/test_server_sessions.py",
     "tests/integration/test_server_http.py",

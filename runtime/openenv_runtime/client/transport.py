@@ -35,10 +35,14 @@ USER_AGENT = "openenv-runtime"
 def _proxy_for(uri: WebSocketURI) -> str | None:
     """The proxy the environment configures for ``uri`` (websockets ≥ 15 reads it), or None."""
     try:
-        from websockets.proxy import get_proxy
-    except ImportError:  # websockets < 15 had no proxy support, nor did its client
-        return None
-    return get_proxy(uri)
+        from websockets.proxy import get_proxy  # websockets >= 16
+    except ImportError:
+        try:
+            from websockets.uri import get_proxy  # type: ignore[attr-defined,no-redef]  # 15
+        except ImportError:  # websockets < 15 had no proxy support, nor did its client
+            return None
+    proxy: str | None = get_proxy(uri)
+    return proxy
 
 
 async def _through_proxy(
@@ -49,7 +53,11 @@ async def _through_proxy(
 ) -> Connection:
     """Open the connection through an HTTP(S) or SOCKS proxy, with websockets' own helpers."""
     from websockets.asyncio.client import connect_http_proxy, connect_socks_proxy
-    from websockets.proxy import parse_proxy
+
+    try:
+        from websockets.proxy import parse_proxy  # websockets >= 16
+    except ImportError:
+        from websockets.uri import parse_proxy  # type: ignore[attr-defined,no-redef]  # 15
 
     loop = asyncio.get_running_loop()
     parsed = parse_proxy(proxy)
