@@ -101,7 +101,9 @@ def test_from_docker_image_sync_and_async(client: docker.DockerClient, env_image
     assert client.containers.list(all=True, filters=label) == []
 
     async def in_async_code() -> str:
-        env = await GenericEnvClient.from_docker_image(env_image, {"MAX_CONCURRENT_ENVS": "2"})
+        env = await GenericEnvClient.from_docker_image(
+            env_image, env_vars={"MAX_CONCURRENT_ENVS": "2"}
+        )
         async with env:
             assert health(env.base_url)["max_sessions"] == 2  # type: ignore[index]
             return str((await env.step({"message": "x"})).observation["echoed_message"])

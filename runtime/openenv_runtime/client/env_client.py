@@ -154,21 +154,22 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     def from_docker_image(
         cls,
         image: str,
-        env_vars: dict[str, str] | None = None,
-        *,
         provider: Provider | None = None,
+        *,
+        env_vars: dict[str, str] | None = None,
+        port: int | None = None,
         **client_kwargs: Any,
     ) -> typing.Self:
         """Run a container of ``image`` (needs ``openenv-runtime[docker]``), then connect.
 
-        ``env_vars`` go to the container; ``provider`` replaces the default
-        :class:`~openenv_runtime.providers.DockerProvider`. Closing the client removes the
-        container.
+        ``env_vars`` go to the container, ``port`` is its host port (default: a free one);
+        ``provider`` replaces the default :class:`~openenv_runtime.providers.DockerProvider`
+        (the reference's argument order). Closing the client removes the container.
         """
         if provider is None:
             from ..providers.docker import DockerProvider
 
-            provider = DockerProvider(image, env=env_vars)
+            provider = DockerProvider(image, env=env_vars, host_port=port)
         return cls.from_provider(provider, **client_kwargs)
 
     @classmethod
