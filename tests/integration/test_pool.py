@@ -128,7 +128,7 @@ def test_timeout_fails_only_the_slow_slots(servers: tuple[ProcessProvider, list[
             began = time.monotonic()
             actions = [BenchAction(wait=5.0 if i % 2 else 0.0) for i in range(4)]
             results = await pool.step(actions, timeout=0.5)
-            assert time.monotonic() - began < 3
+            assert time.monotonic() - began < 4.5  # returned before the 5 s steps ended
             assert isinstance(results[0], StepResult) and isinstance(results[2], StepResult)
             assert [r.code for r in results[1::2]] == ["TIMEOUT", "TIMEOUT"]  # type: ignore[union-attr]
             assert pool.failed == [1, 3]
