@@ -99,7 +99,6 @@ class EnvPool(Generic[ClientT]):
                 self.urls = await self.provider.astart()
             await self._refresh_capacity()
             self._errors = [None] * self.size
-            self._where = [""] * self.size
             self._clients = [self._new_client(self._pick_server()) for _ in range(self.size)]
             self._where = [c.base_url for c in self._clients]
             opened = await asyncio.gather(
