@@ -33,9 +33,9 @@ class _Method:
         self.name = name
         self.is_async = inspect.iscoroutinefunction(func)
         try:
-            params = inspect.signature(func).parameters.values()
+            params: list[inspect.Parameter] = list(inspect.signature(func).parameters.values())
         except (TypeError, ValueError):
-            params = ()
+            params = []
         self.accepts_any_kw = any(p.kind is p.VAR_KEYWORD for p in params) or not params
         self.kw_names = frozenset(
             p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)

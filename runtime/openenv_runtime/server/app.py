@@ -19,9 +19,9 @@ from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware
-from .config import resolve_config
 from .http_api import build_http_router
 from .sessions import SessionManager
+from .settings import load_settings
 from .websocket import WebSocketEndpoint
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -46,7 +46,7 @@ class EnvironmentApp(FastAPI):
 
 
 def create_app(
-    env: type[Environment] | Callable[[], Any],
+    env: type[Environment[Any, Any, Any]] | Callable[[], Any],
     action_cls: type[Action],
     observation_cls: type[Observation],
     state_cls: type[State] = State,
@@ -63,6 +63,8 @@ def create_app(
     enable_web_interface: bool | None = None,
     sync_pool_size: int | None = None,
     max_message_bytes: int | None = None,
+    step_timeout: float | None = None,
+    max_sessions_per_client: int | None = None,
 ) -> FastAPI:
     """Build the server for an environment.
 
@@ -75,29 +77,32 @@ def create_app(
         name, description, version, readme, author, documentation_url: what ``/metadata``
             reports. ``readme`` is a path or the text itself; by default a README.md beside
             the environment's module (or up to two folders above) is used.
-        max_concurrent_envs: sessions held at once by this worker (env ``MAX_CONCURRENT_ENVS``,
-            default 100). An environment with ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets 1.
-        session_timeout: seconds of idleness before a session is closed (env
-            ``SESSION_TIMEOUT``, default 600; 0 turns reaping off).
-        api_key: require ``Authorization: Bearer <key>`` on every route but ``/health``
-            (env ``OPENENV_API_KEY``).
-        enable_web_interface: serve the page at ``/web`` (env ``ENABLE_WEB_INTERFACE``, default on).
-        sync_pool_size: threads that run plain (non-async) environment methods (env
-            ``OPENENV_SYNC_POOL_SIZE``, default 64).
-        max_message_bytes: largest accepted frame (env ``OPENENV_MAX_MESSAGE_BYTES``, default 1 MiB).
+        max_concurrent_envs, session_timeout, api_key, enable_web_interface, sync_pool_size,
+            max_message_bytes, step_timeout, max_sessions_per_client: this app's defaults for
+            the server settings of the same names (see the README's settings table). An
+            explicit argument replaces the built-in default only: a command-line flag, an
+            environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
+            ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the
+            last word; the server logs when it overrides an argument. An environment with
+            ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets one session at a time whatever is set.
     """
     factory, env_cls = _check_env(env)
     _check_model(action_cls, Action, "action_cls")
     _check_model(observation_cls, Observation, "observation_cls")
     _check_model(state_cls, State, "state_cls")
-    config = resolve_config(
-        max_concurrent_envs=max_concurrent_envs,
-        session_timeout=session_timeout,
-        api_key=api_key,
-        enable_web_interface=enable_web_interface,
-        sync_pool_size=sync_pool_size,
-        max_message_bytes=max_message_bytes,
+    resolved = load_settings(
+        code={
+            "max_concurrent_envs": max_concurrent_envs,
+            "session_timeout": session_timeout,
+            "api_key": api_key,
+            "web_interface": enable_web_interface,
+            "sync_pool_size": sync_pool_size,
+            "max_message_bytes": max_message_bytes,
+            "step_timeout": step_timeout,
+            "max_sessions_per_client": max_sessions_per_client,
+        }
     )
+    config = resolved.values
     capacity = config.max_concurrent_envs
     if (
         env_cls is not None
@@ -145,16 +150,18 @@ def create_app(
 
     app = EnvironmentApp(
         title=f"{env_name} (OpenEnv environment)",
-        version=metadata["version"],
+        version=str(metadata["version"]),
         lifespan=lifespan,
-        description=metadata["description"],
+        description=str(metadata["description"]),
     )
     ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
     app.ws_endpoint = (
-        BearerAuthMiddleware(ws_endpoint, config.api_key) if config.api_key else ws_endpoint
+        BearerAuthMiddleware(ws_endpoint, config.api_key_value)
+        if config.api_key_value
+        else ws_endpoint
     )
-    app.state.openenv_config = config
+    app.state.openenv_settings = resolved
     app.state.openenv_sessions = manager
 
     @app.get("/health", tags=["info"])
@@ -167,7 +174,7 @@ def create_app(
             "http_sessions": manager.count("http"),
             "sessions_opened": manager.total_opened,
             "runtime_version": __version__,
-            "auth_required": bool(config.api_key),
+            "auth_required": bool(config.api_key_value),
             "pid": os.getpid(),
         }
 
@@ -204,13 +211,13 @@ def create_app(
             },
         }
 
-    if config.enable_web_interface:
+    if config.web_interface:
         from ..web import mount_web
 
         mount_web(app)
 
-    if config.api_key:
-        app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)
+    if config.api_key_value:
+        app.add_middleware(BearerAuthMiddleware, api_key=config.api_key_value)
     return app
 
 
