@@ -18,8 +18,10 @@ from ..environment import Environment
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
 from .adapter import ClassAdapter, EnvRunner
-from .auth import BearerAuthMiddleware
+from .auth import BearerAuthMiddleware, public_paths
 from .http_api import build_http_router
+from .limits import BodyLimitMiddleware
+from .logs import install_redaction
 from .sessions import SessionManager
 from .settings import load_settings
 from .websocket import WebSocketEndpoint
@@ -116,11 +118,16 @@ def create_app(
         )
         capacity = 1
 
-    runner = EnvRunner(factory, config.sync_pool_size, observation_cls)
-    manager = SessionManager(runner, capacity, config.session_timeout)
+    runner = EnvRunner(factory, config.sync_pool_size, observation_cls, config.step_timeout)
+    manager = SessionManager(
+        runner, capacity, config.session_timeout, config.max_sessions_per_client
+    )
+    api_key = config.api_key_value
+    install_redaction()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        install_redaction()  # again: the server may have configured logging since
         manager.start_reaper()
         try:
             yield
@@ -154,13 +161,11 @@ def create_app(
         lifespan=lifespan,
         description=str(metadata["description"]),
     )
-    ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
-    app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
-    app.ws_endpoint = (
-        BearerAuthMiddleware(ws_endpoint, config.api_key_value)
-        if config.api_key_value
-        else ws_endpoint
+    ws_endpoint = WebSocketEndpoint(
+        manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
     )
+    app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
+    app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
     app.state.openenv_settings = resolved
     app.state.openenv_sessions = manager
 
@@ -173,8 +178,10 @@ def create_app(
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
             "sessions_opened": manager.total_opened,
+            "abandoned_sessions": manager.abandoned,
+            "stuck_threads": runner.stuck_threads,
             "runtime_version": __version__,
-            "auth_required": bool(config.api_key_value),
+            "auth_required": bool(api_key),
             "pid": os.getpid(),
         }
 
@@ -186,7 +193,7 @@ def create_app(
     async def get_metadata() -> dict[str, Any]:
         return metadata
 
-    app.include_router(build_http_router(manager, action_cls))
+    app.include_router(build_http_router(manager, action_cls, auth_required=bool(api_key)))
 
     @app.post("/mcp", tags=["info"], summary="Model Context Protocol (JSON-RPC 2.0): not offered")
     async def mcp(request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -211,13 +218,16 @@ def create_app(
             },
         }
 
+    public = frozenset({"/health"})
     if config.web_interface:
-        from ..web import mount_web
+        from ..web import STATIC_DIR, mount_web
 
         mount_web(app)
+        public = public_paths(STATIC_DIR)
 
-    if config.api_key_value:
-        app.add_middleware(BearerAuthMiddleware, api_key=config.api_key_value)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_message_bytes)
+    if api_key:
+        app.add_middleware(BearerAuthMiddleware, api_key=api_key, public=public)
     return app
 
 
