@@ -178,8 +178,8 @@ class EnvRunner:
         Python cannot stop a thread. A plain method that overruns keeps its pool thread until
         it returns; the pool is replaced at once (its idle threads exit, new calls get fresh
         threads), so a few hung steps never starve other sessions, and when the stuck call
-        finally returns, the abandoned instance is closed. At most ``pool_size`` such threads
-        are replaced; past that the server logs that its pool is exhausted. An ``async``
+        finally returns, the abandoned instance is closed. At most ``4 × pool_size`` stuck
+        threads are replaced; past that the server logs that its pool may be exhausted. An ``async``
         method that overruns is cancelled, then its instance is closed.
         """
         timeout = self.step_timeout
@@ -208,7 +208,7 @@ class EnvRunner:
     def _abandon(self, env: Any, call: Future[Any]) -> None:
         loop = asyncio.get_running_loop()
         self.stuck_threads += 1
-        if self.stuck_threads <= self._pool_size:
+        if self.stuck_threads <= 4 * self._pool_size:
             old, self._pool_instance = self._pool_instance, None
             if old is not None:
                 old.shutdown(wait=False)  # its stuck thread runs on; the others exit when idle
