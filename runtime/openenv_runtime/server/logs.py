@@ -1,4 +1,4 @@
-"""Log hygiene: no credential that arrives in a URL ever reaches a log line."""
+"""Log hygiene: no credential that reaches the server ever reaches a log line."""
 
 from __future__ import annotations
 
@@ -8,13 +8,19 @@ from typing import Any
 
 # `access_token`, `token`, `api_key` (and spellings like `api-key`, `apikey`) in a query string.
 _SECRET_QUERY = re.compile(r"(?i)([?&;](?:access[_-]?token|token|api[_-]?key|apikey)=)[^&;#\s\"']*")
+# A credential in a header line, as protocol debug logs print them.
+_SECRET_HEADER = re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s,;\"']+")
+_SECRET_SUBPROTOCOL = re.compile(r"(?i)(openenv\.bearer\.)[A-Za-z0-9_=-]+")
 REDACTED = "[redacted]"
 _LOGGERS = ("uvicorn.access", "uvicorn.error", "uvicorn", "openenv_runtime", "fastapi")
 
 
 def redact(text: str) -> str:
-    """``/ws?access_token=s3cret&x=1`` → ``/ws?access_token=[redacted]&x=1``."""
-    return _SECRET_QUERY.sub(lambda m: m.group(1) + REDACTED, text)
+    """``/ws?access_token=s3cret&x=1`` → ``/ws?access_token=[redacted]&x=1``; likewise
+    ``Bearer <token>`` and the ``openenv.bearer.<token>`` subprotocol."""
+    text = _SECRET_QUERY.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _SECRET_HEADER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    return _SECRET_SUBPROTOCOL.sub(lambda m: m.group(1) + REDACTED, text)
 
 
 def _clean(value: Any) -> Any:
@@ -22,15 +28,24 @@ def _clean(value: Any) -> Any:
 
 
 class RedactSecrets(logging.Filter):
-    """Rewrites a record's message and arguments so query-string credentials never print."""
+    """Rewrites a record so no credential prints: the message is formatted, then redacted.
+
+    Formatting first catches a secret split over arguments (``"< %s: %s"`` with
+    ``authorization`` and ``Bearer …``). uvicorn's access formatter reads the arguments
+    by position, so for its records the arguments are redacted in place instead.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str):
-            record.msg = redact(record.msg)
-        if isinstance(record.args, tuple):
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple):
             record.args = tuple(_clean(a) for a in record.args)
-        elif isinstance(record.args, dict):
-            record.args = {k: _clean(v) for k, v in record.args.items()}
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: leave it to the handler to report
+            return True
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
         return True
 
 
