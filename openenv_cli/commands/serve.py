@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from openenv_cli.console import console, err_console
 from openenv_cli.serving import (
@@ -178,13 +177,14 @@ def print_summary(plan: ServePlan) -> None:
     console.print(f"  health     {url}/health", highlight=False)
     if plan.settings.host in ("0.0.0.0", "::"):
         console.print("  [yellow]listening on every interface[/]")
-    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, padding=(0, 2))
-    for column in ("setting", "value", "from"):
-        table.add_column(column)
-    for row in plan.rows():
-        table.add_row(*(escape(cell) for cell in row))
-    console.print()
-    console.print(table, highlight=False)
+    # plain aligned lines, not a table: a narrow or piped console must not wrap the "from" column
+    console.print(f"\n  [bold]{'setting':<25} {'value':<15} from[/]", highlight=False)
+    for name, value, source in plan.rows():
+        console.print(
+            f"  {escape(name):<25} {escape(value):<15} {escape(source)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     client = _client_class(plan)
     console.print("\n  Connect from Python:", style="bold")
     console.print(f"    from {plan.manifest.name} import {client}", highlight=False)
