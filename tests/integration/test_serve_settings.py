@@ -163,7 +163,7 @@ def test_every_setting_acts_with_any_worker_count(
             "flags": "--max-concurrent-envs",
             "yaml": "openenv.yaml: server.max_concurrent_envs",
         }
-        line = next(l for l in output.splitlines() if l.strip().startswith("max_concurrent_envs"))
+        line = next(x for x in output.splitlines() if x.strip().startswith("max_concurrent_envs"))
         assert expected[source] in line, output
 
 
