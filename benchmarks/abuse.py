@@ -238,8 +238,7 @@ def slow_headers(server: Server) -> str:
 def connection_flood(server: Server, limit: int) -> str:
     socks = []
     try:
-        for _ in range(limit + 5):
-            socks.append(socket.create_connection(("127.0.0.1", server.port)))
+        socks.extend(socket.create_connection(("127.0.0.1", server.port)) for _ in range(limit + 5))
         time.sleep(0.5)
         try:
             return str(server.request("GET", "/health")[0])
