@@ -25,6 +25,7 @@ from typing import Any
 
 import uvicorn
 
+from .errors import EnvironmentContractError
 from .server.logs import install_redaction
 from .server.settings import (
     FLAGS_VARIABLE,
@@ -258,9 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = vars(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
     app, app_dir, manifest = args.pop("app"), args.pop("app_dir"), args.pop("manifest")
-    settings = hand_over(args, manifest)
+    try:
+        settings = hand_over(args, manifest)
+    except EnvironmentContractError as exc:
+        parser.error(str(exc))  # one line and exit status 2, no traceback
     run_server(Launch(app, app_dir=app_dir), settings)
 
 
