@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import inspect
 import logging
 import os
@@ -129,9 +131,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         install_redaction()  # again: the server may have configured logging since
         manager.start_reaper()
+        collector = asyncio.get_running_loop().create_task(
+            collect_connection_cycles(manager), name="openenv-gc"
+        )
         try:
             yield
         finally:
+            collector.cancel()
             await manager.shutdown()
             runner.shutdown()
 
@@ -229,6 +235,29 @@ def create_app(
     if api_key:
         app.add_middleware(BearerAuthMiddleware, api_key=api_key, public=public)
     return app
+
+
+CYCLE_COLLECTION_EVERY = 2000
+"""Sessions opened between two full garbage collections."""
+
+
+async def collect_connection_cycles(
+    manager: SessionManager, every: int = CYCLE_COLLECTION_EVERY
+) -> None:
+    """Collect reference cycles every ``every`` sessions.
+
+    uvicorn's per-connection HTTP protocol object (``HttpToolsProtocol`` with its parser,
+    transport and flow control, about 17 objects) lives in a reference cycle, so only the
+    cyclic collector frees it. ``serve`` makes full collections rare (see its GC tuning), and
+    without this they piled up: RSS grew by ~0.45 KiB per session opened and closed. A full
+    collection here costs little, because what start-up created is frozen out of its sight.
+    """
+    seen = manager.total_opened
+    while True:
+        await asyncio.sleep(1.0)
+        if manager.total_opened - seen >= every:
+            seen = manager.total_opened
+            gc.collect()
 
 
 def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:
