@@ -186,7 +186,7 @@ class EnvRunner:
         if is_async:
             try:
                 return await asyncio.wait_for(func(*args), timeout)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
                 self._later(self._close_quietly(env))
                 raise StepTimeout(self._timeout_message(func)) from None
         if timeout is None:
@@ -194,7 +194,7 @@ class EnvRunner:
         call = self._pool.submit(func, *args)
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(call)), timeout)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
             self._abandon(env, call)
             raise StepTimeout(self._timeout_message(func)) from None
 
