@@ -52,7 +52,7 @@ def test_an_oversized_frame_is_refused_by_the_protocol_layer_with_1009() -> None
     with running_server(app) as url, ws(url) as conn:
         ask(conn, {"type": "reset"})
         with pytest.raises(ConnectionClosed) as info:
-            conn.send(json.dumps({"type": "step", "data": {"message": "x" * (8 << 20)}}))
+            conn.send(json.dumps({"type": "step", "data": {"message": "x" * 16_384}}))
             conn.recv(timeout=10)
         assert info.value.rcvd is not None and info.value.rcvd.code == 1009
         assert wait_until(lambda: active_sessions(url) == 0)
