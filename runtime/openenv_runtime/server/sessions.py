@@ -24,11 +24,23 @@ logger = logging.getLogger("openenv_runtime.server")
 class Session:
     """One client's episode: its environment instance and bookkeeping."""
 
-    __slots__ = ("busy", "env", "id", "kind", "last_active", "lock", "released", "send", "step")
+    __slots__ = (
+        "busy",
+        "client",
+        "env",
+        "id",
+        "kind",
+        "last_active",
+        "lock",
+        "released",
+        "send",
+        "step",
+    )
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, client: str | None = None) -> None:
         self.id = secrets.token_urlsafe(12)
         self.kind = kind
+        self.client = client  # who it counts against for the per-client cap
         self.env: Any = None
         self.step: Any = None  # the environment's step, bound once (see EnvRunner.bind_step)
         self.last_active = time.monotonic()
@@ -58,12 +70,21 @@ class Session:
 class SessionManager:
     """Capacity, the session registry and the idle reaper of one worker process."""
 
-    def __init__(self, runner: EnvRunner, capacity: int, idle_timeout: float | None) -> None:
+    def __init__(
+        self,
+        runner: EnvRunner,
+        capacity: int,
+        idle_timeout: float | None,
+        per_client: int | None = None,
+    ) -> None:
         self.runner = runner
         self.capacity = capacity
         self.idle_timeout = idle_timeout
+        self.per_client = per_client
         self.sessions: dict[str, Session] = {}
+        self.by_client: dict[str, int] = {}
         self.total_opened = 0
+        self.abandoned = 0  # sessions ended by STEP_TIMEOUT; their instances were left to finish
         self._reaper: asyncio.Task[None] | None = None
 
     @property
@@ -73,12 +94,22 @@ class SessionManager:
     def count(self, kind: str) -> int:
         return sum(1 for s in self.sessions.values() if s.kind == kind)
 
-    def open(self, kind: str) -> Session | None:
+    def client_full(self, client: str | None) -> bool:
+        """True when ``client`` already holds ``per_client`` sessions (never when there is no cap)."""
+        return (
+            self.per_client is not None
+            and client is not None
+            and self.by_client.get(client, 0) >= self.per_client
+        )
+
+    def open(self, kind: str, client: str | None = None) -> Session | None:
         """Reserve a slot (synchronously, so no other task can take it meanwhile); None when full."""
-        if len(self.sessions) >= self.capacity:
+        if len(self.sessions) >= self.capacity or self.client_full(client):
             return None
-        session = Session(kind)
+        session = Session(kind, client)
         self.sessions[session.id] = session
+        if client is not None:
+            self.by_client[client] = self.by_client.get(client, 0) + 1
         self.total_opened += 1
         return session
 
@@ -88,6 +119,12 @@ class SessionManager:
             return
         session.released = True
         self.sessions.pop(session.id, None)
+        if session.client is not None:
+            left = self.by_client.get(session.client, 1) - 1
+            if left > 0:
+                self.by_client[session.client] = left
+            else:
+                self.by_client.pop(session.client, None)
         env, session.env = session.env, None
         if env is not None:
             try:
