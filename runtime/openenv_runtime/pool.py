@@ -36,7 +36,6 @@ ClientT = TypeVar("ClientT", bound=EnvClient)  # type: ignore[type-arg]
 Result = StepResult[Any] | EnvError
 
 CAPACITY_REACHED = "CAPACITY_REACHED"
-YIELD_EVERY = 32  # requests sent between two looks at the replies (benchmarks/client_cost.py)
 UNLIMITED = 1 << 30
 
 
@@ -197,11 +196,7 @@ class EnvPool(Generic[ClientT]):
         sinks: list[_SlotReply | None] = [None] * self.size
         sent: list[str] = [""] * self.size
         errors = self._errors
-        for i, client in enumerate(list(self._clients)):
-            if i and not i % YIELD_EVERY:
-                # Let the replies that have arrived be parsed while the servers work on the
-                # rest: the batch's tail (and the servers' wait at its barrier) gets shorter.
-                await asyncio.sleep(0)
+        for i, client in enumerate(self._clients):
             error = errors[i]
             if error is not None:
                 results[i] = EnvError(
