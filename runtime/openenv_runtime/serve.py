@@ -11,6 +11,7 @@ pings are answered by the protocol layer even while a long step runs), ``LOG_LEV
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import multiprocessing
 import os
@@ -18,10 +19,15 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
+from types import FrameType
 
 import uvicorn
+
+from .server import drain
+from .server.lifecycle import DEFAULT_DRAIN_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,13 @@ def settings_from_env(app: str, **overrides: object) -> ServeSettings:
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return ServeSettings(**values)  # type: ignore[arg-type]
+
+
+def _env_seconds(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name) or default)
+    except ValueError:
+        return default
 
 
 def _uvicorn_config(settings: ServeSettings) -> uvicorn.Config:
@@ -130,13 +143,68 @@ def _use_app_dir(settings: ServeSettings) -> None:
         sys.path.insert(0, settings.app_dir)
 
 
+class DrainingServer(uvicorn.Server):
+    """uvicorn, with the shutdown an environment server needs.
+
+    SIGTERM drains first (no new sessions, running episodes go on up to ``DRAIN_TIMEOUT``),
+    then closes every session; SIGINT (Ctrl-C) skips the wait; a second signal ends the drain
+    at once. Every environment is ``close()``d exactly once, and the process exits 0 instead
+    of re-raising the signal.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._drain: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        loop = self._loop
+        if loop is None or not self.started or self._drain is not None:
+            # not serving yet, or the second signal: stop now (sessions are still closed once)
+            self.should_exit = True
+            if self._drain is not None:
+                loop.call_soon_threadsafe(self._drain.cancel)  # type: ignore[union-attr]
+            return
+        timeout = None if sig == signal.SIGTERM else 0.0
+
+        def start() -> None:
+            self._drain = loop.create_task(self._drain_then_exit(timeout))
+
+        loop.call_soon_threadsafe(start)
+
+    async def _drain_then_exit(self, timeout: float | None) -> None:
+        try:
+            await drain.drain_all(timeout)
+        finally:
+            self.should_exit = True
+
+
+def serve_forever(config: uvicorn.Config, sockets: list[socket.socket] | None = None) -> None:
+    """Run one server process until it is told to stop; exit 0 within a bound."""
+    DrainingServer(config).run(sockets=sockets)
+    stuck = [t for t in threading.enumerate() if t.name.startswith("openenv-env") and t.is_alive()]
+    if stuck:
+        # A step that never returns would keep the interpreter from exiting (thread pools are
+        # joined at exit). Its instance was closed already: leave without waiting for it.
+        print(
+            f"openenv: leaving {len(stuck)} environment thread(s) still running a step",
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
 def _worker(settings: ServeSettings) -> None:
     """One worker process: its own SO_REUSEPORT listener, so the kernel spreads connections evenly."""
     raise_open_file_limit()
     _use_app_dir(settings)
     sock = _listen(settings, reuse_port=True)
-    server = uvicorn.Server(_loaded(_uvicorn_config(settings)))
-    server.run(sockets=[sock])
+    serve_forever(_loaded(_uvicorn_config(settings)), sockets=[sock])
 
 
 def _supervise(settings: ServeSettings) -> None:
@@ -178,8 +246,11 @@ def _supervise(settings: ServeSettings) -> None:
         for process in workers:
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)  # each worker closes its sessions gracefully
+        # each worker drains (DRAIN_TIMEOUT) then closes its sessions; allow for both
+        grace = _env_seconds("DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT) + 20
+        deadline = time.monotonic() + grace
         for process in workers:
-            process.join(15)
+            process.join(max(deadline - time.monotonic(), 0.1))
             if process.is_alive():
                 process.kill()
         for sig, handler in previous.items():
@@ -216,7 +287,7 @@ def run_server(settings: ServeSettings) -> None:
         )
         return
     _use_app_dir(settings)
-    uvicorn.Server(_loaded(config)).run()
+    serve_forever(_loaded(config))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,10 +17,13 @@ from .._version import __version__
 from ..environment import Environment
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
+from . import drain
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware
 from .config import resolve_config
+from .drain import install_lifecycle_routes
 from .http_api import build_http_router
+from .lifecycle import resolve_lifecycle
 from .sessions import SessionManager
 from .websocket import WebSocketEndpoint
 
@@ -63,6 +66,9 @@ def create_app(
     enable_web_interface: bool | None = None,
     sync_pool_size: int | None = None,
     max_message_bytes: int | None = None,
+    resume_grace: float | None = None,
+    drain_timeout: float | None = None,
+    warm_pool: int | None = None,
 ) -> FastAPI:
     """Build the server for an environment.
 
@@ -85,6 +91,12 @@ def create_app(
         sync_pool_size: threads that run plain (non-async) environment methods (env
             ``OPENENV_SYNC_POOL_SIZE``, default 64).
         max_message_bytes: largest accepted frame (env ``OPENENV_MAX_MESSAGE_BYTES``, default 1 MiB).
+        resume_grace: seconds a dropped WebSocket session waits for its client to resume it
+            (env ``SESSION_RESUME_GRACE``, default 30; 0 turns resuming off).
+        drain_timeout: seconds running episodes may go on once a drain starts (SIGTERM or
+            ``POST /admin/drain``; env ``DRAIN_TIMEOUT``, default 30).
+        warm_pool: environment instances kept constructed ahead of demand (env ``WARM_POOL``,
+            default 0), bounded by the free capacity.
     """
     factory, env_cls = _check_env(env)
     _check_model(action_cls, Action, "action_cls")
@@ -111,15 +123,20 @@ def create_app(
         )
         capacity = 1
 
+    lifecycle = resolve_lifecycle(
+        resume_grace=resume_grace, drain_timeout=drain_timeout, warm_pool=warm_pool
+    )
     runner = EnvRunner(factory, config.sync_pool_size, observation_cls)
-    manager = SessionManager(runner, capacity, config.session_timeout)
+    manager = SessionManager(runner, capacity, config.session_timeout, lifecycle)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        manager.start_reaper()
+        manager.start()
+        drain.register(manager)
         try:
             yield
         finally:
+            drain.unregister(manager)
             await manager.shutdown()
             runner.shutdown()
 
@@ -160,8 +177,10 @@ def create_app(
     @app.get("/health", tags=["info"])
     async def health() -> dict[str, Any]:
         return {
-            "status": "healthy",
+            "status": "draining" if manager.draining else "healthy",
             "active_sessions": manager.active,
+            "detached_sessions": manager.detached,
+            "warm_instances": len(manager.warm),
             "max_sessions": manager.capacity,
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
@@ -170,6 +189,8 @@ def create_app(
             "auth_required": bool(config.api_key),
             "pid": os.getpid(),
         }
+
+    install_lifecycle_routes(app, manager)
 
     @app.get("/schema", tags=["info"])
     async def get_schema() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from ..protocol import CLOSE_POLICY_VIOLATION, encode
 
 # Routes reachable without a token: the liveness probe, and the static web page (it holds no
 # data and asks the visitor for the token before it talks to the server).
-PUBLIC_PREFIXES = ("/health", "/web")
+PUBLIC_PREFIXES = ("/health", "/ready", "/web")
 
 
 class BearerAuthMiddleware:
