@@ -103,7 +103,7 @@ def _uvicorn_config(settings: ServeSettings) -> uvicorn.Config:
         # The app enforces its own, smaller limit with a clear error; this is the hard ceiling.
         ws_max_size=64 << 20,
         backlog=settings.backlog,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=5,  # after a drain, only steps that never return are left
         proxy_headers=True,
         forwarded_allow_ips="*",
     )

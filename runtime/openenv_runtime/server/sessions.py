@@ -24,7 +24,7 @@ from .warm_pool import WarmPool
 logger = logging.getLogger("openenv_runtime.server")
 
 # How long a release waits for a step still running before closing the instance anyway.
-STEP_WAIT_ON_CLOSE = 10.0
+STEP_WAIT_ON_CLOSE = 5.0
 # How long shutdown waits for close() calls to return.
 CLOSE_WAIT = 10.0
 
