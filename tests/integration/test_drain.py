@@ -107,15 +107,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(tmp_path: Path, workers: int = 1, **env: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+def start_server(
+    tmp_path: Path, workers: int = 1, **env: str
+) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
     log = tmp_path / "closes.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "openenv_runtime.serve", "tests.fixtures.counter:app",
-         "--port", str(port), "--workers", str(workers)],
+        [
+            sys.executable,
+            "-m",
+            "openenv_runtime.serve",
+            "tests.fixtures.counter:app",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "COUNTER_CLOSE_LOG": str(log),
-             "LOG_LEVEL": "warning", **env},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "COUNTER_CLOSE_LOG": str(log),
+            "LOG_LEVEL": "warning",
+            **env,
+        },
     )
     url = f"http://127.0.0.1:{port}"
 

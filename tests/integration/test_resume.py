@@ -55,7 +55,9 @@ def test_drop_during_a_step_gets_its_reply_once() -> None:
         env.reset()
         results: list[int] = []
         worker = threading.Thread(
-            target=lambda: results.append(env.step(CounterAction(delta=7, wait=1.0)).observation.total)
+            target=lambda: results.append(
+                env.step(CounterAction(delta=7, wait=1.0)).observation.total
+            )
         )
         worker.start()
         time.sleep(0.3)  # the step is running on the server

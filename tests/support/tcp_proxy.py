@@ -19,7 +19,8 @@ class CuttingProxy:
     def __init__(self, target_port: int, seed: int = 0) -> None:
         self.target_port = target_port
         self.random = random.Random(seed)
-        self.cut_probability = 0.0  # per client→server chunk: chance to cut the connection
+        self.cut_probability = 0.0  # per client→server chunk: chance to cut before forwarding
+        self.cut_reply_probability = 0.0  # per server→client chunk: chance to cut instead
         self.cuts = 0
         self.connections = 0
         self._pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
@@ -52,14 +53,13 @@ class CuttingProxy:
         pair = (writer, up_writer)
         self._pairs.add(pair)
 
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool) -> None:
+        async def pipe(
+            src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool
+        ) -> None:
             try:
                 while data := await src.read(65536):
-                    if (
-                        upstream
-                        and self.cut_probability
-                        and self.random.random() < self.cut_probability
-                    ):
+                    chance = self.cut_probability if upstream else self.cut_reply_probability
+                    if chance and self.random.random() < chance:
                         self._abort(pair, cut=True)
                         return
                     dst.write(data)
@@ -99,8 +99,17 @@ class CuttingProxy:
                 self._abort(pair)
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+
+        async def settle() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(settle(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
@@ -153,6 +153,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 "CONNECTION_ERROR",
                 f"{self.url} refused the WebSocket with HTTP {status}{hint}",
                 {"status": status, "error": exc.response.headers.get("x-openenv-error")},
+            ) from None
+        except InvalidHandshake as exc:  # the connection broke during the handshake
+            raise EnvError(
+                "CONNECTION_ERROR",
+                f"the handshake with {self.url} failed: {exc}",
+                {"dropped": True},
             ) from None
         except (OSError, TimeoutError, InvalidURI) as exc:
             reason = str(exc) or type(exc).__name__

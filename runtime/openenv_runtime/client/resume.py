@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from typing import TYPE_CHECKING, Any
 
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_delay,
+    wait_chain,
     wait_exponential_jitter,
+    wait_none,
 )
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
@@ -57,8 +60,13 @@ class ResumingTransport:
         self.seq = 0
         self.resumable = False
         self.resumes = 0  # successful re-attachments, for curious callers and benchmarks
+        self.resume_seconds: list[float] = []  # drop noticed → re-attached, per resume
+        self._dropped_at = 0.0
         self.ended: str | None = None  # why the session ended, until connect() starts another
-        self.backoff = wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.05)
+        # reconnect at once, then back off: 20 ms, 40 ms, ... up to 1 s, with jitter
+        self.backoff = wait_chain(
+            wait_none(), wait_exponential_jitter(multiplier=0.01, max=1.0, jitter=0.01)
+        )
 
     def __repr__(self) -> str:  # never the token
         return f"ResumingTransport(session_id={self.session_id!r}, seq={self.seq})"
@@ -75,8 +83,8 @@ class ResumingTransport:
             try:
                 return await self.client._open_ws({HEADER_SESSION: key})
             except EnvError as exc:
-                if exc.details.get("status") == 503:
-                    raise _Dropped from None  # draining, or no ready replica yet
+                if exc.details.get("status") == 503 or exc.details.get("dropped"):
+                    raise _Dropped from None  # draining, no ready replica yet, or a cut handshake
                 raise
 
         try:
@@ -84,8 +92,8 @@ class ResumingTransport:
         except _Dropped:
             raise EnvError(
                 "CONNECTION_ERROR",
-                f"{self.client.url} takes no new sessions (HTTP 503) after "
-                f"{NEW_SESSION_PATIENCE:g}s of retrying",
+                f"{self.client.url} took no new session (HTTP 503 or broken handshakes) "
+                f"in {NEW_SESSION_PATIENCE:g}s of retrying",
             ) from None
         headers = ws.response.headers if ws.response is not None else {}
         token = headers.get(HEADER_TOKEN)
@@ -128,6 +136,7 @@ class ResumingTransport:
             raise _Dropped from None  # unreachable for now, draining replica, ...: try again
         self.ws = ws
         self.resumes += 1
+        self.resume_seconds.append(time.monotonic() - self._dropped_at)
 
     async def request(self, frame: str) -> str | bytes:
         if self.ended is not None:
@@ -158,6 +167,7 @@ class ResumingTransport:
                 return await self._recv(ws)
             except (ConnectionClosed, OSError):
                 self.ws = None
+                self._dropped_at = time.monotonic()
                 raise _Dropped from None
 
         try:

@@ -1,9 +1,10 @@
 """Draining a server for a rolling update.
 
 While draining, a server takes no new session (``/ready`` answers 503, a new WebSocket gets
-HTTP 503, ``/health`` says ``"status": "draining"``), lets running episodes go on for up to the
-drain timeout, and ends each session as soon as its episode is over (the client's next
-``reset`` then opens a session on another replica). When no session is left, or the timeout
+HTTP 503, ``/health`` says ``"status": "draining"``) and lets running episodes go on for up to
+the drain timeout. A session whose episode is over ends at its next ``reset`` (left
+unanswered: the closing code 1012 tells the client to start that episode elsewhere, which
+``EnvClient`` does by itself) or after 2 s idle; one that never reset ends at once. When no session is left, or the timeout
 passes, every remaining session is closed (each environment ``close()``d once).
 
 A drain starts on SIGTERM (``openenv serve`` and ``python -m openenv_runtime.serve``), or by
@@ -27,6 +28,7 @@ from .sessions import SessionManager
 logger = logging.getLogger("openenv_runtime.server")
 
 CLOSE_SERVICE_RESTART = 1012
+BETWEEN_EPISODES = 2.0  # seconds a drained session may sit idle between episodes
 
 # The session managers of the apps running in this process (registered at start-up), so a
 # signal handler outside the app can drain them all.
@@ -55,8 +57,13 @@ async def drain(manager: SessionManager, timeout: float | None = None) -> None:
         )
     deadline = time.monotonic() + timeout
     while manager.sessions:
+        now = time.monotonic()
         for session in list(manager.sessions.values()):
-            if not session.busy and not session.episode_open:
+            if session.busy or session.episode_open:
+                continue
+            # never reset: end it now; between episodes: after a pause (the client may still
+            # read the state of the episode that just ended); its next reset moves it anyway
+            if session.episode_open is None or now - session.last_active > BETWEEN_EPISODES:
                 await manager.end(session, CLOSE_SERVICE_RESTART, "server draining")
         if time.monotonic() >= deadline:
             break

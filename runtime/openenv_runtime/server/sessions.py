@@ -56,7 +56,8 @@ class Session:
         self.busy = False
         self.released = False
         self.detached = False
-        self.episode_open = False  # reset answered and no done=True since: a drain lets it finish
+        # None: never reset; True: an episode runs (a drain lets it finish); False: it ended
+        self.episode_open: bool | None = None
         self.resume: ResumeState | None = None  # set when the client opted into resuming
         # HTTP requests of one session run in order; a WebSocket session is ordered by its loop.
         self.lock: asyncio.Lock | None = asyncio.Lock() if kind == "http" else None

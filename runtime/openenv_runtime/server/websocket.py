@@ -33,6 +33,7 @@ from .sessions import Session, SessionManager
 logger = logging.getLogger("openenv_runtime.server")
 
 _CLOSE = object()  # sentinel reply: end the session
+_MOVE = object()  # sentinel reply: draining, a reset arrived: end the session without applying it
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -103,10 +104,11 @@ class WebSocketEndpoint:
                     ended_by_client = True
                     await send({"type": "websocket.close", "code": CLOSE_NORMAL})
                     return
-                await send({"type": "websocket.send", "text": reply})
-                if manager.draining and not session.episode_open:
+                if reply is _MOVE:
+                    # a new episode while draining: unanswered, so the client starts it elsewhere
                     await manager.end(session, CLOSE_SERVICE_RESTART, "server draining")
                     return
+                await send({"type": "websocket.send", "text": reply})
         except OSError:
             pass  # the client went away while we were sending
         finally:
@@ -308,6 +310,8 @@ class WebSocketEndpoint:
                 session.episode_open = not obs.done
                 return observation_message(obs)
             if kind == "reset":
+                if self.manager.draining:
+                    return _MOVE
                 options = msg.get("data")
                 if options is None:
                     options = {}
