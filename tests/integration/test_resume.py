@@ -5,6 +5,7 @@ TCP connections. Every case ends with each environment instance closed exactly o
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -92,7 +93,10 @@ def test_a_retried_request_is_answered_from_the_kept_reply() -> None:
         all_closed_once(life, url)
 
 
-def test_a_wrong_token_is_refused_and_the_session_stays_resumable() -> None:
+def test_a_wrong_token_is_refused_and_the_session_stays_resumable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)  # (the websockets library itself logs headers at DEBUG)
     life = Lifecycle()
     with running_server(make_app(life)) as url, cutting_proxy(url) as proxy:
         env = CounterClient(proxy.url).sync()
@@ -118,6 +122,8 @@ def test_a_wrong_token_is_refused_and_the_session_stays_resumable() -> None:
         assert env.step(CounterAction(delta=1)).observation.total == 2
         env.close()
         all_closed_once(life, url)
+    assert "resume refused" in caplog.text
+    assert real not in caplog.text and real[:-1] not in caplog.text  # tokens are never logged
 
 
 def test_after_the_grace_period_the_session_is_gone() -> None:
