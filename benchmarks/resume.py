@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -283,7 +284,7 @@ async def rolling(seconds: float, clients: int) -> dict[str, Any]:
             str(ports["admin"]),
         ],
         stdout=subprocess.DEVNULL,
-        stderr=open(folder / "envoy.log", "wb"),
+        stderr=subprocess.DEVNULL,
     )
     front = f"http://127.0.0.1:{ports['front']}"
     wait_for(lambda: http_status(front + "/health") == 200)
@@ -318,7 +319,7 @@ async def rolling(seconds: float, clients: int) -> dict[str, Any]:
             servers[name].send_signal(signal.SIGTERM)
             await loop.run_in_executor(None, servers[name].wait, 60)
             servers[name] = await loop.run_in_executor(
-                None, lambda: start_server(ports[name], **env)
+                None, functools.partial(start_server, ports[name], **env)
             )
             stats["restarts"] += 1
             await asyncio.sleep(seconds / 4)

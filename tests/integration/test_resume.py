@@ -76,7 +76,7 @@ def test_a_retried_request_is_answered_from_the_kept_reply() -> None:
     with running_server(make_app(life)) as url:
         ws_url = url.replace("http", "ws") + "/ws"
         with connect(ws_url, additional_headers={"X-OpenEnv-Session": "k" * 22}) as ws:
-            assert ws.response.headers["X-OpenEnv-Resume-Token"]
+            assert ws.response is not None and ws.response.headers["X-OpenEnv-Resume-Token"]
             ws.send('{"type":"reset","seq":1}')
             ws.recv(timeout=5)
             step = '{"type":"step","data":{"delta":4},"seq":2}'
@@ -116,8 +116,9 @@ def test_a_wrong_token_is_refused_and_the_session_stays_resumable(
                         "X-OpenEnv-Resume-Token": token,
                     },
                 )
-            assert info.value.response.status_code == 403
-            assert info.value.response.headers["X-OpenEnv-Error"] == "RESUME_REFUSED"
+            response = info.value.response
+            assert response is not None and response.status_code == 403
+            assert response.headers["X-OpenEnv-Error"] == "RESUME_REFUSED"
         proxy.cut_all()
         assert env.step(CounterAction(delta=1)).observation.total == 2
         env.close()
