@@ -116,13 +116,15 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
                 return _error(
                     503,
                     ErrorCode.CAPACITY_REACHED,
-                    f"Server is at capacity ({manager.capacity} sessions); retry later.",
+                    "Server is draining for a restart; retry (on another replica)."
+                    if manager.draining
+                    else f"Server is at capacity ({manager.capacity} sessions); retry later.",
                     active_sessions=manager.active,
                     max_sessions=manager.capacity,
                 )
             session = opened
             try:
-                session.env = await runner.create()
+                session.env = await manager.new_instance()  # from the warm pool, if any
             except Exception as exc:
                 await manager.release(session)
                 return _error(500, ErrorCode.FACTORY_ERROR, describe_exception(exc))
