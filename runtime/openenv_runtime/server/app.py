@@ -19,12 +19,14 @@ from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
 from . import drain
 from .adapter import ClassAdapter, EnvRunner
-from .auth import BearerAuthMiddleware
-from .config import resolve_config
+from .auth import BearerAuthMiddleware, public_paths
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
-from .lifecycle import resolve_lifecycle
+from .lifecycle import LifecycleSettings
+from .limits import BodyLimitMiddleware
+from .logs import install_redaction
 from .sessions import SessionManager
+from .settings import load_settings
 from .websocket import WebSocketEndpoint
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -49,7 +51,7 @@ class EnvironmentApp(FastAPI):
 
 
 def create_app(
-    env: type[Environment] | Callable[[], Any],
+    env: type[Environment[Any, Any, Any]] | Callable[[], Any],
     action_cls: type[Action],
     observation_cls: type[Observation],
     state_cls: type[State] = State,
@@ -66,6 +68,8 @@ def create_app(
     enable_web_interface: bool | None = None,
     sync_pool_size: int | None = None,
     max_message_bytes: int | None = None,
+    step_timeout: float | None = None,
+    max_sessions_per_client: int | None = None,
     resume_grace: float | None = None,
     drain_timeout: float | None = None,
     warm_pool: int | None = None,
@@ -81,35 +85,36 @@ def create_app(
         name, description, version, readme, author, documentation_url: what ``/metadata``
             reports. ``readme`` is a path or the text itself; by default a README.md beside
             the environment's module (or up to two folders above) is used.
-        max_concurrent_envs: sessions held at once by this worker (env ``MAX_CONCURRENT_ENVS``,
-            default 100). An environment with ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets 1.
-        session_timeout: seconds of idleness before a session is closed (env
-            ``SESSION_TIMEOUT``, default 600; 0 turns reaping off).
-        api_key: require ``Authorization: Bearer <key>`` on every route but ``/health``
-            (env ``OPENENV_API_KEY``).
-        enable_web_interface: serve the page at ``/web`` (env ``ENABLE_WEB_INTERFACE``, default on).
-        sync_pool_size: threads that run plain (non-async) environment methods (env
-            ``OPENENV_SYNC_POOL_SIZE``, default 64).
-        max_message_bytes: largest accepted frame (env ``OPENENV_MAX_MESSAGE_BYTES``, default 1 MiB).
-        resume_grace: seconds a dropped WebSocket session waits for its client to resume it
-            (env ``SESSION_RESUME_GRACE``, default 30; 0 turns resuming off).
-        drain_timeout: seconds running episodes may go on once a drain starts (SIGTERM or
-            ``POST /admin/drain``; env ``DRAIN_TIMEOUT``, default 30).
-        warm_pool: environment instances kept constructed ahead of demand (env ``WARM_POOL``,
-            default 0), bounded by the free capacity.
+        max_concurrent_envs, session_timeout, api_key, enable_web_interface, sync_pool_size,
+            max_message_bytes, step_timeout, max_sessions_per_client, resume_grace,
+            drain_timeout, warm_pool: this app's defaults for
+            the server settings of the same names (see the README's settings table). An
+            explicit argument replaces the built-in default only: a command-line flag, an
+            environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
+            ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the
+            last word; the server logs when it overrides an argument. An environment with
+            ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets one session at a time whatever is set.
     """
     factory, env_cls = _check_env(env)
     _check_model(action_cls, Action, "action_cls")
     _check_model(observation_cls, Observation, "observation_cls")
     _check_model(state_cls, State, "state_cls")
-    config = resolve_config(
-        max_concurrent_envs=max_concurrent_envs,
-        session_timeout=session_timeout,
-        api_key=api_key,
-        enable_web_interface=enable_web_interface,
-        sync_pool_size=sync_pool_size,
-        max_message_bytes=max_message_bytes,
+    resolved = load_settings(
+        code={
+            "max_concurrent_envs": max_concurrent_envs,
+            "session_timeout": session_timeout,
+            "api_key": api_key,
+            "web_interface": enable_web_interface,
+            "sync_pool_size": sync_pool_size,
+            "max_message_bytes": max_message_bytes,
+            "step_timeout": step_timeout,
+            "max_sessions_per_client": max_sessions_per_client,
+            "resume_grace": resume_grace,
+            "drain_timeout": drain_timeout,
+            "warm_pool": warm_pool,
+        }
     )
+    config = resolved.values
     capacity = config.max_concurrent_envs
     if (
         env_cls is not None
@@ -123,14 +128,25 @@ def create_app(
         )
         capacity = 1
 
-    lifecycle = resolve_lifecycle(
-        resume_grace=resume_grace, drain_timeout=drain_timeout, warm_pool=warm_pool
+    runner = EnvRunner(factory, config.sync_pool_size, observation_cls, config.step_timeout)
+    lifecycle = LifecycleSettings(
+        resume_grace=config.resume_grace,
+        drain_timeout=config.drain_timeout,
+        warm_pool=config.warm_pool,
     )
-    runner = EnvRunner(factory, config.sync_pool_size, observation_cls)
-    manager = SessionManager(runner, capacity, config.session_timeout, lifecycle)
+    manager = SessionManager(
+        runner,
+        capacity,
+        config.session_timeout,
+        config.max_sessions_per_client,
+        lifecycle=lifecycle,
+    )
+    api_key = config.api_key_value
+    install_redaction()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        install_redaction()  # again: the server may have configured logging since
         manager.start()
         drain.register(manager)
         try:
@@ -162,16 +178,16 @@ def create_app(
 
     app = EnvironmentApp(
         title=f"{env_name} (OpenEnv environment)",
-        version=metadata["version"],
+        version=str(metadata["version"]),
         lifespan=lifespan,
-        description=metadata["description"],
+        description=str(metadata["description"]),
     )
-    ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
+    ws_endpoint = WebSocketEndpoint(
+        manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
+    )
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
-    app.ws_endpoint = (
-        BearerAuthMiddleware(ws_endpoint, config.api_key) if config.api_key else ws_endpoint
-    )
-    app.state.openenv_config = config
+    app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
+    app.state.openenv_settings = resolved
     app.state.openenv_sessions = manager
 
     @app.get("/health", tags=["info"])
@@ -185,8 +201,10 @@ def create_app(
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
             "sessions_opened": manager.total_opened,
+            "abandoned_sessions": manager.abandoned,
+            "stuck_threads": runner.stuck_threads,
             "runtime_version": __version__,
-            "auth_required": bool(config.api_key),
+            "auth_required": bool(api_key),
             "pid": os.getpid(),
         }
 
@@ -200,7 +218,7 @@ def create_app(
     async def get_metadata() -> dict[str, Any]:
         return metadata
 
-    app.include_router(build_http_router(manager, action_cls))
+    app.include_router(build_http_router(manager, action_cls, auth_required=bool(api_key)))
 
     @app.post("/mcp", tags=["info"], summary="Model Context Protocol (JSON-RPC 2.0): not offered")
     async def mcp(request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -225,13 +243,16 @@ def create_app(
             },
         }
 
-    if config.enable_web_interface:
-        from ..web import mount_web
+    public = frozenset({"/health"})
+    if config.web_interface:
+        from ..web import STATIC_DIR, mount_web
 
         mount_web(app)
+        public = public_paths(STATIC_DIR)
 
-    if config.api_key:
-        app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_message_bytes)
+    if api_key:
+        app.add_middleware(BearerAuthMiddleware, api_key=api_key, public=public)
     return app
 
 

@@ -34,6 +34,7 @@ class Session:
 
     __slots__ = (
         "busy",
+        "client",
         "detached",
         "env",
         "episode_open",
@@ -47,9 +48,10 @@ class Session:
         "step",
     )
 
-    def __init__(self, kind: str, session_id: str | None = None) -> None:
+    def __init__(self, kind: str, client: str | None = None, session_id: str | None = None) -> None:
         self.id = session_id or secrets.token_urlsafe(12)
         self.kind = kind
+        self.client = client  # who it counts against for the per-client cap
         self.env: Any = None
         self.step: Any = None  # the environment's step, bound once (see EnvRunner.bind_step)
         self.last_active = time.monotonic()
@@ -89,14 +91,19 @@ class SessionManager:
         runner: EnvRunner,
         capacity: int,
         idle_timeout: float | None,
-        lifecycle: LifecycleSettings | None = None,
+        per_client: int | None = None,
+        *,
+        lifecycle: LifecycleSettings,
     ) -> None:
         self.runner = runner
         self.capacity = capacity
         self.idle_timeout = idle_timeout
-        self.lifecycle = lifecycle or LifecycleSettings()
+        self.per_client = per_client
+        self.lifecycle = lifecycle
         self.sessions: dict[str, Session] = {}
+        self.by_client: dict[str, int] = {}
         self.total_opened = 0
+        self.abandoned = 0  # sessions ended by STEP_TIMEOUT; their instances were left to finish
         self.draining = False
         self.stopping = False
         self.warm = WarmPool(runner, self.lifecycle.warm_pool, lambda: self.capacity - self.active)
@@ -119,15 +126,33 @@ class SessionManager:
     def count(self, kind: str) -> int:
         return sum(1 for s in self.sessions.values() if s.kind == kind)
 
-    def open(self, kind: str, session_id: str | None = None) -> Session | None:
+    def client_full(self, client: str | None) -> bool:
+        """True when ``client`` already holds ``per_client`` sessions (never when there is no cap)."""
+        return (
+            self.per_client is not None
+            and client is not None
+            and self.by_client.get(client, 0) >= self.per_client
+        )
+
+    def open(
+        self, kind: str, client: str | None = None, session_id: str | None = None
+    ) -> Session | None:
         """Reserve a slot (synchronously, so no other task can take it meanwhile); None when
-        full or draining. ``session_id`` is a client's proposal, used when free."""
-        if len(self.sessions) >= self.capacity or self.draining or self.stopping:
+        full, draining or the client's cap is reached. ``session_id`` is a client's proposal,
+        used when free."""
+        if (
+            len(self.sessions) >= self.capacity
+            or self.draining
+            or self.stopping
+            or self.client_full(client)
+        ):
             return None
         if session_id is not None and session_id in self.sessions:
             session_id = None
-        session = Session(kind, session_id)
+        session = Session(kind, client, session_id)
         self.sessions[session.id] = session
+        if client is not None:
+            self.by_client[client] = self.by_client.get(client, 0) + 1
         self.total_opened += 1
         return session
 
@@ -192,6 +217,12 @@ class SessionManager:
             return
         session.released = True
         self.sessions.pop(session.id, None)
+        if session.client is not None:
+            left = self.by_client.get(session.client, 1) - 1
+            if left > 0:
+                self.by_client[session.client] = left
+            else:
+                self.by_client.pop(session.client, None)
         if session.resume is not None and session.resume.timer is not None:
             session.resume.timer.cancel()
         env, session.env = session.env, None

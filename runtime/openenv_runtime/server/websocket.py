@@ -26,8 +26,11 @@ from ..protocol import (
     state_message,
 )
 from . import resume
-from .adapter import ContractViolation
+from .adapter import ContractViolation, StepTimeout
+from .auth import selected_subprotocol
 from .drain import CLOSE_SERVICE_RESTART
+from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
+from .limits import validation_errors as bounded_validation_errors
 from .sessions import Session, SessionManager
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -36,30 +39,39 @@ _CLOSE = object()  # sentinel reply: end the session
 _MOVE = object()  # sentinel reply: draining, a reset arrived: end the session without applying it
 
 
+class _Final(str):
+    """A reply after which the session ends (close 1011): the step overran its timeout."""
+
+
 def describe_exception(exc: BaseException) -> str:
     """A one-line description for the client; the traceback stays in the server log."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [
-        {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
+def invalid_action(exc: ValidationError) -> dict[str, Any]:
+    """The ``errors`` (the first few) and ``error_count`` of an invalid action's reply."""
+    errors, total = bounded_validation_errors(exc)
+    return {"errors": errors, "error_count": total}
 
 
 class WebSocketEndpoint:
     """ASGI app for ``/ws``."""
 
     def __init__(
-        self, manager: SessionManager, action_cls: type[Action], max_message_bytes: int
+        self,
+        manager: SessionManager,
+        action_cls: type[Action],
+        max_message_bytes: int,
+        auth_required: bool = False,
     ) -> None:
         self.manager = manager
         self.runner = manager.runner
         self.action_cls = action_cls
         self.validate_action = action_cls.__pydantic_validator__.validate_python
         self.max_message_bytes = max_message_bytes
+        self.max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
+        self.auth_required = auth_required
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
@@ -109,6 +121,16 @@ class WebSocketEndpoint:
                     await manager.end(session, CLOSE_SERVICE_RESTART, "server draining")
                     return
                 await send({"type": "websocket.send", "text": reply})
+                if type(reply) is _Final:
+                    session.env = None  # abandoned: the runner closes it when its call returns
+                    await send(
+                        {
+                            "type": "websocket.close",
+                            "code": CLOSE_INTERNAL_ERROR,
+                            "reason": "step timeout",
+                        }
+                    )
+                    return
         except OSError:
             pass  # the client went away while we were sending
         finally:
@@ -132,9 +154,32 @@ class WebSocketEndpoint:
                 CLOSE_TRY_AGAIN_LATER,
             )
             return None
-        session = manager.open("ws", key.decode() if key is not None else None)
+        client = client_identity(scope, self.auth_required)
+        session = manager.open("ws", client, key.decode() if key is not None else None)
+        subprotocol = selected_subprotocol(scope)
+        if session is None and manager.client_full(client):
+            await send({"type": "websocket.accept", "subprotocol": subprotocol})
+            await send(
+                {
+                    "type": "websocket.send",
+                    "text": error_message(
+                        ErrorCode.CAPACITY_REACHED,
+                        f"This client already holds {manager.per_client} sessions, the most "
+                        "one client may hold (MAX_SESSIONS_PER_CLIENT); close one first.",
+                        max_sessions_per_client=manager.per_client,
+                    ),
+                }
+            )
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": CLOSE_TRY_AGAIN_LATER,
+                    "reason": "per-client cap",
+                }
+            )
+            return None
         if session is None:
-            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.accept", "subprotocol": subprotocol})
             await send(
                 {
                     "type": "websocket.send",
@@ -162,7 +207,7 @@ class WebSocketEndpoint:
                 session.id, session.resume, manager.lifecycle.resume_grace
             )
         try:
-            await send({"type": "websocket.accept", "headers": headers})
+            await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": headers})
             session.env = await manager.new_instance()
             session.step = self.runner.bind_step(session.env)
         except OSError:
@@ -233,6 +278,7 @@ class WebSocketEndpoint:
         await send(
             {
                 "type": "websocket.accept",
+                "subprotocol": selected_subprotocol(scope),
                 "headers": [(resume.HEADER_RESUMED, str(state.last_seq).encode())],
             }
         )
@@ -300,11 +346,15 @@ class WebSocketEndpoint:
         kind = msg.get("type")
         try:
             if kind == "step":
+                data = msg.get("data")
+                too_many = too_many_fields(data, self.max_action_fields)
+                if too_many is not None:
+                    return error_message(ErrorCode.VALIDATION_ERROR, too_many)
                 try:
-                    action = self.validate_action(msg.get("data"))
+                    action = self.validate_action(data)
                 except ValidationError as exc:
                     return error_message(
-                        ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc)
+                        ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc)
                     )
                 obs = await session.step(action)
                 session.episode_open = not obs.done
@@ -328,6 +378,10 @@ class WebSocketEndpoint:
                 return state_message(state)
             if kind == "close":
                 return _CLOSE
+        except StepTimeout as exc:
+            logger.error("session %s ended: %s", session.id, exc)
+            self.manager.abandoned += 1
+            return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
         except ContractViolation as exc:
             logger.error("%s", exc)
             return error_message(ErrorCode.EXECUTION_ERROR, str(exc))
