@@ -56,7 +56,9 @@ class EnvPool(Generic[ClientT]):
         size: number of sessions.
         timeout: default seconds allowed per batched call; a slot that misses it fails
             with ``TIMEOUT`` (None: no limit).
-        client_kwargs: passed to every client (``token``, ``headers``, ...).
+        client_kwargs: passed to every client (``token``, ``headers``, ...). Sessions do not
+            resume after a dropped connection unless ``resume=True`` is passed: a failed
+            slot holds its ``EnvError`` and ``replace`` gives it a fresh session.
     """
 
     def __init__(
@@ -80,7 +82,9 @@ class EnvPool(Generic[ClientT]):
         self.own_provider = own_provider and provider is not None
         self.size = size
         self.timeout = timeout
-        self.client_kwargs = client_kwargs
+        # The pool replaces failed sessions itself; resuming (opt in with resume=True) costs
+        # a task and a lock per request.
+        self.client_kwargs = {"resume": False, **client_kwargs}
         self._clients: list[ClientT] = []
         self._errors: list[EnvError | None] = []
         self._servers: dict[str, _Server] = {}

@@ -10,6 +10,7 @@ each setting acts the same with one worker or many.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import multiprocessing
 import os
@@ -17,15 +18,18 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
 
 from .errors import EnvironmentContractError
+from .server import drain
 from .server.logs import install_redaction
 from .server.settings import (
     FLAGS_VARIABLE,
@@ -104,7 +108,7 @@ def _uvicorn_config(launch: Launch, settings: ServerSettings) -> uvicorn.Config:
         reload=launch.reload,
         reload_dirs=list(launch.reload_dirs) or None,
         backlog=launch.backlog,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=5,  # after a drain, only steps that never return are left
         **uvicorn_options(settings),
     )
 
@@ -144,14 +148,69 @@ def _use_app_dir(launch: Launch) -> None:
         sys.path.insert(0, launch.app_dir)
 
 
+class DrainingServer(uvicorn.Server):
+    """uvicorn, with the shutdown an environment server needs.
+
+    SIGTERM drains first (no new sessions, running episodes go on up to ``DRAIN_TIMEOUT``),
+    then closes every session; SIGINT (Ctrl-C) skips the wait; a second signal ends the drain
+    at once. Every environment is ``close()``d exactly once, and the process exits 0 instead
+    of re-raising the signal.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._drain: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        loop = self._loop
+        if loop is None or not self.started or self._drain is not None:
+            # not serving yet, or the second signal: stop now (sessions are still closed once)
+            self.should_exit = True
+            if self._drain is not None:
+                loop.call_soon_threadsafe(self._drain.cancel)  # type: ignore[union-attr]
+            return
+        timeout = None if sig == signal.SIGTERM else 0.0
+
+        def start() -> None:
+            self._drain = loop.create_task(self._drain_then_exit(timeout))
+
+        loop.call_soon_threadsafe(start)
+
+    async def _drain_then_exit(self, timeout: float | None) -> None:
+        try:
+            await drain.drain_all(timeout)
+        finally:
+            self.should_exit = True
+
+
+def serve_forever(config: uvicorn.Config, sockets: list[socket.socket] | None = None) -> None:
+    """Run one server process until it is told to stop; exit 0 within a bound."""
+    DrainingServer(config).run(sockets=sockets)
+    stuck = [t for t in threading.enumerate() if t.name.startswith("openenv-env") and t.is_alive()]
+    if stuck:
+        # A step that never returns would keep the interpreter from exiting (thread pools are
+        # joined at exit). Its instance was closed already: leave without waiting for it.
+        print(
+            f"openenv: leaving {len(stuck)} environment thread(s) still running a step",
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
 def _worker(launch: Launch) -> None:
     """One worker process: its own SO_REUSEPORT listener, so the kernel spreads connections evenly."""
     raise_open_file_limit()
     _use_app_dir(launch)
     settings = load_settings().values  # the launcher's flags arrive in the environment
     sock = _listen(settings, reuse_port=True, backlog=launch.backlog)
-    server = uvicorn.Server(_loaded(_uvicorn_config(launch, settings), settings))
-    server.run(sockets=[sock])
+    serve_forever(_loaded(_uvicorn_config(launch, settings), settings), sockets=[sock])
 
 
 def _supervise(launch: Launch, settings: ServerSettings) -> None:
@@ -192,8 +251,11 @@ def _supervise(launch: Launch, settings: ServerSettings) -> None:
         for process in workers:
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)  # each worker closes its sessions gracefully
+        # each worker drains (DRAIN_TIMEOUT) then closes its sessions; allow for both
+        grace = settings.drain_timeout + 20
+        deadline = time.monotonic() + grace
         for process in workers:
-            process.join(15)
+            process.join(max(deadline - time.monotonic(), 0.1))
             if process.is_alive():
                 process.kill()
         for sig, handler in previous.items():
@@ -227,7 +289,7 @@ def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:
         )
         return
     _use_app_dir(launch)
-    uvicorn.Server(_loaded(config, settings)).run()
+    serve_forever(_loaded(config, settings))
 
 
 def build_parser() -> argparse.ArgumentParser:

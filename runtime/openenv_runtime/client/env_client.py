@@ -14,6 +14,7 @@ from websockets.exceptions import InvalidURI
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
+from .resume import ResumingTransport
 from .transport import Connection, ConnectionLost, HandshakeRefused, ReplySink
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             step takes, while WebSocket pings keep checking that the server is alive.
         ping_interval, ping_timeout: keepalive pings (None disables them).
         headers: extra handshake headers.
+        resume: after a dropped connection, reconnect (with backoff) and resume the same
+            session, so a request just returns its result (default on, when the server offers
+            it). When the session cannot be resumed, ``EnvError`` with code ``SESSION_GONE``.
     """
 
     action_cls: ClassVar[type[Action]] = Action
@@ -104,6 +108,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         ping_timeout: float | None = 20.0,
         headers: dict[str, str] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        resume: bool = True,
     ) -> None:
         self.base_url = base_url
         self.url = ws_url(base_url)
@@ -118,6 +123,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._connecting: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the session ended, once it has
         self._provider: Provider | None = None  # servers this client started, stopped by close()
+        self._lock = asyncio.Lock()  # one request at a time while resuming (numbered requests)
+        # Reconnect and resume after a dropped connection (see client/resume.py).
+        self._resumer = ResumingTransport(self) if resume else None
 
     # -- constructors that start the server too -----------------------------------------------
     @classmethod
@@ -209,6 +217,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     # -- connection: opened here, and only here ------------------------------------------------
     async def connect(self) -> typing.Self:
         """Open the session (done for you by ``async with`` and by the first request)."""
+        if self._resumer is not None:
+            await self._resumer.connect()
+            return self
         if self._conn is not None and self._conn.is_open:
             return self
         if self._connecting is None:
@@ -275,10 +286,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         A client made by ``from_project`` / ``from_docker_image`` / ``from_env`` also stops
         the servers it started.
         """
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.send(CLOSE_FRAME)
-            await conn.close()
+        if self._resumer is not None:
+            await self._resumer.close()
+        else:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.send(CLOSE_FRAME)
+                await conn.close()
         provider, self._provider = self._provider, None
         if provider is not None:
             await asyncio.to_thread(provider.stop)
@@ -363,6 +377,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     async def _request(self, frame: str) -> dict[str, Any]:
         """Send one request frame and return the ``data`` of its reply (the one place requests go)."""
+        if self._resumer is not None:
+            async with self._lock:
+                raw = await self._resumer.request(frame)
+            return self._unwrap(raw)
         conn = self._conn
         if conn is None:
             if self._ended is not None:
@@ -390,11 +408,21 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
         The pool's batched path: no coroutine per request. False when not connected.
         """
+        if self._resumer is not None:
+            # Numbered, resumable requests go one at a time through the resuming path.
+            task = asyncio.get_running_loop().create_task(self._resumer_request(frame))
+            task.add_done_callback(lambda done: _feed(sink, done))
+            return True
         conn = self._conn
         if conn is None:
             return False
         conn.submit_to(frame, sink)
         return True
+
+    async def _resumer_request(self, frame: str) -> str | bytes:
+        assert self._resumer is not None
+        async with self._lock:
+            return await self._resumer.request(frame)
 
     def _lost(self, exc: ConnectionLost) -> EnvError:
         """The session ended under a request: remember why, and say it."""
@@ -422,3 +450,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 code, message, {k: v for k, v in data.items() if k not in ("message", "code")}
             )
         return data
+
+
+def _feed(sink: ReplySink, done: asyncio.Task[str | bytes]) -> None:
+    """Hand a finished request's reply (or why it failed) to the pool's sink."""
+    if done.cancelled():
+        sink.set_exception(ConnectionLost("the request was cancelled"))
+    elif (exc := done.exception()) is not None:
+        sink.set_exception(exc if isinstance(exc, ConnectionLost) else ConnectionLost(str(exc)))
+    else:
+        sink.set_result(done.result())

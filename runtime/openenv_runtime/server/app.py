@@ -19,9 +19,12 @@ from .._version import __version__
 from ..environment import Environment
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
+from . import drain
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths
+from .drain import install_lifecycle_routes
 from .http_api import build_http_router
+from .lifecycle import LifecycleSettings
 from .limits import BodyLimitMiddleware
 from .logs import install_redaction
 from .sessions import SessionManager
@@ -69,6 +72,9 @@ def create_app(
     max_message_bytes: int | None = None,
     step_timeout: float | None = None,
     max_sessions_per_client: int | None = None,
+    resume_grace: float | None = None,
+    drain_timeout: float | None = None,
+    warm_pool: int | None = None,
 ) -> FastAPI:
     """Build the server for an environment.
 
@@ -82,7 +88,8 @@ def create_app(
             reports. ``readme`` is a path or the text itself; by default a README.md beside
             the environment's module (or up to two folders above) is used.
         max_concurrent_envs, session_timeout, api_key, enable_web_interface, sync_pool_size,
-            max_message_bytes, step_timeout, max_sessions_per_client: this app's defaults for
+            max_message_bytes, step_timeout, max_sessions_per_client, resume_grace,
+            drain_timeout, warm_pool: this app's defaults for
             the server settings of the same names (see the README's settings table). An
             explicit argument replaces the built-in default only: a command-line flag, an
             environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
@@ -104,6 +111,9 @@ def create_app(
             "max_message_bytes": max_message_bytes,
             "step_timeout": step_timeout,
             "max_sessions_per_client": max_sessions_per_client,
+            "resume_grace": resume_grace,
+            "drain_timeout": drain_timeout,
+            "warm_pool": warm_pool,
         }
     )
     config = resolved.values
@@ -121,8 +131,17 @@ def create_app(
         capacity = 1
 
     runner = EnvRunner(factory, config.sync_pool_size, observation_cls, config.step_timeout)
+    lifecycle = LifecycleSettings(
+        resume_grace=config.resume_grace,
+        drain_timeout=config.drain_timeout,
+        warm_pool=config.warm_pool,
+    )
     manager = SessionManager(
-        runner, capacity, config.session_timeout, config.max_sessions_per_client
+        runner,
+        capacity,
+        config.session_timeout,
+        config.max_sessions_per_client,
+        lifecycle=lifecycle,
     )
     api_key = config.api_key_value
     install_redaction()
@@ -130,7 +149,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         install_redaction()  # again: the server may have configured logging since
-        manager.start_reaper()
+        manager.start()
+        drain.register(manager)
         collector = asyncio.get_running_loop().create_task(
             collect_connection_cycles(manager), name="openenv-gc"
         )
@@ -138,6 +158,7 @@ def create_app(
             yield
         finally:
             collector.cancel()
+            drain.unregister(manager)
             await manager.shutdown()
             runner.shutdown()
 
@@ -178,8 +199,10 @@ def create_app(
     @app.get("/health", tags=["info"])
     async def health() -> dict[str, Any]:
         return {
-            "status": "healthy",
+            "status": "draining" if manager.draining else "healthy",
             "active_sessions": manager.active,
+            "detached_sessions": manager.detached,
+            "warm_instances": len(manager.warm),
             "max_sessions": manager.capacity,
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
@@ -190,6 +213,8 @@ def create_app(
             "auth_required": bool(api_key),
             "pid": os.getpid(),
         }
+
+    install_lifecycle_routes(app, manager)
 
     @app.get("/schema", tags=["info"])
     async def get_schema() -> dict[str, Any]:

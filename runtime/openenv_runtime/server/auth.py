@@ -23,10 +23,10 @@ from ..protocol import CLOSE_POLICY_VIOLATION, encode
 SUBPROTOCOL = "openenv"
 BEARER_SUBPROTOCOL_PREFIX = "openenv.bearer."
 
-# Reachable without a token: the liveness probe and the page's redirects. The page's own
+# Reachable without a token: the liveness and readiness probes and the page's redirects. The page's own
 # files are added by name (see public_paths), never by prefix: a user route such as
 # /healthz-evil, /web-admin or /web/admin still needs the token.
-PUBLIC_PATHS = frozenset({"/", "/health", "/web", "/web/"})
+PUBLIC_PATHS = frozenset({"/", "/health", "/ready", "/web", "/web/"})
 
 
 def public_paths(static_dir: Path | None) -> frozenset[str]:

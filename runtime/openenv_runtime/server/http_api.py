@@ -142,13 +142,15 @@ def build_http_router(
                 return _error(
                     503,
                     ErrorCode.CAPACITY_REACHED,
-                    f"Server is at capacity ({manager.capacity} sessions); retry later.",
+                    "Server is draining for a restart; retry (on another replica)."
+                    if manager.draining
+                    else f"Server is at capacity ({manager.capacity} sessions); retry later.",
                     active_sessions=manager.active,
                     max_sessions=manager.capacity,
                 )
             session = opened
             try:
-                session.env = await runner.create()
+                session.env = await manager.new_instance()  # from the warm pool, if any
             except Exception as exc:
                 logger.exception("creating the environment failed (HTTP /reset)")
                 await manager.release(session)
