@@ -157,6 +157,8 @@ class ResumingTransport:
         conn = self.ws
         if conn is not None:  # the usual case: one send, one reply, no retry machinery
             try:
+                if self.client.message_timeout is None:
+                    return await conn.submit(numbered)
                 return await self._recv(conn, conn.submit(numbered))
             except ConnectionLost:
                 self.ws = None
