@@ -473,7 +473,7 @@ def run_all(plan: Plan, stop_at: float) -> dict[str, dict[str, Any]]:
                 log(f"  {name} failed: {type(exc).__name__}: {exc}")
                 results[name]["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
     finally:
-        for name, server in servers.items():
+        for server in servers.values():
             server.stop()
     return results
 
