@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from datetime import datetime
@@ -96,11 +95,13 @@ BENCH_EXTRA_HINT = (
 
 def _require_bench_extra() -> None:
     """``openenv bench`` needs the ``bench`` extra (psutil); say so instead of a traceback."""
-    if importlib.util.find_spec("psutil") is None:
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
         raise OpenEnvError(
             "`openenv bench` needs the optional `bench` extra (psutil, to read server CPU and memory).",
             hint=BENCH_EXTRA_HINT,
-        )
+        ) from None
 
 
 def _waits(wait_grid: str | None, mode: str, wait_field: bool) -> list[float]:
