@@ -1,7 +1,11 @@
 // Talking to the server: HTTP info routes, the access token, and one /ws session.
 //
 // Every address is built relative to the page (served at <base>/web/), so the page works
-// under a base path and over https (wss) as well as on localhost.
+// under a base path and over https (wss) as well as on localhost. The access token never
+// goes into a URL (servers and proxies log URLs): HTTP requests carry it in an
+// `Authorization: Bearer` header, and the WebSocket, which a browser cannot give headers,
+// in its subprotocol list: ["openenv", "openenv.bearer.<base64url(token), unpadded>"]; the
+// server selects "openenv", so the token is never echoed back.
 
 const TOKEN_KEY = "openenv.token";
 
@@ -27,13 +31,21 @@ export function httpUrl(route) {
   return new URL(`../${route}`, window.location.href).href;
 }
 
-export function wsUrl(accessToken) {
+export function wsUrl() {
   const url = new URL("../ws", window.location.href);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   url.hash = "";
   url.search = "";
-  if (accessToken) url.searchParams.set("access_token", accessToken);
   return url.href;
+}
+
+/** The WebSocket subprotocols that carry `accessToken` (none without a token). */
+export function wsProtocols(accessToken) {
+  if (!accessToken) return [];
+  const bytes = new TextEncoder().encode(accessToken);
+  const base64 = btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""));
+  const base64url = base64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return ["openenv", `openenv.bearer.${base64url}`];
 }
 
 export class Unauthorized extends Error {}
@@ -80,7 +92,7 @@ export class Session {
     return new Promise((resolve, reject) => {
       let ws;
       try {
-        ws = new WebSocket(wsUrl(token.get()));
+        ws = new WebSocket(wsUrl(), wsProtocols(token.get()));
       } catch (err) {
         reject(new SessionEnd("failed", `Could not open a WebSocket: ${err.message}`));
         return;
