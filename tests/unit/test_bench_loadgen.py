@@ -1,4 +1,4 @@
-"""The load generator's plain parts: targets, frames, reply checks, splitting and merging, /proc readings."""
+"""The load generator's plain parts: targets, frames, reply checks, splitting and merging, process readings."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import pytest
 
 from openenv_cli.bench import procstat
-from openenv_cli.bench.loadgen import merge, split
 from openenv_cli.bench.http_sessions import http_step_body
+from openenv_cli.bench.loadgen import merge, split
 from openenv_cli.bench.sessions import (
     Target,
     describe_failure,
