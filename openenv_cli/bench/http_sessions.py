@@ -27,6 +27,8 @@ from .sessions import (
 from .wsclient import USER_AGENT
 
 _READ_SIZE = 65536
+_END = h11.EndOfMessage()
+Prepared = tuple[h11.Request, h11.Data]
 
 
 class HttpConnection:
@@ -44,21 +46,30 @@ class HttpConnection:
         reader, writer = await asyncio.open_connection(target.host, target.port)
         return cls(reader, writer, f"{target.host}:{target.port}")
 
-    async def request(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
-        """Send one request with a JSON body; returns the status and the whole body."""
-        http = self.http
-        if http.our_state is h11.DONE:
-            http.start_next_cycle()  # raises h11.LocalProtocolError when the server closes
+    def prepare(self, method: str, path: str, body: bytes) -> Prepared:
+        """The h11 events of one request with a JSON body, built (and validated) once.
+
+        h11 never changes an event it sends, so back-to-back steps reuse theirs: building
+        and validating the headers is a third of h11's cost per request.
+        """
         headers = [
             *self.headers,
             ("Content-Type", "application/json"),
             ("Content-Length", str(len(body))),
         ]
-        self.writer.write(
-            http.send(h11.Request(method=method, target=path, headers=headers))
-            + http.send(h11.Data(data=body))
-            + http.send(h11.EndOfMessage())
-        )
+        return h11.Request(method=method, target=path, headers=headers), h11.Data(data=body)
+
+    async def request(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        """Send one request with a JSON body; returns the status and the whole body."""
+        return await self.send(self.prepare(method, path, body))
+
+    async def send(self, prepared: Prepared) -> tuple[int, bytes]:
+        """Send a prepared request; returns the status and the whole body."""
+        http = self.http
+        if http.our_state is h11.DONE:
+            http.start_next_cycle()  # raises h11.LocalProtocolError when the server closes
+        request, data = prepared
+        self.writer.write(http.send(request) + http.send(data) + http.send(_END))
         status = 0
         chunks: list[bytes] = []
         while True:
@@ -203,8 +214,9 @@ async def http_steps(
     watchdog: Watchdog,
 ) -> bool:
     """``steps`` back-to-back ``POST /step``; latencies into ``col``. False when one failed."""
-    body = http_step_body(target, wait, session_id)
-    path = f"{target.base_path}/step"
+    prepared = conn.prepare(
+        "POST", f"{target.base_path}/step", http_step_body(target, wait, session_id)
+    )
     timeout = target.timeout + wait
     guard = Guard(conn.close)
     watchdog.guards.add(guard)
@@ -218,7 +230,7 @@ async def http_steps(
                 break
             begin = perf_counter()
             guard.deadline = begin + timeout
-            status, reply = await conn.request("POST", path, body)
+            status, reply = await conn.send(prepared)
             last = perf_counter()
             guard.deadline = 0.0
             problem = _http_problem(status, reply)
