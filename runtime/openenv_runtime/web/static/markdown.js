@@ -34,7 +34,7 @@ const marked = new Marked({
   },
 });
 
-DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+DOMPurify?.addHook("afterSanitizeAttributes", (node) => {
   if (node.nodeName === "A" && /^(https?|mailto):/i.test(node.getAttribute("href") || "")) {
     node.setAttribute("target", "_blank");
     node.setAttribute("rel", "noopener noreferrer");
@@ -48,13 +48,19 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
-/** Markdown text -> a sanitized DocumentFragment. */
+/** Markdown text -> a sanitized DOM node (a DocumentFragment). */
 export function renderMarkdown(source) {
   let text = String(source || "").replace(/\r\n?/g, "\n");
   // YAML front matter (Hugging Face Space cards) is configuration, not prose
   text = text.replace(/^---\n[\s\S]*?\n---[ \t]*(\n|$)/, "");
   // HTML comments are invisible on GitHub and the Hub too
   text = text.replace(/<!--[\s\S]*?-->/g, "");
+  if (!DOMPurify) {
+    // fail closed: without the sanitizer the README shows as plain text
+    const pre = document.createElement("pre");
+    pre.textContent = text;
+    return pre;
+  }
   const fragment = DOMPurify.sanitize(marked.parse(text), {
     ALLOWED_TAGS,
     ALLOWED_ATTR,
