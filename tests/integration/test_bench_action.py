@@ -64,12 +64,14 @@ def all_steps_succeeded(data: dict) -> None:
         assert c["errors"] == {} and c["success_rate"] == 1.0, c
 
 
-@pytest.mark.parametrize("transport", ["ws", "http"])
+@pytest.mark.parametrize(
+    ("transport", "client"), [("ws", "lean"), ("ws", "websockets"), ("http", "lean")]
+)
 def test_inside_the_project_the_manifest_example_is_stepped(
-    project: Path, server: ServerProcess, tmp_path: Path, transport: str
+    project: Path, server: ServerProcess, tmp_path: Path, transport: str, client: str
 ) -> None:
     result = openenv(
-        "bench", "--url", server.url, "--mode", "throughput", "--transport", transport,
+        "bench", "--url", server.url, "--mode", "throughput", "--transport", transport, "--client", client,
         "--sessions", "2,4", "--steps", "20", "--reps", "1", "--no-plots",
         "--server-pid", str(server.pids[0]), "--output-dir", str(tmp_path),
         cwd=project,
