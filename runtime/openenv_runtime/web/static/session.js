@@ -1,11 +1,9 @@
 // Talking to the server: HTTP info routes, the access token, and one /ws session.
 //
 // Every address is built relative to the page (served at <base>/web/), so the page works
-// under a base path and over https (wss) as well as on localhost. The access token never
-// goes into a URL (servers and proxies log URLs): HTTP requests carry it in an
-// `Authorization: Bearer` header, and the WebSocket, which a browser cannot give headers,
-// in its subprotocol list: ["openenv", "openenv.bearer.<base64url(token), unpadded>"]; the
-// server selects "openenv", so the token is never echoed back.
+// under a base path and over https (wss) as well as on localhost. The token is never in a
+// URL (URLs get logged): HTTP sends `Authorization: Bearer`, the WebSocket the subprotocols
+// ["openenv", "openenv.bearer.<unpadded base64url>"] (the server selects "openenv").
 
 const TOKEN_KEY = "openenv.token";
 
