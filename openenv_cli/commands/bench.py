@@ -239,6 +239,7 @@ def command(
     from openenv_cli.bench.action import resolve_action
     from openenv_cli.bench.runner import MODES, BenchSettings, run_bench
     from openenv_cli.bench.server import ServerStartError, bench_server
+    from openenv_cli.bench.sessions import Target
 
     if serve == (url is not None):
         raise UsageError(
@@ -254,12 +255,10 @@ def command(
         raise UsageError(f"--client must be lean or websockets, got {client!r}")
     if (workers != 1 or sync) and not serve:
         raise UsageError("--workers and --sync only apply with --serve.")
-    base_url = (url or "http://127.0.0.1:1").strip().rstrip("/").removesuffix("/ws")
-    base_url = base_url.replace("ws://", "http://", 1) if base_url.startswith("ws://") else base_url
-    if not serve and not base_url.startswith("http://"):
-        raise UsageError(
-            f"--url must start with http:// or ws:// (got {url!r}); TLS is not supported by the load generator."
-        )
+    try:
+        base_url = Target.parse(url).http_url if url else ""
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     step_action = resolve_action(
         action=action,
         action_file=action_file,
