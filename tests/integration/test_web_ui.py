@@ -773,6 +773,8 @@ HOSTILE_README = """# Hostile
 
 [x](javascript:alert(2)) and [y](JaVaScRiPt:alert(3)) and [v](vbscript:alert(4))
 
+[e](javascript&#58;alert(16)) [f](&#x6A;avascript:alert(17)) [g]( javascript:alert(18) ) [h](<javascript:alert(19)>)
+
 <http://a" onmouseover="alert(5)>
 
 <http://x[a](onmouseover=alert)>
