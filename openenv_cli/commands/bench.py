@@ -225,14 +225,6 @@ def command(
     Every step sends the measured environment's own action: --action or --action-file; with --serve the built-in {"wait": ...}; else the example_action of ./openenv.yaml; else an example built from the server's /schema. When the server answers most steps of a run with an error, the benchmark stops and shows the first one.
 
     Traffic goes only where --url points (or to the server --serve starts on 127.0.0.1).
-
-    Examples:
-
-      openenv bench --serve --requests-grid 32,128 --wait-grid 0.1 --reps 1
-
-      openenv bench --url http://127.0.0.1:8000 --mode throughput --sessions 16 --steps 200
-
-      openenv bench --url http://127.0.0.1:8000 --action '{"message": "hi"}'
     """
     _require_bench_extra()
     from openenv_cli.bench import report
