@@ -62,7 +62,7 @@ def test_frames_of_the_built_in_action_carry_the_wait() -> None:
 
 
 def test_frames_send_the_environments_own_action() -> None:
-    action = {"message": "héllo \"x\"", "n": [1, 2]}
+    action = {"message": 'héllo "x"', "n": [1, 2]}
     t = Target.parse("http://h:1", action=action, wait_field=False)
     assert json.loads(step_frame(t, 5.0)) == {"type": "step", "data": action}
     assert json.loads(http_step_body(t, 5.0, "s")) == {"action": action, "session_id": "s"}
