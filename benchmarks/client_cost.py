@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:
 from openenv_cli.bench.bench_env import BenchAction, BenchObservation  # noqa: E402
 from openenv_cli.bench.report import markdown_table  # noqa: E402
 from openenv_cli.bench.server import bench_server  # noqa: E402
-from openenv_cli.bench.sessions import step_frame  # noqa: E402
+from openenv_cli.bench.sessions import Target, step_frame  # noqa: E402
 from openenv_cli.bench.wsclient import LeanConnection  # noqa: E402
 from openenv_runtime import EnvClient, EnvPool, State  # noqa: E402
 from openenv_runtime.client import ws_url  # noqa: E402
@@ -69,7 +69,9 @@ async def run_lean(urls: list[str], sessions: int, seconds: float) -> int:
             for i in range(sessions)
         )
     )
-    frame = step_frame(0.0)
+    # The environment's own action, as `openenv bench --action` sends it: the same bytes as
+    # EnvClient's step(BenchAction()).
+    frame = step_frame(Target("127.0.0.1", 0, action=BenchAction().model_dump_json()), 0.0)
     loop = asyncio.get_running_loop()
     counts = [0] * sessions
 
