@@ -74,6 +74,27 @@ class PushConfig(_Section):
         return value
 
 
+# `openenv deploy` (issue 15): the deploy: section.
+class DeployConfig(_Section):
+    """The ``deploy:`` section of ``openenv.yaml`` (every key optional)."""
+
+    replicas: int | None = Field(None, ge=1, description="Server replicas (--replicas).")
+    port: int | None = Field(None, ge=1, le=65535, description="Port of the Envoy front (--port).")
+    image: str | None = Field(None, description="Image the replicas run (--image).")
+    envoy_image: str | None = Field(None, description="Image Envoy runs in (Kubernetes, Swarm).")
+    drain_timeout: float | None = Field(
+        None, ge=0, description="Seconds a replica drains sessions before it stops."
+    )
+    token: bool | None = Field(
+        None, description="Replicas require the access token OPENENV_API_KEY (--token)."
+    )
+    max_replicas: int | None = Field(None, ge=1, description="Kubernetes autoscaler ceiling.")
+    namespace: str | None = Field(None, description="Kubernetes namespace.")
+    access_log: bool = Field(False, description="Envoy access log on stdout.")
+    cpu: str | None = Field(None, description="CPU request per replica (Kubernetes), e.g. 500m.")
+    memory: str | None = Field(None, description="Memory limit per replica, e.g. 1Gi.")
+
+
 class Manifest(_Section):
     """The contents of ``openenv.yaml``."""
 
@@ -92,6 +113,7 @@ class Manifest(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     build: BuildConfig = Field(default_factory=BuildConfig)
     push: PushConfig = Field(default_factory=PushConfig)
+    deploy: DeployConfig = Field(default_factory=DeployConfig)
 
     @field_validator("spec_version")
     @classmethod

@@ -1,0 +1,253 @@
+"""The settings of ``openenv deploy``, resolved once: flag, then environment variable, then
+``openenv.yaml`` (its ``server:`` section and the ``deploy:`` section), then the default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from openenv_cli.config import parse_bool, parse_float, resolve
+from openenv_cli.errors import UsageError
+from openenv_cli.manifest import DeployConfig, Manifest, load_manifest
+
+Target = Literal["kubernetes", "swarm", "slurm", "envoy"]
+TARGETS: tuple[Target, ...] = ("kubernetes", "swarm", "slurm", "envoy")
+
+DEFAULT_REPLICAS = 2
+DEFAULT_FRONT_PORT = 8080
+DEFAULT_WORKERS = 1
+DEFAULT_SESSIONS_PER_WORKER = 100  # the runtime's MAX_CONCURRENT_ENVS default
+DEFAULT_SESSION_TIMEOUT = 600.0  # the runtime's SESSION_TIMEOUT default
+DEFAULT_DRAIN_TIMEOUT = 30.0  # the runtime's DRAIN_TIMEOUT default
+DEFAULT_ENVOY_IMAGE = "envoyproxy/envoy:v1.40.0"
+ENVOY_VERSION = "1.40.0"
+LOCAL_ENVOY_IMAGE = f"openenv-envoy:{ENVOY_VERSION}"  # built by `deploy swarm --apply`
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One server behind Envoy."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """Everything the renderers need, resolved."""
+
+    target: Target
+    project_dir: Path | None
+    name: str
+    image: str
+    envoy_image: str
+    port: int  # the port each replica listens on
+    front_port: int
+    replicas: int
+    workers: int
+    sessions_per_worker: int
+    session_timeout: float  # 0: never
+    drain_timeout: float
+    token: bool
+    access_log: bool
+    max_replicas: int
+    namespace: str | None
+    cpu: str
+    memory: str
+    backends: tuple[Backend, ...] = ()
+
+    @property
+    def capacity_per_replica(self) -> int:
+        return self.workers * self.sessions_per_worker
+
+    @property
+    def capacity(self) -> int:
+        return self.capacity_per_replica * max(self.replicas, len(self.backends), 1)
+
+
+def parse_backend(raw: str) -> Backend:
+    """``host:port`` (IPv6 in brackets) → :class:`Backend`; raises :class:`UsageError`."""
+    text = raw.strip()
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(
+            f"Backend {raw!r} is not host:port.", hint="Write e.g. --backend 10.0.0.5:8000."
+        )
+    if any(c.isspace() or c in "{}\"'#" for c in host):
+        raise UsageError(f"Backend host {host!r} is not a host name or address.")
+    return Backend(host, int(port))
+
+
+def read_backends(values: list[str]) -> tuple[Backend, ...]:
+    """``--backend`` values: ``host:port``, or a file with one ``host:port`` a line (``#`` comments)."""
+    found: list[Backend] = []
+    for value in values:
+        path = Path(value)
+        if ":" not in value or path.is_file():
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise UsageError(
+                    f"--backend {value}: not host:port, and not a readable file ({exc.strerror}).",
+                    hint="Pass host:port, or a file with one host:port a line.",
+                ) from None
+            found.extend(
+                parse_backend(line.split("#", 1)[0])
+                for line in lines
+                if line.split("#", 1)[0].strip()
+            )
+        else:
+            found.append(parse_backend(value))
+    return tuple(dict.fromkeys(found))
+
+
+def default_memory(capacity_per_replica: int) -> str:
+    """A memory limit for one replica: 256 MiB plus 64 KiB a session (idle sessions take ~23 KB)."""
+    return f"{256 + (capacity_per_replica * 64 + 1023) // 1024}Mi"
+
+
+def resolve_settings(
+    target: Target,
+    project_dir: Path | None,
+    *,
+    replicas: int | None = None,
+    image: str | None = None,
+    front_port: int | None = None,
+    token: bool | None = None,
+    backends: list[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> DeploySettings:
+    """Resolve the settings of ``openenv deploy TARGET`` for the project in ``project_dir``.
+
+    ``project_dir`` may be None only for the envoy target (a bare Envoy config needs no project).
+    """
+    environ = os.environ if environ is None else environ
+    manifest: Manifest | None = None
+    if project_dir is not None:
+        manifest = load_manifest(project_dir)
+    elif target != "envoy":
+        raise UsageError(
+            f"`openenv deploy {target}` needs a project (no openenv.yaml found).",
+            hint="Run it in the project folder, or pass the folder: openenv deploy TARGET PATH.",
+        )
+    deploy = manifest.deploy if manifest is not None else DeployConfig.model_validate({})
+    parsed_backends = read_backends(backends or [])
+    if target == "envoy" and not parsed_backends:
+        raise UsageError(
+            "The envoy target needs the servers to balance.",
+            hint="Pass --backend host:port (repeatable) or --backend FILE (one host:port a line).",
+        )
+
+    def number(key: str, flag: float | None, env: str | None, where: str, default: float) -> float:
+        value = resolve(
+            key,
+            flag=flag,
+            env=env,
+            manifest=manifest,
+            manifest_key=where,
+            default=default,
+            parse=parse_float,
+            environ=environ,
+        ).value
+        return float(value if value is not None else default)
+
+    workers = int(number("workers", None, "WORKERS", "server.workers", DEFAULT_WORKERS))
+    sessions = int(
+        number(
+            "max_concurrent_envs",
+            None,
+            "MAX_CONCURRENT_ENVS",
+            "server.max_concurrent_envs",
+            DEFAULT_SESSIONS_PER_WORKER,
+        )
+    )
+    count = int(
+        number("replicas", replicas, "OPENENV_DEPLOY_REPLICAS", "deploy.replicas", DEFAULT_REPLICAS)
+    )
+    if count < 1 or workers < 1 or sessions < 1:
+        raise UsageError(
+            "Replicas, workers and sessions per worker must each be at least 1.",
+            hint="Check --replicas, WORKERS (server.workers) and MAX_CONCURRENT_ENVS.",
+        )
+    envoy_default = DEFAULT_ENVOY_IMAGE if target == "kubernetes" else LOCAL_ENVOY_IMAGE
+    envoy_image = resolve(
+        "envoy_image",
+        env="OPENENV_ENVOY_IMAGE",
+        manifest=manifest,
+        manifest_key="deploy.envoy_image",
+        default=envoy_default,
+        environ=environ,
+    ).value
+    wants_token = resolve(
+        "token",
+        flag=token,
+        env="OPENENV_DEPLOY_TOKEN",
+        manifest=manifest,
+        manifest_key="deploy.token",
+        default=bool(environ.get("OPENENV_API_KEY")),
+        parse=parse_bool,
+        environ=environ,
+    ).value
+    return DeploySettings(
+        target=target,
+        project_dir=project_dir.resolve() if project_dir is not None else None,
+        name=(manifest.name if manifest is not None else "openenv").replace("_", "-"),
+        image=_image(image, manifest, project_dir, environ),
+        envoy_image=str(envoy_image),
+        port=int(number("port", None, "PORT", "port", 8000)),
+        front_port=int(
+            number(
+                "front_port", front_port, "OPENENV_DEPLOY_PORT", "deploy.port", DEFAULT_FRONT_PORT
+            )
+        ),
+        replicas=len(parsed_backends) or count,
+        workers=workers,
+        sessions_per_worker=sessions,
+        session_timeout=max(
+            number(
+                "session_timeout",
+                None,
+                "SESSION_TIMEOUT",
+                "server.session_timeout",
+                DEFAULT_SESSION_TIMEOUT,
+            ),
+            0.0,
+        ),
+        drain_timeout=number(
+            "drain_timeout", None, "DRAIN_TIMEOUT", "deploy.drain_timeout", DEFAULT_DRAIN_TIMEOUT
+        ),
+        token=bool(wants_token),
+        access_log=deploy.access_log,
+        max_replicas=max(deploy.max_replicas or 4 * count, count),
+        namespace=deploy.namespace,
+        cpu=deploy.cpu or "500m",
+        memory=deploy.memory or default_memory(workers * sessions),
+        backends=parsed_backends,
+    )
+
+
+def _image(
+    flag: str | None,
+    manifest: Manifest | None,
+    project_dir: Path | None,
+    environ: Mapping[str, str],
+) -> str:
+    """--image, else $OPENENV_IMAGE_TAG, else deploy.image, else what `openenv build` tags."""
+    if flag and flag.strip():
+        return flag.strip()
+    if manifest is None or project_dir is None:
+        return ""
+    from openenv_cli.docker_build import project_version, resolve_tags
+
+    if manifest.deploy.image and not (environ.get("OPENENV_IMAGE_TAG") or "").strip():
+        return manifest.deploy.image.strip()
+    tags, _ = resolve_tags((), manifest, project_version(project_dir, manifest), environ)
+    return tags[0]
