@@ -99,31 +99,47 @@ def test_envoy_in_front_of_two_servers(tmp_path: Path) -> None:
     front = f"http://127.0.0.1:{front_port}"
     servers = [f"http://127.0.0.1:{port}" for port in ports]
 
-    with server_process(APP, ports[0]) as first, server_process(APP, ports[1]):
-        with envoy_process(config, front):
-            # Envoy marks both healthy once its first checks pass.
-            wait_for(lambda: all(_envoy_sees(front) for _ in range(3)), 20, "healthy upstreams")
-            assert episode(front, "hello") == pytest.approx(0.5)
+    with (
+        server_process(APP, ports[0]) as first,
+        server_process(APP, ports[1]),
+        envoy_process(config, front),
+    ):
+        # Envoy marks both healthy once its first checks pass.
+        wait_for(lambda: all(_envoy_sees(front) for _ in range(3)), 20, "healthy upstreams")
+        assert episode(front, "hello") == pytest.approx(0.5)
 
-            # Sessions held open at once: least-request balancing gives both servers some.
-            from openenv_runtime.client.generic import GenericEnvClient
+        # Sessions held open at once: least-request balancing gives both servers some.
+        from openenv_runtime.client.generic import GenericEnvClient
 
-            held = [GenericEnvClient(base_url=front).sync() for _ in range(8)]
-            try:
-                for env in held:
-                    env.connect()
-                    env.reset()
-                counts = [get_json(url + "/health")[1]["active_sessions"] for url in servers]
-                assert sum(counts) == 8 and min(counts) >= 2, counts
-            finally:
-                for env in held:
-                    env.close()
+        held = [GenericEnvClient(base_url=front).sync() for _ in range(8)]
+        try:
+            for env in held:
+                env.connect()
+                env.reset()
+            counts = [get_json(url + "/health")[1]["active_sessions"] for url in servers]
+            assert sum(counts) == 8 and min(counts) >= 2, counts
 
-            # One server stops mid-run: every new session goes to the other and succeeds.
+            # One server stops mid-run (its sessions end with it): every new session goes to
+            # the other one and succeeds, even before Envoy's health check has noticed.
             stop(first)
-            results = [episode(front, f"after-{i}") for i in range(10)]
-            assert len(results) == 10
-            assert get_json(servers[1] + "/health")[0] == 200
+            survivors = get_json(servers[1] + "/health")[1]["active_sessions"]
+            assert survivors == counts[1]
+            later = [GenericEnvClient(base_url=front).sync() for _ in range(6)]
+            held += later
+            for env in later:
+                env.connect()
+                env.reset()
+                assert env.step({"message": "still here"}).observation["echoed_message"] == (
+                    "still here"
+                )
+            assert get_json(servers[1] + "/health")[1]["active_sessions"] == survivors + 6
+        finally:
+            for env in held:
+                try:
+                    env.close()
+                except Exception:
+                    pass  # a session of the stopped server
+        assert episode(front, "after") == pytest.approx(0.5)
 
 
 def _envoy_sees(front: str) -> bool:

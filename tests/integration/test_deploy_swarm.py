@@ -16,7 +16,7 @@ import pytest
 
 from openenv_cli.scaffold import render_project, write_project
 from tests.support.deploy_tools import episode, free_port, missing, openenv
-from tests.support.docker_engine import base_image, client  # noqa: F401 (fixtures)
+from tests.support.docker_engine import docker_client
 from tests.support.servers import get_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.swarm, pytest.mark.envoy]
@@ -29,19 +29,29 @@ LABEL = f"com.docker.stack.namespace={STACK}"
 
 
 @pytest.fixture(scope="module")
-def swarm(client: docker.DockerClient) -> docker.DockerClient:
+def swarm() -> Iterator[docker.DockerClient]:
+    client = docker_client()
     if client.info().get("Swarm", {}).get("LocalNodeState") != "active":
         missing("a Docker swarm", "run `docker swarm init --advertise-addr 127.0.0.1`")
-    return client
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def base(swarm: docker.DockerClient) -> str:
+    """The local python:3.11-slim stand-in (the environment's and Envoy's base)."""
+    from tests.support.base_image import ensure_base_image
+
+    return ensure_base_image(client=swarm)
 
 
 @pytest.fixture(scope="module")
 def project(
-    swarm: docker.DockerClient, base_image: str, tmp_path_factory: pytest.TempPathFactory
+    swarm: docker.DockerClient, base: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
     project = tmp_path_factory.mktemp("swarm") / "swarm_env"
     write_project(render_project("swarm_env"), project)
-    done = openenv("build", "--base-image", base_image, "-t", ENV_IMAGE, cwd=project, timeout=600)
+    done = openenv("build", "--base-image", base, "-t", ENV_IMAGE, cwd=project, timeout=600)
     assert done.returncode == 0, f"openenv build failed:\n{done.stdout}\n{done.stderr}"
     try:
         yield project
@@ -64,11 +74,11 @@ def _leftovers(client: docker.DockerClient) -> list[str]:
 
 
 def test_apply_two_replicas_behind_envoy_then_remove_leaves_nothing(
-    swarm: docker.DockerClient, base_image: str, project: Path
+    swarm: docker.DockerClient, base: str, project: Path
 ) -> None:
     front = free_port()
     env = {
-        "OPENENV_BASE_IMAGE": base_image,
+        "OPENENV_BASE_IMAGE": base,
         "OPENENV_ENVOY_IMAGE": ENVOY_IMAGE,
         "OPENENV_DEPLOY_PORT": str(front),
         "OPENENV_API_KEY": "swarm-test-token",
@@ -107,7 +117,7 @@ def test_apply_two_replicas_behind_envoy_then_remove_leaves_nothing(
         assert get_json(result["url"] + "/health")[0] == 200  # /health needs no token
         for i in range(4):
             assert episode(result["url"], f"hi-{i}", token="swarm-test-token") > 0
-        with pytest.raises(Exception, match="401|403|[Uu]nauthori|token"):
+        with pytest.raises(Exception, match=r"HTTP 40[13]"):
             episode(result["url"], "no token")
     finally:
         removed = openenv(
