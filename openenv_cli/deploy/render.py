@@ -73,6 +73,7 @@ def envoy_files(
         "admin_port": admin_port,
         "listen_address": "0.0.0.0",
         "max_connections": connection_limit(settings),
+        "backlog": max(4096, min(settings.capacity, 65535)),
         "idle_timeout": idle_timeout(settings),
         "session_timeout_label": (
             f"{_number(settings.session_timeout)} s" if settings.session_timeout > 0 else "none"
