@@ -42,7 +42,7 @@ def command(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", "-o", help="Folder for the files [default: deploy/TARGET].", file_okay=False
+            "--out", "-o", help="Folder for the files (default: deploy/TARGET).", file_okay=False
         ),
     ] = None,
     port: Annotated[
