@@ -7,6 +7,7 @@ and applies or removes. One module per target renders ``templates/deploy/<target
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from openenv_cli.errors import UsageError
 from openenv_cli.manifest import MANIFEST_FILE, load_manifest
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
+TOKEN_ENV = "OPENENV_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,12 @@ def run_deploy(plan: DeployPlan, *, apply: bool, force: bool, timeout: float) ->
         raise UsageError(
             f"--apply is for swarm and slurm; `{target}` files are applied by their own tool.",
             hint="kubernetes: kubectl apply -k DIR; envoy: envoy -c DIR/envoy.yaml",
+        )
+    if apply and target == "slurm" and plan.settings.token and not os.environ.get(TOKEN_ENV):
+        raise UsageError(
+            f"These replicas require an access token, and {TOKEN_ENV} is not set.",
+            hint=f"export {TOKEN_ENV}=... (sbatch passes it to the job; no file holds it), "
+            "or pass --no-token.",
         )
     outcome: WriteOutcome = write_files(plan.files, plan.out, force=force, keep_edits=apply)
     result = DeployResult(

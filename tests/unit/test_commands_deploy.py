@@ -62,3 +62,14 @@ def test_missing_project_says_what_to_do(
     monkeypatch.chdir(tmp_path)
     code, _, err = _run(["deploy", "slurm"], capsys)
     assert code == 1 and "openenv.yaml" in err
+
+
+def test_slurm_apply_with_a_required_token_needs_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_project(render_project("tok_env"), tmp_path / "tok_env")
+    monkeypatch.chdir(tmp_path / "tok_env")
+    monkeypatch.delenv("OPENENV_API_KEY", raising=False)
+    code, _, err = _run(["deploy", "slurm", "--apply", "--token"], capsys)
+    assert code == 2 and "OPENENV_API_KEY is not set" in err
+    assert not (tmp_path / "tok_env" / "deploy").exists()  # nothing submitted, nothing written
