@@ -87,6 +87,13 @@ def plan_deploy(
         manifest_key="build.base_image",
         default=DEFAULT_BASE_IMAGE,
     ).value
+    from openenv_cli.docker_build import is_valid_reference
+
+    if not is_valid_reference(str(base_image)):
+        raise UsageError(
+            f"The base image {base_image!r} is not a valid image reference.",
+            hint="Fix OPENENV_BASE_IMAGE or build.base_image, e.g. python:3.11-slim.",
+        )
     out = out or Path("deploy") / chosen
     stack_name = stack or settings.name
     app = manifest.app if manifest is not None else ""

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +74,54 @@ class DeploySettings:
         return self.capacity_per_replica * max(self.replicas, len(self.backends), 1)
 
 
+# What may reach the rendered YAML and shell: nothing that could start a new key or command.
+_HOST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$")
+_DNS_LABEL = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
+_CPU = re.compile(r"^[0-9]+(?:\.[0-9]+)?m?$")
+_MEMORY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:Ki|Mi|Gi|Ti|K|M|G|T)?$")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def check_settings(settings: DeploySettings) -> DeploySettings:
+    """Refuse values that are not what they claim to be before they reach a template."""
+    from openenv_cli.docker_build import is_valid_reference
+
+    if not _DNS_LABEL.match(settings.name):
+        raise UsageError(
+            f"The name {settings.name!r} (from openenv.yaml `name`) cannot name Kubernetes, Swarm "
+            "or Slurm objects.",
+            hint="Use lowercase letters, digits and '_' or '-', at most 40, starting with a letter.",
+        )
+    if settings.namespace is not None and not _DNS_LABEL.match(settings.namespace):
+        raise UsageError(
+            f"deploy.namespace {settings.namespace!r} is not a Kubernetes namespace name.",
+            hint="Use lowercase letters, digits and '-', starting with a letter.",
+        )
+    for what, image in (("image", settings.image), ("envoy image", settings.envoy_image)):
+        if image and not is_valid_reference(image):
+            raise UsageError(
+                f"The {what} {image!r} is not a valid image reference.",
+                hint="Write e.g. registry.example.com/team/my_env:0.1.0.",
+            )
+    if not _CPU.match(settings.cpu):
+        raise UsageError(
+            f"deploy.cpu {settings.cpu!r} is not a CPU quantity.", hint="e.g. 500m or 2."
+        )
+    if not _MEMORY.match(settings.memory):
+        raise UsageError(
+            f"deploy.memory {settings.memory!r} is not a memory quantity.",
+            hint="e.g. 512Mi or 2Gi.",
+        )
+    return settings
+
+
 def parse_backend(raw: str) -> Backend:
     """``host:port`` (IPv6 in brackets) → :class:`Backend`; raises :class:`UsageError`."""
     text = raw.strip()
@@ -81,8 +131,11 @@ def parse_backend(raw: str) -> Backend:
         raise UsageError(
             f"Backend {raw!r} is not host:port.", hint="Write e.g. --backend 10.0.0.5:8000."
         )
-    if any(c.isspace() or c in "{}\"'#" for c in host):
-        raise UsageError(f"Backend host {host!r} is not a host name or address.")
+    if not (_HOST.match(host) or _is_ip(host)):
+        raise UsageError(
+            f"Backend host {host!r} is not a host name or an IP address.",
+            hint="Use letters, digits, '.', '-' (and ':' inside [IPv6]), e.g. 10.0.0.5:8000.",
+        )
     return Backend(host, int(port))
 
 
@@ -196,7 +249,7 @@ def resolve_settings(
         parse=parse_bool,
         environ=environ,
     ).value
-    return DeploySettings(
+    settings = DeploySettings(
         target=target,
         project_dir=project_dir.resolve() if project_dir is not None else None,
         name=(manifest.name if manifest is not None else "openenv").replace("_", "-"),
@@ -232,6 +285,7 @@ def resolve_settings(
         memory=deploy.memory or default_memory(workers * sessions),
         backends=parsed_backends,
     )
+    return check_settings(settings)
 
 
 def _image(

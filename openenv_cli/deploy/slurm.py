@@ -3,6 +3,7 @@ first node; ``--apply`` submits it with ``sbatch`` and waits until the front ans
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,10 +30,11 @@ def render(settings: DeploySettings, out: Path, *, app: str) -> dict[str, str]:
         settings,
         {
             "app": app,
-            "python": sys.executable,
-            "envoy": envoy,
-            "python_path": str(settings.project_dir.parent),
-            "out_dir": str(out.absolute()),
+            # Paths reach the shell: quoted, whatever a folder is called.
+            "python": shlex.quote(sys.executable),
+            "envoy": shlex.quote(envoy),
+            "python_path": shlex.quote(str(settings.project_dir.parent)),
+            "out_dir": shlex.quote(str(out.absolute())),
             "eds_placeholder": EDS_PLACEHOLDER,
         },
     )

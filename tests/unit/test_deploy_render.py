@@ -144,3 +144,14 @@ def test_write_keeps_edits_unless_forced(project: Path, tmp_path: Path) -> None:
 def test_unknown_target(project: Path) -> None:
     with pytest.raises(UsageError, match="kubernetes, swarm, slurm, envoy"):
         plan_deploy("nomad", project)
+
+
+def test_slurm_script_quotes_paths_for_the_shell(tmp_path: Path) -> None:
+    parent = tmp_path / "we$(touch pwned)ird 'dir"
+    parent.mkdir()
+    write_project(render_project("odd_env"), parent / "odd_env")
+    script = plan_deploy("slurm", parent / "odd_env", out=parent / "out").files["openenv.sbatch"]
+    import shlex
+
+    assert f"PROJECT_PARENT={shlex.quote(str(parent))}\n" in script
+    assert f"DEPLOY_DIR={shlex.quote(str(parent / 'out'))}\n" in script

@@ -87,3 +87,32 @@ def test_backends_from_a_file(tmp_path: Path) -> None:
     assert [(b.host, b.port) for b in backends] == [("10.0.0.1", 8000), ("::1", 8001), ("h", 9)]
     with pytest.raises(UsageError, match="not a readable file"):
         read_backends([str(tmp_path / "missing.txt")])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("deploy:\n  image: 'x:1\\n    command: [evil]'\n", "image"),
+        ("deploy:\n  envoy_image: 'envoy; rm -rf /'\n", "envoy image"),
+        ("deploy:\n  namespace: 'Kube System'\n", "namespace"),
+        ("deploy:\n  cpu: '1\\nkind: Secret'\n", "cpu"),
+        ("deploy:\n  memory: '$(reboot)'\n", "memory"),
+    ],
+)
+def test_values_that_would_inject_into_the_files_are_refused(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        resolve_settings("kubernetes", _project(tmp_path, extra), environ={})
+
+
+def test_a_name_that_is_no_dns_label_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "openenv.yaml").write_text("name: 'My Env\\n'\napp: my_env.server.app:app\n")
+    with pytest.raises(UsageError, match="cannot name"):
+        resolve_settings("slurm", tmp_path, environ={})
+
+
+def test_backend_hosts_cannot_carry_yaml_or_shell() -> None:
+    for raw in ("a}b:80", "$(x):80", "-flag:80", "a b:80", "h\nx:80"):
+        with pytest.raises(UsageError):
+            parse_backend(raw)
