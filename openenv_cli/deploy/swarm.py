@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -82,8 +83,6 @@ def _duration(text: str | int | float | None) -> int | None:
         return None
     if isinstance(text, (int, float)):
         return int(text * 1e9)
-    import re
-
     total = 0.0
     units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
     for amount, unit in re.findall(r"([\d.]+)(ms|us|h|m|s)", text):
