@@ -97,30 +97,27 @@ def command(
         bool, typer.Option("--json", help="Print one JSON object (url, stack / job_id, files).")
     ] = False,
 ) -> None:
-    """Render the files that run a project on several machines behind Envoy, and apply them.
+    """Run the project on several machines behind Envoy: Kubernetes, Docker Swarm, Slurm.
 
-    The files come from templates, are meant to be committed and edited, and say so at the
-    top; a second run never overwrites your edits without [bold]--force[/] ([bold]--apply[/]
-    uses the edited files as they are). Settings: flag, then environment variable, then
-    openenv.yaml ([bold]server:[/] and [bold]deploy:[/]), then default.
+    Writes the files for TARGET into --out (default deploy/TARGET). They come from templates,
+    are meant to be committed and edited, and say so at the top; a second run never
+    overwrites your edits without [bold]--force[/] ([bold]--apply[/] uses the files as they
+    are). Settings: flag, then environment variable, then openenv.yaml ([bold]server:[/] and
+    [bold]deploy:[/]), then default.
 
-    [bold]Examples[/]
+    [bold]Targets[/], one example each:
 
-      [dim]# Kubernetes: a Kustomize folder (Deployment, Services, HPA, PDB, Envoy)[/]
-      openenv deploy kubernetes --replicas 4 --image registry.example.com/my_env:0.1.0
-      kubectl apply -k deploy/kubernetes
+      [bold]kubernetes[/]  a Kustomize folder (Deployment, Services, HPA, PDB, Envoy):
+      openenv deploy kubernetes --image registry.example.com/my_env:0.1.0 && kubectl apply -k deploy/kubernetes
 
-      [dim]# Docker Swarm: stack file, then deploy it and wait until healthy; remove it[/]
+      [bold]swarm[/]  a stack file; --apply deploys it and waits until healthy, --remove takes it down:
       openenv deploy swarm --replicas 2 --apply --json
-      openenv deploy swarm --remove
 
-      [dim]# Slurm: a batch script (one server per task, Envoy on the first node)[/]
-      openenv deploy slurm --replicas 8 --apply     [dim]# prints the URL and the job id[/]
-      scancel JOB_ID                                 [dim]# stops everything[/]
+      [bold]slurm[/]  a batch script, one server per task, Envoy on the first node; scancel stops it:
+      openenv deploy slurm --replicas 8 --apply
 
-      [dim]# Envoy alone, in front of servers you start yourself[/]
-      openenv deploy envoy --backend 10.0.0.5:8000 --backend 10.0.0.6:8000 --port 8080
-      envoy -c deploy/envoy/envoy.yaml
+      [bold]envoy[/]  Envoy's config alone, for servers you start yourself:
+      openenv deploy envoy --backend 10.0.0.5:8000 --backend servers.txt --port 8080
     """
     if remove:
         plan_stack = stack

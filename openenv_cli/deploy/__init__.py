@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openenv_cli.build.plan import BASE_IMAGE_ENV, DEFAULT_BASE_IMAGE, is_valid_reference
 from openenv_cli.config import resolve
 from openenv_cli.deploy import envoy, kubernetes, slurm, swarm
 from openenv_cli.deploy.render import WriteOutcome, write_files
@@ -18,7 +19,6 @@ from openenv_cli.deploy.settings import TARGETS, DeploySettings, Target, resolve
 from openenv_cli.errors import UsageError
 from openenv_cli.manifest import MANIFEST_FILE, load_manifest
 
-DEFAULT_BASE_IMAGE = "python:3.11-slim"
 TOKEN_ENV = "OPENENV_API_KEY"
 
 
@@ -82,13 +82,11 @@ def plan_deploy(
     manifest = load_manifest(project) if project is not None else None
     base_image = resolve(
         "base_image",
-        env="OPENENV_BASE_IMAGE",
+        env=BASE_IMAGE_ENV,
         manifest=manifest,
         manifest_key="build.base_image",
         default=DEFAULT_BASE_IMAGE,
     ).value
-    from openenv_cli.docker_build import is_valid_reference
-
     if not is_valid_reference(str(base_image)):
         raise UsageError(
             f"The base image {base_image!r} is not a valid image reference.",

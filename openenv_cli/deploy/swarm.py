@@ -330,7 +330,7 @@ def remove(stack: str, *, client: Any = None, timeout: float = 120.0) -> list[st
         removed.append(service.name)
         service.remove()
     deadline = time.monotonic() + timeout
-    while client.containers.list(all=True, filters=label):
+    while client.containers.list(all=True, filters=label, ignore_removed=True):
         if time.monotonic() > deadline:
             raise OpenEnvError(
                 f"The containers of stack {stack} did not stop in {timeout:.0f} s.",

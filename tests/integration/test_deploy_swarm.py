@@ -14,6 +14,7 @@ import docker
 import docker.errors
 import pytest
 
+from openenv_cli.deploy.swarm import remove
 from openenv_cli.scaffold import render_project, write_project
 from tests.support.deploy_tools import episode, free_port, missing, openenv
 from tests.support.docker_engine import docker_client
@@ -56,6 +57,10 @@ def project(
     try:
         yield project
     finally:
+        try:  # whatever a failed test left behind, by its stack label
+            remove(STACK, client=swarm)
+        except Exception as exc:
+            print(f"cleaning up stack {STACK} failed: {exc}")
         for image in (ENV_IMAGE, ENVOY_IMAGE):
             try:
                 swarm.images.remove(image, force=True)
@@ -66,7 +71,7 @@ def project(
 def _leftovers(client: docker.DockerClient) -> list[str]:
     where = {"label": LABEL}
     found = [s.name for s in client.services.list(filters=where)]
-    found += [c.name for c in client.containers.list(all=True, filters=where)]
+    found += [c.name for c in client.containers.list(all=True, filters=where, ignore_removed=True)]
     found += [n.name for n in client.networks.list(filters=where)]
     found += [c.name for c in client.configs.list(filters=where)]
     found += [s.name for s in client.secrets.list(filters=where)]
