@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -121,15 +121,17 @@ class DeployConfig(_Section):
     port: int | None = Field(None, ge=1, le=65535, description="Port of the Envoy front (--port).")
     image: str | None = Field(None, description="Image the replicas run (--image).")
     envoy_image: str | None = Field(None, description="Image Envoy runs in (Kubernetes, Swarm).")
-    drain_timeout: float | None = Field(
-        None, ge=0, description="Seconds a replica drains sessions before it stops."
-    )
     token: bool | None = Field(
         None, description="Replicas require the access token OPENENV_API_KEY (--token)."
     )
     max_replicas: int | None = Field(None, ge=1, description="Kubernetes autoscaler ceiling.")
     namespace: str | None = Field(None, description="Kubernetes namespace.")
     access_log: bool = Field(False, description="Envoy access log on stdout.")
+    balancing: Literal["least_request", "session"] | None = Field(
+        None,
+        description="Envoy balancing: least_request (fewest open sessions) or session (hash of "
+        "X-OpenEnv-Session, so a resumed session reaches its replica).",
+    )
     cpu: str | None = Field(None, description="CPU request per replica (Kubernetes), e.g. 500m.")
     memory: str | None = Field(None, description="Memory limit per replica, e.g. 1Gi.")
 

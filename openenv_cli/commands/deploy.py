@@ -69,6 +69,13 @@ def command(
             show_default=False,
         ),
     ] = None,
+    balancing: Annotated[
+        str | None,
+        typer.Option(
+            "--balancing",
+            help="Envoy: least_request (fewest open sessions) or session (hash of X-OpenEnv-Session: resumed sessions reach their replica) (env OPENENV_DEPLOY_BALANCING; deploy.balancing; default least_request).",
+        ),
+    ] = None,
     apply: Annotated[
         bool,
         typer.Option(
@@ -136,6 +143,7 @@ def command(
         backends=backend,
         token=token,
         stack=stack,
+        balancing=balancing,
     )
     result = run_deploy(plan, apply=apply, force=force, timeout=timeout)
     _print(result, as_json)

@@ -60,6 +60,7 @@ def plan_deploy(
     backends: list[str] | None = None,
     token: bool | None = None,
     stack: str | None = None,
+    balancing: str | None = None,
 ) -> DeployPlan:
     """Resolve the settings of ``openenv deploy TARGET`` and render its files (no side effect)."""
     if target not in TARGETS:
@@ -78,6 +79,7 @@ def plan_deploy(
         front_port=front_port,
         token=token,
         backends=backends,
+        balancing=balancing,
     )
     manifest = load_manifest(project) if project is not None else None
     base_image = resolve(

@@ -52,6 +52,7 @@ def base_context(settings: DeploySettings) -> dict[str, Any]:
         "grace_period": math.ceil(settings.drain_timeout) + GRACE_MARGIN_S,
         "token": settings.token,
         "access_log": settings.access_log,
+        "balancing": settings.balancing,
     }
 
 

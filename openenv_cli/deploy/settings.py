@@ -17,14 +17,12 @@ from openenv_cli.errors import UsageError
 from openenv_cli.manifest import DeployConfig, Manifest, load_manifest
 
 Target = Literal["kubernetes", "swarm", "slurm", "envoy"]
+Balancing = Literal["least_request", "session"]
+BALANCINGS: tuple[Balancing, ...] = ("least_request", "session")
 TARGETS: tuple[Target, ...] = ("kubernetes", "swarm", "slurm", "envoy")
 
 DEFAULT_REPLICAS = 2
 DEFAULT_FRONT_PORT = 8080
-DEFAULT_WORKERS = 1
-DEFAULT_SESSIONS_PER_WORKER = 100  # the runtime's MAX_CONCURRENT_ENVS default
-DEFAULT_SESSION_TIMEOUT = 600.0  # the runtime's SESSION_TIMEOUT default
-DEFAULT_DRAIN_TIMEOUT = 30.0  # the runtime's DRAIN_TIMEOUT default
 DEFAULT_ENVOY_IMAGE = "envoyproxy/envoy:v1.40.0"
 ENVOY_VERSION = "1.40.0"
 LOCAL_ENVOY_IMAGE = f"openenv-envoy:{ENVOY_VERSION}"  # built by `deploy swarm --apply`
@@ -59,6 +57,7 @@ class DeploySettings:
     drain_timeout: float
     token: bool
     access_log: bool
+    balancing: Balancing
     max_replicas: int
     namespace: str | None
     cpu: str
@@ -122,6 +121,14 @@ def check_settings(settings: DeploySettings) -> DeploySettings:
     return settings
 
 
+def runtime_default(name: str) -> float:
+    """The runtime's own default for server setting ``name`` (written once, there)."""
+    from openenv_runtime.server.settings import ServerSettings
+
+    value = ServerSettings.model_fields[name].default
+    return float(value) if value is not None else 0.0
+
+
 def parse_backend(raw: str) -> Backend:
     """``host:port`` (IPv6 in brackets) → :class:`Backend`; raises :class:`UsageError`."""
     text = raw.strip()
@@ -176,6 +183,7 @@ def resolve_settings(
     front_port: int | None = None,
     token: bool | None = None,
     backends: list[str] | None = None,
+    balancing: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> DeploySettings:
     """Resolve the settings of ``openenv deploy TARGET`` for the project in ``project_dir``.
@@ -212,14 +220,14 @@ def resolve_settings(
         ).value
         return float(value if value is not None else default)
 
-    workers = int(number("workers", None, "WORKERS", "server.workers", DEFAULT_WORKERS))
+    workers = int(number("workers", None, "WORKERS", "server.workers", runtime_default("workers")))
     sessions = int(
         number(
             "max_concurrent_envs",
             None,
             "MAX_CONCURRENT_ENVS",
             "server.max_concurrent_envs",
-            DEFAULT_SESSIONS_PER_WORKER,
+            runtime_default("max_concurrent_envs"),
         )
     )
     count = int(
@@ -249,13 +257,27 @@ def resolve_settings(
         parse=parse_bool,
         environ=environ,
     ).value
+    chosen = resolve(
+        "balancing",
+        flag=balancing,
+        env="OPENENV_DEPLOY_BALANCING",
+        manifest=manifest,
+        manifest_key="deploy.balancing",
+        default="least_request",
+        environ=environ,
+    )
+    if chosen.value not in BALANCINGS:
+        raise UsageError(
+            f"Balancing {chosen.value!r} ({chosen.origin}) is not one of {', '.join(BALANCINGS)}.",
+            hint="least_request: fewest open sessions; session: resumed sessions reach their replica.",
+        )
     settings = DeploySettings(
         target=target,
         project_dir=project_dir.resolve() if project_dir is not None else None,
         name=(manifest.name if manifest is not None else "openenv").replace("_", "-"),
         image=_image(image, manifest, project_dir, environ),
         envoy_image=str(envoy_image),
-        port=int(number("port", None, "PORT", "port", 8000)),
+        port=int(number("port", None, "PORT", "port", runtime_default("port"))),
         front_port=int(
             number(
                 "front_port", front_port, "OPENENV_DEPLOY_PORT", "deploy.port", DEFAULT_FRONT_PORT
@@ -270,15 +292,20 @@ def resolve_settings(
                 None,
                 "SESSION_TIMEOUT",
                 "server.session_timeout",
-                DEFAULT_SESSION_TIMEOUT,
+                runtime_default("session_timeout"),
             ),
             0.0,
         ),
         drain_timeout=number(
-            "drain_timeout", None, "DRAIN_TIMEOUT", "deploy.drain_timeout", DEFAULT_DRAIN_TIMEOUT
+            "drain_timeout",
+            None,
+            "DRAIN_TIMEOUT",
+            "server.drain_timeout",
+            runtime_default("drain_timeout"),
         ),
         token=bool(wants_token),
         access_log=deploy.access_log,
+        balancing=chosen.value,
         max_replicas=max(deploy.max_replicas or 4 * count, count),
         namespace=deploy.namespace,
         cpu=deploy.cpu or "500m",

@@ -43,11 +43,12 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "front_env"
 
 
+@pytest.mark.parametrize("balancing", ["least_request", "session"])
 @pytest.mark.parametrize("target", ["kubernetes", "swarm", "slurm"])
 def test_every_target_config_passes_envoy_validate(
-    target: str, project: Path, tmp_path: Path
+    target: str, balancing: str, project: Path, tmp_path: Path
 ) -> None:
-    plan = plan_deploy(target, project, replicas=3, out=tmp_path / target)
+    plan = plan_deploy(target, project, replicas=3, out=tmp_path / target, balancing=balancing)
     write_files(plan.files, plan.out, force=False)
     config = plan.out / "envoy" / "envoy.yaml"
     if target == "slurm":

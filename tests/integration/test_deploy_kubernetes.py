@@ -28,7 +28,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     manifest.write_text(
         manifest.read_text()
         + "server:\n  workers: 2\n  max_concurrent_envs: 4096\n  session_timeout: 900\n"
-        + "deploy:\n  namespace: envs\n  drain_timeout: 45\n"
+        + "  drain_timeout: 45\n"
+        + "deploy:\n  namespace: envs\n"
     )
     done = openenv(
         "deploy",

@@ -155,3 +155,16 @@ def test_slurm_script_quotes_paths_for_the_shell(tmp_path: Path) -> None:
 
     assert f"PROJECT_PARENT={shlex.quote(str(parent))}\n" in script
     assert f"DEPLOY_DIR={shlex.quote(str(parent / 'out'))}\n" in script
+
+
+def test_session_balancing_hashes_the_session_header(project: Path) -> None:
+    config = _envoy(plan_deploy("kubernetes", project, balancing="session").files)
+    assert config["static_resources"]["clusters"][0]["lb_policy"] == "RING_HASH"
+    route = _hcm(config)["route_config"]["virtual_hosts"][0]["routes"][0]["route"]
+    assert route["hash_policy"] == [{"header": {"header_name": "x-openenv-session"}}]
+    default = _envoy(plan_deploy("kubernetes", project).files)
+    assert default["static_resources"]["clusters"][0]["lb_policy"] == "LEAST_REQUEST"
+    route = _hcm(default)["route_config"]["virtual_hosts"][0]["routes"][0]["route"]
+    assert "hash_policy" not in route
+    # A draining replica's 503 (before any session opens) is retried on another one.
+    assert route["retry_policy"]["retriable_status_codes"] == [503]

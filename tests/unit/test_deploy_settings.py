@@ -33,7 +33,8 @@ def test_manifest_then_env_then_flag(tmp_path: Path) -> None:
     project = _project(
         tmp_path,
         "server:\n  workers: 4\n  max_concurrent_envs: 500\n  session_timeout: 1200\n"
-        "deploy:\n  replicas: 3\n  port: 9000\n  image: reg/my_env:1\n  drain_timeout: 60\n"
+        "  drain_timeout: 60\n"
+        "deploy:\n  replicas: 3\n  port: 9000\n  image: reg/my_env:1\n  balancing: session\n"
         "  token: true\n  access_log: true\n",
     )
     settings = resolve_settings("swarm", project, environ={})
@@ -41,6 +42,7 @@ def test_manifest_then_env_then_flag(tmp_path: Path) -> None:
     assert (settings.workers, settings.sessions_per_worker, settings.capacity) == (4, 500, 6000)
     assert settings.session_timeout == 1200 and settings.drain_timeout == 60
     assert settings.token is True and settings.access_log is True
+    assert settings.balancing == "session"
 
     environ = {"OPENENV_DEPLOY_REPLICAS": "5", "OPENENV_DEPLOY_PORT": "9100", "WORKERS": "2"}
     settings = resolve_settings("swarm", project, environ=environ)
@@ -116,3 +118,8 @@ def test_backend_hosts_cannot_carry_yaml_or_shell() -> None:
     for raw in ("a}b:80", "$(x):80", "-flag:80", "a b:80", "h\nx:80"):
         with pytest.raises(UsageError):
             parse_backend(raw)
+
+
+def test_unknown_balancing_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="least_request, session"):
+        resolve_settings("swarm", _project(tmp_path), balancing="random", environ={})
