@@ -88,6 +88,15 @@ VERBS: dict[str, Verb] = {
             """openenv bench --url http://127.0.0.1:8000 --action '{"message": "hi"}'""",
         ),
     ),
+    "deploy": Verb(
+        "openenv_cli.commands.deploy",
+        "Run the project on several machines behind Envoy: Kubernetes, Docker Swarm, Slurm.",
+        (
+            "openenv deploy kubernetes --replicas 4 --image registry.example.com/my_env:0.1.0",
+            "openenv deploy swarm --replicas 2 --apply --json",
+            "openenv deploy envoy --backend 10.0.0.5:8000 --backend 10.0.0.6:8000 --port 8080",
+        ),
+    ),
 }
 
 
