@@ -22,4 +22,4 @@ bash "$slurm_setup"
 if [ "$(docker info --format '{{.Swarm.LocalNodeState}}')" != "active" ]; then
     docker swarm init --advertise-addr 127.0.0.1 >/dev/null
 fi
-echo "deploy-engines: envoy $(envoy --version | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | head -1), kubectl, Slurm and a swarm are ready"
+echo "deploy-engines: envoy $(envoy --version | grep -oE 'version: [^ ]+' | cut -d/ -f2), kubectl, Slurm and a swarm are ready"
