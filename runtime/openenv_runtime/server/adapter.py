@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from ..environment import Environment, contract_error_message, missing_members
+from ..environment import Environment, contract_error_message, missing_members, overrides
 from ..errors import EnvironmentContractError
 from ..models import Observation, State
 
@@ -76,7 +76,7 @@ class ClassAdapter:
 
 
 def _overrides(cls: type, name: str) -> bool:
-    return getattr(cls, name, None) is not None and getattr(Environment, name, None) is None
+    return overrides(cls, name)
 
 
 def _duck_missing(cls: type) -> list[str]:

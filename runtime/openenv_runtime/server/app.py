@@ -14,15 +14,23 @@ from fastapi import FastAPI
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
-from ..environment import Environment
+from ..compat.types import ConcurrencyConfig, ServerMode
+from ..environment import Environment, overrides
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware
+from .compat import GRADIO_OPTIONS, action_validator, resolve_reference_options
 from .config import resolve_config
 from .http_api import build_http_router
+from .mcp import MCPHandler, build_mcp_router
 from .sessions import SessionManager
+from .tasks import build_task_router
 from .websocket import WebSocketEndpoint
+
+# The protocol version published as OpenAPI ``info.version``, where the reference's
+# ``openenv validate --url`` reads it; the environment's own version is in /metadata.
+PROTOCOL_VERSION = "1.0.0"
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -49,8 +57,9 @@ def create_app(
     env: type[Environment] | Callable[[], Any],
     action_cls: type[Action],
     observation_cls: type[Observation],
-    state_cls: type[State] = State,
+    state_cls: type[State] | str = State,
     *,
+    env_name: str | None = None,
     name: str | None = None,
     description: str | None = None,
     version: str | None = None,
@@ -63,6 +72,14 @@ def create_app(
     enable_web_interface: bool | None = None,
     sync_pool_size: int | None = None,
     max_message_bytes: int | None = None,
+    concurrency_config: ConcurrencyConfig | None = None,
+    reset_observation_cls: type[Observation] | None = None,
+    mode: ServerMode | str | None = None,
+    gradio_builder: Callable[..., Any] | None = None,
+    custom_tab_name: str = "Custom",
+    custom_tab_primary: bool = False,
+    show_default_tab: bool = True,
+    title_override: str | None = None,
 ) -> FastAPI:
     """Build the server for an environment.
 
@@ -85,7 +102,33 @@ def create_app(
         sync_pool_size: threads that run plain (non-async) environment methods (env
             ``OPENENV_SYNC_POOL_SIZE``, default 64).
         max_message_bytes: largest accepted frame (env ``OPENENV_MAX_MESSAGE_BYTES``, default 1 MiB).
+        reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
+        env_name, concurrency_config, mode, gradio_builder, custom_tab_name,
+            custom_tab_primary, show_default_tab, title_override: the reference OpenEnv's
+            options, each mapped to ours (see ``openenv_runtime.server.compat``).
     """
+    ref = resolve_reference_options(
+        state_cls,
+        env_name,
+        max_concurrent_envs,
+        concurrency_config,
+        mode,
+        title_override,
+        dict(
+            zip(
+                GRADIO_OPTIONS,
+                (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab),
+                strict=True,
+            )
+        ),
+    )
+    state_cls, name, max_concurrent_envs = (
+        ref.state_cls,
+        name or ref.env_name,
+        ref.max_concurrent_envs,
+    )
+    if session_timeout is None and ref.session_timeout is not None:
+        session_timeout = ref.session_timeout
     factory, env_cls = _check_env(env)
     _check_model(action_cls, Action, "action_cls")
     _check_model(observation_cls, Observation, "observation_cls")
@@ -140,16 +183,20 @@ def create_app(
     schema = {
         "action": action_cls.model_json_schema(),
         "observation": observation_cls.model_json_schema(),
+        "reset_observation": (reset_observation_cls or observation_cls).model_json_schema(),
         "state": state_cls.model_json_schema(),
     }
 
     app = EnvironmentApp(
-        title=f"{env_name} (OpenEnv environment)",
-        version=metadata["version"],
+        title=ref.title or f"{env_name} (OpenEnv environment)",
+        version=PROTOCOL_VERSION,
         lifespan=lifespan,
         description=metadata["description"],
     )
     ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
+    ws_endpoint.validate_action = action_validator(action_cls)
+    mcp_handler = MCPHandler(manager)
+    ws_endpoint.mcp = mcp_handler.handle
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
     app.ws_endpoint = (
         BearerAuthMiddleware(ws_endpoint, config.api_key) if config.api_key else ws_endpoint
@@ -175,39 +222,32 @@ def create_app(
     async def get_schema() -> dict[str, Any]:
         return schema
 
+    own_metadata = env_cls is not None and overrides(env_cls, "get_metadata")
+
     @app.get("/metadata", tags=["info"])
     async def get_metadata() -> dict[str, Any]:
-        return metadata
+        if own_metadata and "custom" not in metadata:
+            # The environment describes itself: ask a short-lived instance once.
+            instance = await runner.create()
+            try:
+                custom = instance.get_metadata()
+            finally:
+                await runner.close(instance)
+            given = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
+            metadata.update({k: v for k, v in given.items() if v is not None}, custom=True)
+        return {k: v for k, v in metadata.items() if k != "custom"}
 
-    app.include_router(build_http_router(manager, action_cls))
-
-    @app.post("/mcp", tags=["info"], summary="Model Context Protocol (JSON-RPC 2.0): not offered")
-    async def mcp(request: dict[str, Any] | None = None) -> dict[str, Any]:
-        # OpenEnv validators probe this route; answer in JSON-RPC terms that no tools are offered.
-        request_id = request.get("id") if isinstance(request, dict) else None
-        if (
-            not isinstance(request, dict)
-            or request.get("jsonrpc") != "2.0"
-            or "method" not in request
-        ):
-            return {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": {"code": -32600, "message": "Invalid Request"},
-            }
-        return {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "error": {
-                "code": -32601,
-                "message": "Method not found: this environment offers no MCP tools",
-            },
-        }
+    if not ref.production:
+        app.include_router(build_http_router(manager, action_cls))
+    app.include_router(build_mcp_router(mcp_handler))
 
     if config.enable_web_interface:
         from ..web import mount_web
 
         mount_web(app)
+
+    # Last: its /{env_name}/... patterns must not shadow the routes above.
+    app.include_router(build_task_router(runner, env_name))
 
     if config.api_key:
         app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)

@@ -19,6 +19,7 @@ from ..protocol import (
     CLOSE_TRY_AGAIN_LATER,
     ErrorCode,
     decode,
+    encode,
     error_message,
     observation_message,
     state_message,
@@ -55,13 +56,22 @@ class WebSocketEndpoint:
         self.action_cls = action_cls
         self.validate_action = action_cls.__pydantic_validator__.validate_python
         self.max_message_bytes = max_message_bytes
+        # JSON-RPC handler for {"type": "mcp"} frames (set by create_app; see server/mcp.py).
+        self.mcp: Any = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        session = self.manager.open("ws")
+        attached = attached_session(self.manager, scope)
+        session = self.manager.open("ws") if attached is None else attached
         await send({"type": "websocket.accept"})
+        if isinstance(session, str):  # ?session_id= named no session we hold
+            await send(
+                {"type": "websocket.send", "text": error_message(ErrorCode.SESSION_ERROR, session)}
+            )
+            await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+            return
         if session is None:
             await send(
                 {
@@ -84,6 +94,9 @@ class WebSocketEndpoint:
             )
             return
 
+        if attached is not None:
+            await self._serve_attached(session, receive, send)
+            return
         session.send = send  # lets the reaper and shutdown close this connection
         try:
             try:
@@ -171,6 +184,9 @@ class WebSocketEndpoint:
                 return state_message(state)
             if kind == "close":
                 return _CLOSE
+            if kind == "mcp" and self.mcp is not None:
+                reply = await self.mcp(msg.get("data"), current=session)
+                return encode({"type": "mcp", "data": reply})
         except ContractViolation as exc:
             logger.error("%s", exc)
             return error_message(ErrorCode.EXECUTION_ERROR, str(exc))
@@ -183,5 +199,44 @@ class WebSocketEndpoint:
             return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
         return error_message(
             ErrorCode.UNKNOWN_TYPE,
-            f"Unknown message type {kind!r}; expected one of reset, step, state, close.",
+            f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp.",
         )
+
+    async def _serve_attached(self, session: Session, receive: Any, send: Any) -> None:
+        """A WebSocket on a session opened over HTTP (``/ws?session_id=``): it outlives the socket."""
+        assert session.lock is not None
+        if session.step is None:
+            session.step = self.runner.bind_step(session.env)
+        try:
+            while True:
+                message = await receive()
+                if message["type"] != "websocket.receive" or session.released:
+                    return
+                frame = message.get("text") or message.get("bytes") or b""
+                async with session.lock:  # HTTP calls on the same session wait their turn
+                    session.busy = True
+                    try:
+                        reply = await self._handle(session, frame)
+                    finally:
+                        session.busy = False
+                        session.last_active = monotonic()
+                if reply is _CLOSE:
+                    await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+                    return
+                await send({"type": "websocket.send", "text": reply})
+        except OSError:
+            pass
+
+
+def attached_session(manager: SessionManager, scope: dict[str, Any]) -> Session | str | None:
+    """The HTTP session that ``?session_id=`` names, an error text, or None when none is named."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    if "session_id=" not in query:
+        return None
+    from urllib.parse import parse_qs
+
+    wanted = (parse_qs(query).get("session_id") or [""])[0]
+    session = manager.sessions.get(wanted)
+    if session is None or session.kind != "http" or session.env is None:
+        return f"Unknown session_id: {wanted}; open one with POST /reset or openenv/session/create."
+    return session
