@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..models import Action
 from ..protocol import ErrorCode, observation_payload
 from .adapter import ContractViolation
+from .compat import action_validator
 from .sessions import Session, SessionManager
 from .websocket import describe_exception, validation_errors
 
@@ -46,6 +47,7 @@ class CloseRequest(BaseModel):
 
 
 class StepResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")  # "metadata" beside the observation when non-empty
     observation: dict[str, Any]
     reward: float | int | bool | None = None
     done: bool = False
@@ -65,6 +67,7 @@ _NO_SESSION = (
 def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIRouter:
     router = APIRouter(tags=["HTTP sessions"])
     runner = manager.runner
+    validate_action = action_validator(action_cls)
 
     def lookup(session_id: str | None) -> Session | JSONResponse:
         if not session_id:
@@ -102,9 +105,10 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
     async def reset(
         request: ResetRequest | None = Body(default=None),
         x_session_id: str | None = Header(default=None),
+        query_session: str | None = Query(default=None, alias="session_id"),
     ) -> Any:
         request = request or ResetRequest()
-        session_id = request.session_id or x_session_id
+        session_id = request.session_id or query_session or x_session_id
         if session_id:
             found = lookup(session_id)
             if isinstance(found, JSONResponse):
@@ -140,13 +144,17 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
     @router.post(
         "/step", response_model=StepResponse, summary="Step the HTTP session that /reset opened"
     )
-    async def step(request: StepRequest, x_session_id: str | None = Header(default=None)) -> Any:
-        found = lookup(request.session_id or x_session_id)
+    async def step(
+        request: StepRequest,
+        x_session_id: str | None = Header(default=None),
+        query_session: str | None = Query(default=None, alias="session_id"),
+    ) -> Any:
+        found = lookup(request.session_id or query_session or x_session_id)
         if isinstance(found, JSONResponse):
             return found
         session = found
         try:
-            action = action_cls.model_validate(request.action)
+            action = validate_action(request.action)
         except ValidationError as exc:
             return _error(
                 422, ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc)
@@ -177,8 +185,9 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
     async def close(
         request: CloseRequest | None = Body(default=None),
         x_session_id: str | None = Header(default=None),
+        query_session: str | None = Query(default=None, alias="session_id"),
     ) -> Any:
-        found = lookup((request.session_id if request else None) or x_session_id)
+        found = lookup((request.session_id if request else None) or query_session or x_session_id)
         if isinstance(found, JSONResponse):
             return found
         assert found.lock is not None
