@@ -147,7 +147,8 @@ class Environment(Generic[ActT, ObsT, StateT]):
     async def _reset_rubric_async(self) -> None:
         """Like ``_reset_rubric``, awaiting an async ``reset``."""
         if self.rubric is not None:
-            result = self.rubric.reset()
+            reset: Any = self.rubric.reset  # an override may be async
+            result = reset()
             if inspect.isawaitable(result):
                 await result
 

@@ -26,7 +26,7 @@ class EnvError(RuntimeError):
         if cls is EnvError and code == "CONNECTION_ERROR":
             return EnvConnectionError.__new__(EnvConnectionError, code, message, details)
         if issubclass(cls, ConnectionError):
-            return ConnectionError.__new__(cls)  # type: ignore[return-value]
+            return ConnectionError.__new__(cls)
         return super().__new__(cls)
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:

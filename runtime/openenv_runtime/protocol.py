@@ -71,7 +71,7 @@ def observation_message(obs: Observation) -> str:
 
 def observation_payload(obs: Observation) -> dict[str, Any]:
     """The ``data`` of an observation message, as a dict (for the HTTP routes)."""
-    payload = {
+    payload: dict[str, Any] = {
         "observation": obs.model_dump(mode="json", exclude=_EXCLUDE_ENVELOPE),
         "reward": obs.reward,
         "done": obs.done,

@@ -95,7 +95,7 @@ def install_blocking(cls: type) -> None:
 class ReferenceClientMixin:
     """Methods the reference's client has and ours lacks; mixed into ``EnvClient``."""
 
-    BLOCKING_EXTRA = ("new_session", "disconnect")
+    BLOCKING_EXTRA: tuple[str, ...] = ("new_session", "disconnect")
 
     async def new_session(self) -> EnvClient[Any, Any, Any]:
         """Another connected client (its own server session) with the same settings."""

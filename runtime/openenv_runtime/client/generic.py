@@ -10,6 +10,16 @@ from ..protocol import encode
 from .env_client import EnvClient
 
 
+class GenericAction(dict[str, Any]):
+    """An action as a plain dict of fields, for :class:`GenericEnvClient`: ``GenericAction(message="hi")``."""
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(fields)
+
+    def __repr__(self) -> str:
+        return f"GenericAction({', '.join(f'{k}={v!r}' for k, v in self.items())})"
+
+
 @dataclass(frozen=True, slots=True)
 class DictObservation:
     """An observation as the server sent it: its body, plus reward and done from the envelope."""
@@ -41,6 +51,7 @@ class GenericEnvClient(EnvClient):  # type: ignore[type-arg]
             observation=DictObservation(data.get("observation", {}), reward, done),
             reward=reward,
             done=done,
+            metadata=data.get("metadata"),
         )
 
     def _parse_state(self, data: dict[str, Any]) -> Any:

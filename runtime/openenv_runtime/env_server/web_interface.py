@@ -18,7 +18,7 @@ def load_environment_metadata(env: object, env_name: str | None = None) -> Envir
         found = getter()
         if isinstance(found, EnvironmentMetadata):
             return found
-    name = env_name or getattr(env, "__name__", type(env).__name__)
+    name = str(env_name or getattr(env, "__name__", type(env).__name__))
     return EnvironmentMetadata(name=name, description=f"{name} environment")
 
 

@@ -93,6 +93,13 @@ def tool_result_payload(result: Any) -> Any:
     return to_jsonable_python(result, fallback=str)
 
 
+def _input_schema(tool: Any) -> dict[str, Any]:
+    # The MCP SDK renamed inputSchema to input_schema; read whichever field this version has.
+    fields = getattr(type(tool), "model_fields", {})
+    name = "input_schema" if "input_schema" in fields else "inputSchema"
+    return dict(getattr(tool, name, None) or {})
+
+
 class MCPEnvironment(Environment[Action, Observation, State]):
     """Base class of tool environments; see the module docstring."""
 
@@ -114,7 +121,7 @@ class MCPEnvironment(Environment[Action, Observation, State]):
     async def list_tools(self) -> list[Tool]:
         """The tools on offer, with their argument schemas."""
         return [
-            Tool(name=t.name, description=t.description or "", input_schema=t.inputSchema or {})
+            Tool(name=t.name, description=t.description or "", input_schema=_input_schema(t))
             for t in await self._raw_tools()
         ]
 

@@ -9,6 +9,24 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..models import Action, Observation
 
+__all__ = [
+    "RESERVED_TOOL_NAMES",
+    "CallToolAction",
+    "CallToolObservation",
+    "JsonRpcError",
+    "JsonRpcErrorCode",
+    "JsonRpcRequest",
+    "JsonRpcResponse",
+    "ListToolsAction",
+    "ListToolsObservation",
+    "McpMethod",
+    "Tool",
+    "ToolError",
+    "ToolErrorType",
+    "WSMCPMessage",
+    "WSMCPResponse",
+]
+
 # Tool names that would shadow the environment protocol's own messages.
 RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
 
@@ -72,7 +90,7 @@ class JsonRpcResponse(BaseModel):
     error: JsonRpcError | None = None
     id: str | int | None = None
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         data: dict[str, Any] = {"jsonrpc": self.jsonrpc, "id": self.id}
         if self.error is not None:
             data["error"] = self.error.model_dump()
@@ -80,7 +98,7 @@ class JsonRpcResponse(BaseModel):
             data["result"] = self.result
         return data
 
-    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+    def model_dump_json(self, **kwargs: Any) -> str:
         from pydantic_core import to_json
 
         return to_json(self.model_dump()).decode()

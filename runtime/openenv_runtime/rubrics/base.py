@@ -22,6 +22,9 @@ class Rubric(ABC):
     """Base class of rubrics; implement ``forward(action, observation) -> float``."""
 
     last_score: float | None
+    _children: dict[str, Rubric]
+    _pre_hooks: list[PreHook]
+    _post_hooks: list[PostHook]
 
     def __init__(self) -> None:
         object.__setattr__(self, "_children", {})

@@ -191,10 +191,10 @@ def create_app(
         title=ref.title or f"{env_name} (OpenEnv environment)",
         version=PROTOCOL_VERSION,
         lifespan=lifespan,
-        description=metadata["description"],
+        description=str(metadata["description"]),
     )
     ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
-    ws_endpoint.validate_action = action_validator(action_cls)
+    ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
     mcp_handler = MCPHandler(manager)
     ws_endpoint.mcp = mcp_handler.handle
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
@@ -247,7 +247,7 @@ def create_app(
         mount_web(app)
 
     # Last: its /{env_name}/... patterns must not shadow the routes above.
-    app.include_router(build_task_router(runner, env_name))
+    app.include_router(build_task_router(runner, str(env_name)))
 
     if config.api_key:
         app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)
