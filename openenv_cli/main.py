@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from openenv_cli.commands import bench, build, init, push, serve, validate
+from openenv_cli.commands import bench, build, init, migrate, push, serve, validate
 from openenv_cli.console import debug_enabled, err_console, set_debug
 from openenv_cli.errors import OpenEnvError, render_error
 
@@ -32,6 +32,7 @@ app.command(name="serve")(serve.command)
 app.command(name="build")(build.command)
 app.command(name="push")(push.command)
 app.command(name="bench")(bench.command)
+app.command(name="migrate")(migrate.command)
 
 
 def _version() -> str:
