@@ -220,7 +220,13 @@ def plan_migration(root: Path, dockerfile_template: str | None = None) -> Migrat
         if new != old:
             plan.changes.append(FileChange(pyproject, old, new))
     manifest = root / "openenv.yaml"
-    if manifest.is_file():
+    if not manifest.is_file() and (root / "server" / "app.py").is_file():
+        plan.new_files[manifest] = (
+            f"spec_version: 1\nname: {name}\ntype: space\nruntime: fastapi\n"
+            f"app: {name}.server.app:app\nport: 8000\n"
+        )
+        plan.notes.append(f"openenv.yaml: none found; wrote one with app {name}.server.app:app")
+    elif manifest.is_file():
         old = manifest.read_text(encoding="utf-8")
         new = rewrite_manifest(old, name)
         if new != old:
