@@ -42,10 +42,21 @@ markers =
 
 
 def _ensure_test_tools(python: Path) -> None:
-    probe = subprocess.run([str(python), "-c", "import pytest, pytest_asyncio, pytest_timeout"], capture_output=True)
+    probe = subprocess.run(
+        [str(python), "-c", "import pytest, pytest_asyncio, pytest_timeout"], capture_output=True
+    )
     if probe.returncode != 0:
         subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "pytest", "pytest-asyncio", "pytest-timeout"],
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "pytest",
+                "pytest-asyncio",
+                "pytest-timeout",
+            ],
             check=True,
         )
 
@@ -66,11 +77,32 @@ def _prepare(dest: Path, port: bool) -> None:
 
 def _run(python: Path, folder: Path, junit: Path, timeout_s: float) -> None:
     cmd = [
-        str(python), "-m", "pytest", *SUITES, "-q", "-p", "no:cacheprovider",
-        "--timeout=60", f"--junitxml={junit}", "-o", "addopts=",
+        str(python),
+        "-m",
+        "pytest",
+        *SUITES,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--timeout=60",
+        f"--junitxml={junit}",
+        "-o",
+        "addopts=",
     ]
-    env = {"PYTHONPATH": str(folder), "PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "NO_PROXY": "*"}
-    subprocess.run(cmd, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout_s)
+    env = {
+        "PYTHONPATH": str(folder),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(Path.home()),
+        "NO_PROXY": "*",
+    }
+    subprocess.run(
+        cmd,
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=timeout_s,
+    )
 
 
 def _outcomes(junit: Path) -> dict[str, str]:
@@ -80,7 +112,13 @@ def _outcomes(junit: Path) -> dict[str, str]:
     for case in ET.parse(junit).getroot().iter("testcase"):
         key = f"{case.get('classname')}::{case.get('name')}"
         tags = {child.tag for child in case}
-        results[key] = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
+        results[key] = (
+            "failed"
+            if tags & {"failure", "error"}
+            else "skipped"
+            if "skipped" in tags
+            else "passed"
+        )
     return results
 
 

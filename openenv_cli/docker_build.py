@@ -449,8 +449,7 @@ class BuildLog:
             or stripped.startswith("Removing intermediate container")
             or stripped.startswith("Successfully built")
             or stripped.startswith("Successfully tagged")
-            or (not stripped
-            and not self.step_lines)
+            or (not stripped and not self.step_lines)
         ):
             return []
         if stripped.startswith("[Warning]"):

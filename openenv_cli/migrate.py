@@ -167,7 +167,9 @@ def rewrite_pyproject(text: str, uses_mcp: bool) -> tuple[str, list[str]]:
 
 
 def rewrite_manifest(text: str, name: str) -> str:
-    """``app: server.app:app`` → ``<name>.server.app:app`` (keeps the rest of the file as written)."""
+    """``app: server.app:app`` → ``<name>.server.app:app``; adds ``app`` when missing (keeps the rest)."""
+    if not re.search(r"^app:", text, flags=re.MULTILINE):
+        return text.rstrip("\n") + f"\napp: {name}.server.app:app\n"
     return re.sub(
         r"^(app:\s*)(['\"]?)(server\.[\w.]+:\w+)\2\s*$",
         lambda m: f"{m.group(1)}{name}.{m.group(3)}",

@@ -11,8 +11,8 @@ client. Environments left out need engines this machine lacks:
   kernrl (CUDA, Triton), tbench2_env (Docker-in-Docker and terminal-bench), finrl_env
   (FinRL), textarena_env (TextArena + NLTK data), openspiel_env (OpenSpiel build),
   calendar_env / agent_world_model_env (their own databases and MCP services), git_env (a
-  Gitea server), websearch_env (the web), chat_env (a tokenizer download), coding_env and
-  repl_env (smolagents), reasoning_gym_env (reasoning-gym datasets), snake_env (marlenv).
+  Gitea server), websearch_env (the web), chat_env (a tokenizer download), repl_env
+  (Gradio UI and an LLM), reasoning_gym_env (reasoning-gym datasets), snake_env (marlenv).
 * grid_world_env runs on neither: its client builds ``StepResult(info=...)``, a field the
   reference's ``StepResult`` does not have either.
 """
@@ -71,12 +71,32 @@ def _episode_wildfire(pkg: Any, url: str) -> dict[str, Any]:
         return {"done": result.done, "reward": result.reward}
 
 
+def _episode_chess(pkg: Any, url: str) -> dict[str, Any]:
+    with pkg.ChessEnv(base_url=url) as env:
+        result = env.reset()
+        first = result.observation.legal_moves[0]
+        result = env.step(pkg.ChessAction(move=first))
+        return {"moved": first, "fen": result.observation.fen, "reward": result.reward}
+
+
+def _episode_coding(pkg: Any, url: str) -> dict[str, Any]:
+    with pkg.CodingEnv(base_url=url) as env:
+        env.reset()
+        result = env.step(pkg.CodeAction(code="print(6 * 7)"))
+        return {"stdout": result.observation.stdout, "exit_code": result.observation.exit_code}
+
+
 # name → (episode, what the episode must show)
-EPISODES: dict[str, tuple[Callable[[Any, str], dict[str, Any]], Callable[[dict[str, Any]], bool]]] = {
+EPISODES: dict[
+    str, tuple[Callable[[Any, str], dict[str, Any]], Callable[[dict[str, Any]], bool]]
+] = {
     "echo_env": (_episode_echo, lambda r: r["echo"] == "Hello!" and "echo_message" in r["tools"]),
     "connect4_env": (_episode_connect4, lambda r: r["steps"] > 0),
     "maze_env": (_episode_maze, lambda r: r["steps"] == 4),
     "wildfire_env": (_episode_wildfire, lambda r: r["reward"] is not None),
+    # these two need their engines' packages (CI installs them: .ci/reference-envs.sh)
+    "chess_env": (_episode_chess, lambda r: r["fen"] and r["moved"]),  # rewards from its rubric
+    "coding_env": (_episode_coding, lambda r: r["stdout"].strip() == "42" and r["exit_code"] == 0),
 }
 
 
@@ -96,7 +116,16 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _served(project: Path) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openenv_cli.main", "serve", str(project), "--port", str(port), "--no-web"],
+        [
+            sys.executable,
+            "-m",
+            "openenv_cli.main",
+            "serve",
+            str(project),
+            "--port",
+            str(port),
+            "--no-web",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -50,7 +50,9 @@ def materialize(prefixes: list[str], dest: Path, rev: str = "HEAD") -> list[str]
         mode, kind, sha = meta.split()
         if kind == b"blob" and mode != b"120000":
             entries.append((sha.decode(), path.decode()))
-    batch = _git("cat-file", "--batch", input_bytes="".join(f"{sha}\n" for sha, _ in entries).encode())
+    batch = _git(
+        "cat-file", "--batch", input_bytes="".join(f"{sha}\n" for sha, _ in entries).encode()
+    )
     written, offset = [], 0
     for sha, path in entries:
         header_end = batch.index(b"\n", offset)
