@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from openenv_cli.migrate import rewrite_python  # noqa: E402
-from tests.support.reference import openenv_python  # noqa: E402
 from tests.support.ref_snapshot import materialize  # noqa: E402
+from tests.support.reference import openenv_python  # noqa: E402
 
 SUITES = ["tests/core", "tests/test_core", "tests/envs"]
 PYTEST_INI = """[pytest]

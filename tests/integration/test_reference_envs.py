@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 
 from openenv_cli.migrate import apply_migration, plan_migration
-from tests.support.reference import free_port, wait_until_healthy
 from tests.support.ref_snapshot import SnapshotMissing, materialize
+from tests.support.reference import free_port, wait_until_healthy
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(300)]
 

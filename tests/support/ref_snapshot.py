@@ -54,7 +54,7 @@ def materialize(prefixes: list[str], dest: Path, rev: str = "HEAD") -> list[str]
         "cat-file", "--batch", input_bytes="".join(f"{sha}\n" for sha, _ in entries).encode()
     )
     written, offset = [], 0
-    for sha, path in entries:
+    for _sha, path in entries:
         header_end = batch.index(b"\n", offset)
         header = batch[offset:header_end].split()
         offset = header_end + 1

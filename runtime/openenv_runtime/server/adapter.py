@@ -142,6 +142,12 @@ class EnvRunner:
         self._observation_cls = observation_cls
         self._adapters: dict[type, ClassAdapter] = {}
         self._create_cost = LifecycleCost()
+        # Thread affinity: the one-thread executor of each instance whose class sets
+        # REQUIRES_SINGLE_THREAD_EXECUTOR (keyed by id(instance)); see environment.py.
+        self._own_threads: dict[int, ThreadPoolExecutor] = {}
+
+    def _pool_for(self, env: Any) -> ThreadPoolExecutor:
+        return self._own_threads.get(id(env)) or self._pool
 
     @property
     def _pool(self) -> ThreadPoolExecutor:
@@ -166,34 +172,60 @@ class EnvRunner:
         return adapter
 
     async def _run(
-        self, is_async: bool, func: Callable[..., Any], *args: Any, **kwargs: Any
+        self,
+        is_async: bool,
+        func: Callable[..., Any],
+        *args: Any,
+        pool: ThreadPoolExecutor | None = None,
+        **kwargs: Any,
     ) -> Any:
         if is_async:
             return await func(*args, **kwargs)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args)
+            pool or self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args)
         )
 
     async def create(self) -> Any:
         """A new environment instance (the factory may be a class, a function or a coroutine)."""
         if self._factory_is_async:
             env = await self._factory()
+        elif getattr(self._factory, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) is True:
+            # The constructor runs on the session's own thread too (it may create the browser).
+            own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openenv-session")
+            try:
+                env = await asyncio.get_running_loop().run_in_executor(own, self._factory)
+            except BaseException:
+                own.shutdown(wait=False)
+                raise
+            self._own_threads[id(env)] = own
         else:
             env = await self._create_cost.run(self._pool, self._factory)
+        if (
+            getattr(type(env), "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
+            and id(env) not in self._own_threads
+        ):
+            self._own_threads[id(env)] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="openenv-session"
+            )
         self.adapter_for(env)  # checks the contract once per class
         return env
 
     async def reset(self, env: Any, options: dict[str, Any]) -> Observation:
         method = self.adapter_for(env).reset
         result = await self._run(
-            method.is_async, getattr(env, method.name), **method.filter_kwargs(options)
+            method.is_async,
+            getattr(env, method.name),
+            pool=self._own_threads.get(id(env)),
+            **method.filter_kwargs(options),
         )
         return self._check_observation(env, method.name, result)
 
     async def step(self, env: Any, action: Any) -> Observation:
         method = self.adapter_for(env).step
-        result = await self._run(method.is_async, getattr(env, method.name), action)
+        result = await self._run(
+            method.is_async, getattr(env, method.name), action, pool=self._own_threads.get(id(env))
+        )
         return self._check_observation(env, method.name, result)
 
     def bind_step(self, env: Any) -> Callable[[Any], Awaitable[Observation]]:
@@ -208,7 +240,7 @@ class EnvRunner:
                 result = await func(action)
                 return result if isinstance(result, Observation) else check(env, name, result)
         else:
-            pool = self._pool
+            pool = self._pool_for(env)
 
             async def step(action: Any) -> Observation:
                 result = await asyncio.get_running_loop().run_in_executor(pool, func, action)
@@ -222,9 +254,9 @@ class EnvRunner:
             if adapter.state_is_async:
                 result = await env.state
             else:
-                result = await self._run(False, getattr, env, "state")
+                result = await self._run(False, getattr, env, "state", pool=self._pool_for(env))
         else:
-            result = await self._run(adapter.state_is_async, env.state)
+            result = await self._run(adapter.state_is_async, env.state, pool=self._pool_for(env))
         if not isinstance(result, State):
             raise ContractViolation(
                 f"{type(env).__qualname__}.state returned {type(result).__name__}; "
@@ -235,12 +267,19 @@ class EnvRunner:
     async def close(self, env: Any) -> None:
         adapter = self.adapter_for(env)
         method = adapter.close
-        if method is None:
-            return
-        if method.is_async:
-            await getattr(env, method.name)()
-        else:
-            await adapter.close_cost.run(self._pool, getattr(env, method.name))
+        own = self._own_threads.pop(id(env), None)
+        try:
+            if method is None:
+                return
+            if method.is_async:
+                await getattr(env, method.name)()
+            elif own is not None:
+                await asyncio.get_running_loop().run_in_executor(own, getattr(env, method.name))
+            else:
+                await adapter.close_cost.run(self._pool, getattr(env, method.name))
+        finally:
+            if own is not None:
+                own.shutdown(wait=False)
 
     def _check_observation(self, env: Any, method: str, result: Any) -> Observation:
         if isinstance(result, Observation):
