@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any
+from typing import Any, ClassVar
 from uuid import uuid4
 
 import pytest
@@ -19,7 +19,6 @@ from openenv_runtime import (
     Environment,
     EnvironmentMetadata,
     HTTPEnvServer,
-    Observation,
     State,
     create_app,
 )
@@ -132,7 +131,7 @@ class Pinned(Environment[EchoAction, EchoObservation, State]):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
     REQUIRES_SINGLE_THREAD_EXECUTOR = True
-    threads: dict[str, set[int]] = {}
+    threads: ClassVar[dict[str, set[int]]] = {}
 
     def __init__(self) -> None:
         self.key = str(uuid4())
@@ -252,7 +251,7 @@ def test_plain_environment_answers_tools_list_with_a_json_rpc_error() -> None:
 
 
 class Tasks(EchoEnvironment):
-    TASKS = {"train": [{"id": i} for i in range(5)], "test": [{"id": 100}]}
+    TASKS: ClassVar[dict[str, list[Any]]] = {"train": [{"id": i} for i in range(5)], "test": [{"id": 100}]}
 
     def list_splits(self) -> list[Any]:
         return ["train", {"name": "test", "type": "test"}]

@@ -100,8 +100,9 @@ class Rubric(ABC):
         return node
 
     def reset(self) -> None:
-        """Forget per-episode state (called by ``Environment._reset_rubric``)."""
-        return None
+        """Forget per-episode state, here and in every child (``Environment._reset_rubric``)."""
+        for child in self._children.values():
+            child.reset()
 
     def state_dict(self) -> dict[str, Any]:
         """Configuration to save (override to add yours)."""

@@ -36,6 +36,7 @@ class TrajectoryRubric(Rubric):
 
     def reset(self) -> None:
         self._trajectory = []
+        super().reset()
 
     @property
     def trajectory(self) -> list[tuple[Any, Any]]:
