@@ -85,6 +85,7 @@ def _run(python: Path, folder: Path, junit: Path, timeout_s: float) -> None:
         "-p",
         "no:cacheprovider",
         "--timeout=60",
+        "--continue-on-collection-errors",
         f"--junitxml={junit}",
         "-o",
         "addopts=",

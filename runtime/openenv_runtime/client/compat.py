@@ -41,8 +41,7 @@ def reference_options(options: dict[str, Any]) -> dict[str, Any]:
             ours, convert = _RENAMES[key]
             mapped[ours] = convert(value)
         elif key == "mode":
-            if value not in (None, "simulation", "production", "SIMULATION", "PRODUCTION"):
-                raise ValueError(f"mode must be 'simulation' or 'production', got {value!r}")
+            client_mode(value)  # checked here; stored by EnvClient.__init__
         elif key == "provider":
             if value is not None:
                 raise TypeError(
@@ -52,6 +51,16 @@ def reference_options(options: dict[str, Any]) -> dict[str, Any]:
         else:
             raise TypeError(f"unexpected keyword argument {key!r}")
     return mapped
+
+
+def client_mode(mode: str | None) -> str:
+    """``simulation`` (reset/step, the default) or ``production`` (tools); ``OPENENV_CLIENT_MODE``."""
+    import os
+
+    value = (mode or os.environ.get("OPENENV_CLIENT_MODE") or "simulation").strip().lower()
+    if value not in ("simulation", "production"):
+        raise ValueError(f"mode must be 'simulation' or 'production', got {mode!r}")
+    return value
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:

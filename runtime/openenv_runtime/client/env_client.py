@@ -14,7 +14,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
-from .compat import ReferenceClientMixin, install_blocking, reference_options
+from .compat import ReferenceClientMixin, client_mode, install_blocking, reference_options
 
 if TYPE_CHECKING:
     from .sync import SyncEnvClient
@@ -107,6 +107,7 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
             ping_interval = mapped.get("ping_interval", ping_interval)
             ping_timeout = mapped.get("ping_timeout", ping_timeout)
             max_message_bytes = mapped.get("max_message_bytes", max_message_bytes)
+        self._mode = client_mode(reference.get("mode"))
         self.base_url = base_url
         self.url = ws_url(base_url)
         self.token = token if token is not None else _default_token(base_url)

@@ -60,7 +60,7 @@ class MCPClientBase(EnvClient[CallToolAction, Observation, State]):
             "jsonrpc": "2.0",
             "method": method,
             "params": params or {},
-            "id": next(self._rpc_ids),
+            "id": next(self.__dict__.setdefault("_rpc_ids", itertools.count(1))),
         }
         reply = await self._request('{"type":"mcp","data":' + encode(request) + "}")
         if reply.get("error"):
@@ -103,8 +103,9 @@ class MCPToolClient(MCPClientBase):
 
     async def list_tools(self, use_cache: bool = True) -> list[Tool]:
         """The tools the environment offers (cached after the first call)."""
-        if use_cache and self._tools_cache is not None:
-            return list(self._tools_cache)
+        cached = self.__dict__.get("_tools_cache")
+        if use_cache and cached is not None:
+            return list(cached)
         result = await self._rpc("tools/list") or {}
         self._tools_cache = [tool_from_payload(t) for t in result.get("tools", [])]
         return list(self._tools_cache)

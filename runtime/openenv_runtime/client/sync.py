@@ -66,6 +66,26 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     def close(self) -> None:
         self._call(async_call(self.client, "close"))
 
+    def __getattr__(self, name: str) -> Any:
+        # Other async methods of the client (MCPToolClient.call_tool, ...) become blocking too.
+        if name == "client":
+            raise AttributeError(name)
+        attr = getattr(self.client, name)
+        if getattr(attr, "__openenv_async__", None) is None and not asyncio.iscoroutinefunction(
+            attr
+        ):
+            return attr
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return self._call(async_call(self.client, name, *args, **kwargs))
+
+        return blocking
+
+    @property
+    def async_client(self) -> EnvClient[ActT, ObsT, StateT]:
+        """The async client this wraps (the reference's name)."""
+        return self.client
+
     def __enter__(self) -> typing.Self:
         return self.connect()
 

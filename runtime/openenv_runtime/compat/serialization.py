@@ -10,8 +10,10 @@ ActT = TypeVar("ActT", bound=Action)
 
 
 def deserialize_action(action_data: dict[str, Any], action_cls: type[ActT]) -> ActT:
-    """Validate ``action_data`` into ``action_cls`` (raises pydantic's ``ValidationError``)."""
-    return action_cls.model_validate(action_data)
+    """Validate ``action_data`` into ``action_cls``; ``list_tools`` / ``call_tool`` are always known."""
+    from ..server.compat import action_validator
+
+    return action_validator(action_cls)(action_data)  # type: ignore[no-any-return]
 
 
 def deserialize_action_with_preprocessing(
@@ -19,11 +21,18 @@ def deserialize_action_with_preprocessing(
 ) -> ActT:
     """Like :func:`deserialize_action`, first turning lists into tuples where the field is a tuple."""
     data = dict(action_data)
+    if data.get("type") == "call_tool" and isinstance(data.get("arguments"), str):
+        import json
+
+        try:
+            data["arguments"] = json.loads(data["arguments"])
+        except ValueError:
+            pass
     for name, field in action_cls.model_fields.items():
         value = data.get(name)
         if isinstance(value, list) and getattr(field.annotation, "__origin__", None) is tuple:
             data[name] = tuple(value)
-    return action_cls.model_validate(data)
+    return deserialize_action(data, action_cls)
 
 
 def serialize_observation(observation: Observation) -> dict[str, Any]:

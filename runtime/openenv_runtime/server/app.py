@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
@@ -55,8 +55,8 @@ class EnvironmentApp(FastAPI):
 
 def create_app(
     env: type[Environment] | Callable[[], Any],
-    action_cls: type[Action],
-    observation_cls: type[Observation],
+    action_cls: type[Action] | None,
+    observation_cls: type[Observation] | None,
     state_cls: type[State] | str = State,
     *,
     env_name: str | None = None,
@@ -129,6 +129,9 @@ def create_app(
     )
     if session_timeout is None and ref.session_timeout is not None:
         session_timeout = ref.session_timeout
+    # The reference allows None for tool-only (MCP) servers.
+    action_cls = action_cls or Action
+    observation_cls = observation_cls or Observation
     factory, env_cls = _check_env(env)
     _check_model(action_cls, Action, "action_cls")
     _check_model(observation_cls, Observation, "observation_cls")
@@ -238,8 +241,8 @@ def create_app(
         return {k: v for k, v in metadata.items() if k != "custom"}
 
     if not ref.production:
-        app.include_router(build_http_router(manager, action_cls))
-    app.include_router(build_mcp_router(mcp_handler))
+        _add_routes(app, build_http_router(manager, action_cls))
+    _add_routes(app, build_mcp_router(mcp_handler))
 
     if config.enable_web_interface:
         from ..web import mount_web
@@ -247,11 +250,16 @@ def create_app(
         mount_web(app)
 
     # Last: its /{env_name}/... patterns must not shadow the routes above.
-    app.include_router(build_task_router(runner, str(env_name)))
+    _add_routes(app, build_task_router(runner, str(env_name)))
 
     if config.api_key:
         app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)
     return app
+
+
+def _add_routes(app: FastAPI, router: APIRouter) -> None:
+    # The routes themselves, not a nested router: code that lists app.routes sees every path.
+    app.router.routes.extend(router.routes)
 
 
 def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:

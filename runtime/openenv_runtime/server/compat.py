@@ -131,8 +131,9 @@ class HTTPEnvServer:
                 f"env must be the environment class or a factory, got an instance of {type(env).__name__}"
             )
         self._env_factory = env
-        self.action_cls = action_cls
-        self.observation_cls = observation_cls
+        # None is allowed for tool-only (MCP) servers: any action with a known type is accepted.
+        self.action_cls = action_cls or Action
+        self.observation_cls = observation_cls or Observation
         self.reset_observation_cls = reset_observation_cls or observation_cls
         self.state_cls = state_cls
         self.env_name = env_name or getattr(env, "__name__", "environment")
