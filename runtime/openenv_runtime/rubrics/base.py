@@ -49,6 +49,8 @@ class Rubric(ABC):
         """The score of ``observation`` (reached by ``action``)."""
 
     def __call__(self, action: Any, observation: Any) -> Any:
+        if inspect.iscoroutinefunction(self.forward):
+            return self._call_async(action, observation)
         for hook in self._pre_hooks:
             hook(self, action, observation)
         score = self.forward(action, observation)
@@ -56,14 +58,27 @@ class Rubric(ABC):
             return self._finish_later(action, observation, score)
         return self._finish(action, observation, score)
 
+    async def _call_async(self, action: Any, observation: Any) -> float:
+        for hook in self._pre_hooks:  # hooks may be async here
+            pending = hook(self, action, observation)
+            if inspect.isawaitable(pending):
+                await pending
+        return await self._finish_later(action, observation, self.forward(action, observation))
+
     def _finish(self, action: Any, observation: Any, score: Any) -> float:
         object.__setattr__(self, "last_score", score)
         for hook in self._post_hooks:
             hook(self, action, observation, score)
         return score  # type: ignore[no-any-return]
 
-    async def _finish_later(self, action: Any, observation: Any, pending: Awaitable[Any]) -> float:
-        return self._finish(action, observation, await pending)
+    async def _finish_later(self, action: Any, observation: Any, pending: Any) -> float:
+        score = await pending if inspect.isawaitable(pending) else pending
+        object.__setattr__(self, "last_score", score)
+        for hook in self._post_hooks:
+            done = hook(self, action, observation, score)
+            if inspect.isawaitable(done):
+                await done
+        return score  # type: ignore[no-any-return]
 
     def register_forward_pre_hook(self, hook: PreHook) -> None:
         """Call ``hook(rubric, action, observation)`` before every ``forward``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -72,14 +74,18 @@ class WeightedSum(Rubric):
     def weights(self) -> list[float]:
         return list(self._weights)
 
-    def _combine(self) -> ScoreGen:
-        total = 0.0
-        for rubric, weight in zip(self._items, self._weights, strict=True):
-            total += (yield rubric) * weight
-        return total
-
     def forward(self, action: Any, observation: Any) -> Any:
-        return drive(self._combine(), action, observation)
+        scores = [rubric(action, observation) for rubric in self._items]
+        if any(inspect.isawaitable(s) for s in scores):
+            return self._gather(scores)  # async children run concurrently
+        return sum(s * w for s, w in zip(scores, self._weights, strict=True))
+
+    async def _gather(self, scores: list[Any]) -> float:
+        async def value(score: Any) -> float:
+            return await score if inspect.isawaitable(score) else score  # type: ignore[no-any-return]
+
+        done = await asyncio.gather(*(value(s) for s in scores))
+        return sum(s * w for s, w in zip(done, self._weights, strict=True))
 
 
 class RubricList(Rubric):
