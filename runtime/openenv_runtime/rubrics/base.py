@@ -14,8 +14,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any
 
-PreHook = Callable[["Rubric", Any, Any], None]
-PostHook = Callable[["Rubric", Any, Any, float], None]
+# Hooks may be plain or async (an async hook is awaited when the rubric runs async).
+PreHook = Callable[["Rubric", Any, Any], Any]
+PostHook = Callable[["Rubric", Any, Any, float], Any]
 
 
 class Rubric(ABC):
