@@ -61,7 +61,8 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         return self._call(async_call(self.client, "step", action))
 
     def state(self) -> StateT:
-        return self._call(async_call(self.client, "state"))
+        state: StateT = self._call(async_call(self.client, "state"))
+        return state
 
     def close(self) -> None:
         self._call(async_call(self.client, "close"))
