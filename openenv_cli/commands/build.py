@@ -15,21 +15,12 @@ from rich.markup import escape
 from rich.spinner import Spinner
 from rich.text import Text
 
+from openenv_cli.build.context import ContextFolder
+from openenv_cli.build.engine import BuildResult, build_image, connect, human_size, stage_for_build
+from openenv_cli.build.plan import BASE_IMAGE_ENV, TAG_ENV, BuildPlan, plan_build
+from openenv_cli.build.stream import BuildEvent, BuildStep
 from openenv_cli.console import console
-from openenv_cli.docker_build import (
-    BASE_IMAGE_ENV,
-    TAG_ENV,
-    BuildEvent,
-    BuildPlan,
-    BuildResult,
-    BuildStep,
-    StagedContext,
-    build_image,
-    connect,
-    human_size,
-    plan_build,
-    stage_context,
-)
+from openenv_cli.errors import UsageError
 
 TAIL_LINES = 8
 
@@ -50,6 +41,8 @@ def command(
     base_image: Annotated[
         str | None,
         typer.Option(
+            "--base-image",
+            "-b",
             metavar="IMAGE",
             help=f"Python base image, multi-stage files included (env {BASE_IMAGE_ENV}; build.base_image; default python:3.11-slim).",
         ),
@@ -73,13 +66,47 @@ def command(
     platform: Annotated[
         str | None, typer.Option(metavar="OS/ARCH", help="Target platform, e.g. linux/amd64.")
     ] = None,
+    dockerfile: Annotated[
+        str | None,
+        typer.Option(
+            "--dockerfile",
+            "-f",
+            metavar="PATH",
+            help="The Dockerfile, relative to the project \\[openenv.yaml build.dockerfile; default server/Dockerfile].",
+            show_default=False,
+        ),
+    ] = None,
+    include_secret: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include-secret",
+            metavar="PATH",
+            help="Put this file (or folder) in the context although it is on the secret deny list (repeatable); also build.include_secret_files.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Stage the context and show what it holds and what is left out, and why; build nothing.",
+        ),
+    ] = False,
+    context: Annotated[str | None, typer.Option("--context", "-c", hidden=True)] = None,
 ) -> None:
     """Build the Docker image of the environment in PATH.
 
     The build context is the project (minus what .gitignore and .dockerignore exclude) plus the runtime this CLI runs with, in [bold]_openenv_runtime/[/], so the image serves with exactly this runtime version.
 
+    Never in the context: symbolic links leading out of the project, and secrets (.env*, .netrc, .aws/, .ssh/, *.pem, id_rsa*, shell histories, ...) unless named with --include-secret; what is left out is listed.
+
     Needs a Docker engine (DOCKER_HOST is honoured); the log is streamed as the engine builds.
     """
+    if context is not None:
+        raise UsageError(
+            "The build context of openenv build is always the project folder (PATH) plus the runtime; --context is not supported.",
+            hint="Shape the context with .dockerignore (or .gitignore), and choose the Dockerfile with --dockerfile.",
+        )
     plan = plan_build(
         path,
         tags=tag or (),
@@ -87,21 +114,26 @@ def command(
         build_args=build_arg or (),
         no_cache=no_cache,
         platform=platform,
+        dockerfile=dockerfile,
+        include_secrets=include_secret or (),
     )
-    client = connect()
-    try:
-        with tempfile.TemporaryDirectory(prefix="openenv-build-") as folder:
-            context = stage_context(plan, Path(folder) / "context")
-            print_plan(plan, context)
+    with tempfile.TemporaryDirectory(prefix="openenv-build-") as folder:
+        staged = stage_for_build(plan, Path(folder) / "context")
+        print_plan(plan, staged, every_left_out=dry_run)
+        if dry_run:
+            print_context(staged)
+            return
+        client = connect()
+        try:
             display = BuildDisplay(console)
             with display:
-                result = build_image(plan, client, context, display.on_event)
-    finally:
-        client.close()
+                result = build_image(plan, client, staged, display.on_event)
+        finally:
+            client.close()
     print_result(plan, result)
 
 
-def print_plan(plan: BuildPlan, context: StagedContext) -> None:
+def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool = False) -> None:
     console.print(
         f"[bold]Building[/] {escape(plan.tag)} from {escape(plan.dockerfile)} "
         f"(base image {escape(plan.base_image.value)}, from {escape(plan.base_image.origin or plan.base_image.source)})",
@@ -109,12 +141,38 @@ def print_plan(plan: BuildPlan, context: StagedContext) -> None:
     )
     runtime = plan.labels.get("io.openenv.runtime.version", "?")
     console.print(
-        f"  context {context.files} files, {human_size(context.size)} (with openenv-runtime {escape(runtime)})"
+        f"  context {len(context.files)} files, {human_size(context.size)} (with openenv-runtime {escape(runtime)})"
         + ("; no cache" if plan.no_cache else "")
         + (f"; platform {escape(plan.platform)}" if plan.platform else ""),
         highlight=False,
         style="dim",
     )
+
+    # Secrets and links always: a missing file must never be a surprise.
+    shown = [
+        i for i in context.left_out if every_left_out or i.kind in {"secret", "link", "not a file"}
+    ]
+    if shown:
+        console.print(f"  left out of the context ({len(shown)}):", highlight=False, style="dim")
+    for item in shown:
+        console.print(
+            f"    {escape(item.path)}  [dim]{escape(item.kind)}: {escape(item.reason)}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def print_context(context: ContextFolder) -> None:
+    """The files of a staged context (``--dry-run``), the runtime bundle as one line."""
+    from openenv_cli.build.selection import RUNTIME_DIR
+
+    runtime = [f for f in context.files if f.startswith(RUNTIME_DIR + "/")]
+    console.print(f"[bold]Context[/] ({len(context.files)} files):")
+    for name in context.files:
+        if not name.startswith(RUNTIME_DIR + "/"):
+            console.print(f"  {escape(name)}", highlight=False, soft_wrap=True)
+    console.print(f"  {RUNTIME_DIR}/  [dim]({len(runtime)} files)[/]", highlight=False)
+    console.print("[bold]Dry run:[/] nothing was built.")
 
 
 def print_result(plan: BuildPlan, result: BuildResult) -> None:

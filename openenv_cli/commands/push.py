@@ -13,18 +13,41 @@ from openenv_cli.console import console
 from openenv_cli.errors import UsageError
 
 if TYPE_CHECKING:
-    from openenv_cli.push import PushPlan, PushResult
+    from openenv_cli.build.selection import LeftOut
+    from openenv_cli.hub.deploy import PushResult
+    from openenv_cli.hub.upload import PushPlan
 
 
 def command(
-    path: Annotated[Path, typer.Argument(help="The project folder (with openenv.yaml).")] = Path(
-        "."
-    ),
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="The project folder (with openenv.yaml) \\[default: .].", show_default=False
+        ),
+    ] = None,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--directory",
+            "-d",
+            help="The project folder, as an option (same as PATH).",
+            show_default=False,
+        ),
+    ] = None,
     repo_id: Annotated[
         str | None,
         typer.Option(
             "--repo-id",
+            "-r",
             help="The Space, NAMESPACE/NAME; a bare NAME goes to your namespace \\[openenv.yaml push.repo_id; default <your user>/<name>].",
+            show_default=False,
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            help="Put the Space in this organization or user: ORG/<name> (or ORG/NAME with a bare --repo-id).",
             show_default=False,
         ),
     ] = None,
@@ -40,6 +63,7 @@ def command(
         str | None,
         typer.Option(
             "--base-image",
+            "-b",
             help="Build the Space on this image instead of the Dockerfile's Python base.",
             show_default=False,
         ),
@@ -48,6 +72,7 @@ def command(
         list[str] | None,
         typer.Option(
             "--env",
+            "--env-var",
             "-e",
             help="A Space variable KEY=VALUE (repeatable); added to openenv.yaml push.variables.",
             show_default=False,
@@ -65,7 +90,26 @@ def command(
         list[str] | None,
         typer.Option(
             "--exclude",
+            metavar="PATTERN",
             help="A gitignore-style pattern not to upload (repeatable); added to push.exclude.",
+            show_default=False,
+        ),
+    ] = None,
+    exclude_from: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--exclude-from",
+            metavar="FILE",
+            help="A file of gitignore-style patterns not to upload, one a line (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    include_secret: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include-secret",
+            metavar="PATH",
+            help="Upload this file (or folder) although it is on the secret deny list, e.g. certs/ca.pem (repeatable); also build.include_secret_files.",
             show_default=False,
         ),
     ] = None,
@@ -77,64 +121,76 @@ def command(
             show_default=False,
         ),
     ] = None,
-    no_interface: Annotated[
-        bool,
+    interface: Annotated[
+        bool | None,
         typer.Option(
-            "--no-interface",
-            help="Turn the web interface off (no /web base path, ENABLE_WEB_INTERFACE=false).",
+            "--interface/--no-interface",
+            help="Turn the web interface on or off (--no-interface: no /web base path, ENABLE_WEB_INTERFACE=false) \\[default: on].",
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
+    hardware: Annotated[
+        str | None,
+        typer.Option(
+            "--hardware",
+            "-H",
+            help="Request this Space hardware, e.g. cpu-upgrade or t4-small (billed by the Hub).",
+            show_default=False,
+        ),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
             "--dry-run",
-            help="Show the files, front matter and Dockerfile that would be uploaded; contact nobody.",
+            help="Show the files (and what is left out, and why), front matter and Dockerfile that would be uploaded; contact nobody.",
         ),
     ] = False,
+    registry: Annotated[str | None, typer.Option("--registry", hidden=True)] = None,
+    create_pr: Annotated[bool, typer.Option("--create-pr", hidden=True)] = False,
+    count: Annotated[int | None, typer.Option("--count", "-n", hidden=True)] = None,
 ) -> None:
     """Deploy the project to a Hugging Face Docker Space.
 
-    Uploads the project (honouring .gitignore, .dockerignore and --exclude; never .git, .env, virtualenvs, caches or other tools' lock files) with its Dockerfile at the root, the runtime this CLI uses in [bold]_openenv_runtime/[/], and a README whose front matter configures the Space.
+    Uploads the project (honouring .gitignore, .dockerignore and --exclude; never .git, virtualenvs, caches, other tools' lock files, symbolic links leading out of the project, or secrets such as .env*, .netrc, .aws/, .ssh/, *.pem and id_rsa* unless named with --include-secret) with its Dockerfile at the root, the runtime this CLI uses in [bold]_openenv_runtime/[/], and a README whose front matter configures the Space.
 
     Creates the Space when needed, sets its variables and secrets on every push, and commits only what changed (files no longer shipped are deleted). The Hub is [bold]$HF_ENDPOINT[/] (default https://huggingface.co).
     """
     from openenv_cli.config import parse_assignments
+    from openenv_cli.hub.deploy import deploy
+    from openenv_cli.hub.errors import Redactor, redacting, resolve_token
+    from openenv_cli.hub.upload import prepare_push
     from openenv_cli.manifest import load_manifest
-    from openenv_cli.push import (
-        Redactor,
-        deploy,
-        prepare_push,
-        redacting,
-        resolve_token,
-    )
 
-    if not path.is_dir():
-        raise UsageError(
-            f"{path} is not a folder.",
-            hint="Pass the project folder: `openenv push path/to/my_env`.",
-        )
+    refuse_reference_options(registry=registry, create_pr=create_pr, count=count)
+    project = project_folder(path, directory)
+    patterns = [*(exclude or []), *read_exclude_files(exclude_from or [])]
+    refuse_ignore_file_as_pattern(exclude or [])
     secrets = parse_assignments(secret or [], "--secret", secret=True)
     redactor = Redactor(secrets.values())
     redactor.add(token)
     with redacting(redactor):
         variables = parse_assignments(env or [], "-e")
-        manifest = load_manifest(path)
+        manifest = load_manifest(project)
         with tempfile.TemporaryDirectory(prefix="openenv-push-") as tmp:
             plan = prepare_push(
-                path,
+                project,
                 Path(tmp) / "space",
                 manifest=manifest,
                 repo_id=repo_id,
+                namespace=namespace,
                 base_image=base_image,
                 variables=variables,
                 secrets=secrets,
-                excludes=exclude or [],
+                excludes=patterns,
+                include_secrets=include_secret or [],
                 private=private,
-                no_interface=no_interface,
+                no_interface=interface is False,
+                hardware=hardware,
             )
             if dry_run:
                 _show_plan(plan)
                 return
+            _show_left_out(plan.staged.left_out, brief=True)
             found, source = resolve_token(token)
             redactor.add(found)
             console.print(
@@ -147,19 +203,93 @@ def command(
     _show_result(result)
 
 
-def _size(n: int) -> str:
-    return (
-        f"{n} B"
-        if n < 1024
-        else f"{n / 1024:.1f} KB"
-        if n < 1024 * 1024
-        else f"{n / 1024 / 1024:.1f} MB"
-    )
+def project_folder(path: Path | None, directory: Path | None) -> Path:
+    """PATH or --directory (the reference's spelling); both only when they agree."""
+    if path is not None and directory is not None and path.resolve() != directory.resolve():
+        raise UsageError(
+            f"PATH {path} and --directory {directory} name different folders.",
+            hint="Pass the project folder once: `openenv push DIR` or `openenv push -d DIR`.",
+        )
+    folder = path or directory or Path(".")
+    if not folder.is_dir():
+        looks_like_id = not folder.exists() and len(folder.parts) == 2
+        raise UsageError(
+            f"{folder} is not a folder.",
+            hint=f"To name the Space, use --repo-id {folder.as_posix()}; PATH is the project folder."
+            if looks_like_id
+            else "Pass the project folder: `openenv push path/to/my_env`.",
+        )
+    return folder
+
+
+def refuse_reference_options(*, registry: str | None, create_pr: bool, count: int | None) -> None:
+    """Options of the reference's ``push`` that have no meaning here: say what to use."""
+    if registry is not None:
+        raise UsageError(
+            "openenv push deploys to a Hugging Face Space; it does not push images to a registry (--registry).",
+            hint=f"Build and tag the image with `openenv build -t {registry.rstrip('/')}/NAME:TAG`, then `docker push` it.",
+        )
+    if create_pr:
+        raise UsageError(
+            "openenv push commits to the Space's main branch; --create-pr is not supported.",
+            hint="To review a change first, push it to a second Space: --repo-id NAMESPACE/NAME-staging.",
+        )
+    if count is not None:
+        raise UsageError(
+            "openenv push deploys one Space per run; --count/-n is not supported.",
+            hint="Run it once per Space: --repo-id NAMESPACE/NAME-1, --repo-id NAMESPACE/NAME-2, ...",
+        )
+
+
+def read_exclude_files(files: list[Path]) -> list[str]:
+    patterns: list[str] = []
+    for file in files:
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(
+                f"Cannot read --exclude-from {file}: {exc.strerror or exc}.",
+                hint="Pass a text file of patterns, one a line.",
+            ) from None
+        patterns += [
+            line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")
+        ]
+    return patterns
+
+
+def refuse_ignore_file_as_pattern(patterns: list[str]) -> None:
+    """The reference's ``--exclude FILE`` reads patterns from FILE; ours takes a pattern. An
+    existing file named like an ignore file is almost surely meant as the former."""
+    for pattern in patterns:
+        candidate = Path(pattern)
+        # .gitignore and .dockerignore are read anyway; excluding them is a fair wish.
+        honoured = candidate.name in {".gitignore", ".dockerignore"}
+        if candidate.name.endswith("ignore") and not honoured and candidate.is_file():
+            raise UsageError(
+                f"--exclude takes a pattern here, and {pattern} looks like a file of patterns.",
+                hint=f"Read patterns from it with --exclude-from {pattern}.",
+            )
+
+
+def _show_left_out(left_out: tuple[LeftOut, ...], *, brief: bool) -> None:
+    """What the project has and the upload does not: secrets and links always (they may
+    surprise), the rest in the dry run."""
+    shown = [i for i in left_out if not brief or i.kind in {"secret", "link", "not a file"}]
+    if not shown:
+        return
+    console.print(f"[bold]Left out[/] ({len(shown)}):", highlight=False)
+    for item in shown:
+        console.print(
+            f"  {escape(item.path)}  [dim]{escape(item.kind)}: {escape(item.reason)}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _show_plan(plan: PushPlan) -> None:
-    from openenv_cli.push import render_front_matter
-    from openenv_cli.staging import RUNTIME_DIR
+    from openenv_cli.build.engine import human_size
+    from openenv_cli.build.selection import RUNTIME_DIR
+    from openenv_cli.hub.space import render_front_matter
 
     root = plan.staged.root
     sizes = {f: (root / f).stat().st_size for f in plan.staged.files}
@@ -173,7 +303,9 @@ def _show_plan(plan: PushPlan) -> None:
     if plan.private is None:
         shown += "; an existing Space keeps its visibility"
     console.print(f"Space: [bold]{escape(plan.repo.shown())}[/] ({shown})", highlight=False)
-    console.print(f"\n[bold]Files[/] ({len(sizes)}, {_size(sum(sizes.values()))}):")
+    if plan.hardware:
+        console.print(f"Hardware: {escape(plan.hardware)}", highlight=False)
+    console.print(f"\n[bold]Files[/] ({len(sizes)}, {human_size(sum(sizes.values()))}):")
     runtime = {f: n for f, n in sizes.items() if f.startswith(RUNTIME_DIR + "/")}
     listed = {f: n for f, n in sizes.items() if f not in runtime}
     if runtime:
@@ -186,10 +318,12 @@ def _show_plan(plan: PushPlan) -> None:
             else ""
         )
         console.print(
-            f"  {escape(name.ljust(width))}  {_size(listed[name]):>9}{extra}",
+            f"  {escape(name.ljust(width))}  {human_size(listed[name]):>9}{extra}",
             highlight=False,
             soft_wrap=True,
         )
+    console.print()
+    _show_left_out(plan.staged.left_out, brief=False)
     console.print("\n[bold]README.md front matter:[/]")
     console.print(
         escape(render_front_matter(plan.front_matter)), highlight=False, end="", soft_wrap=True
@@ -232,15 +366,16 @@ def _show_result(result: PushResult) -> None:
     )
     if result.secrets_set:
         say("  secrets set: " + ", ".join(escape(k) for k in result.secrets_set))
+    if result.hardware:
+        say(f"  hardware requested: {escape(result.hardware)}")
     if result.commit is None:
         say("  no file changed: no new commit")
     else:
         deleted = f", deleted {len(result.deleted)}" if result.deleted else ""
-        say(f"  uploaded {len(result.uploaded)} file(s){deleted} in commit {result.commit[:8]}")
-        changed = [*result.uploaded, *(f"{p} (deleted)" for p in result.deleted)]
-        if len(changed) <= 10:
-            for name in changed:
-                say(f"    {escape(name)}", style="dim")
+        say(f"  uploaded the changed files of {result.sent}{deleted} in commit {result.commit[:8]}")
+        if len(result.deleted) <= 10:
+            for name in result.deleted:
+                say(f"    {escape(name)} (deleted)", style="dim")
     urls = result.urls
     say("")
     say(f"Space page:  {escape(urls.page)}")

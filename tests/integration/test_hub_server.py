@@ -249,7 +249,7 @@ def test_upload_file_uses_single_commit_path(hub: HubHandle) -> None:
 
 def test_invalid_readme_front_matter_is_rejected(hub: HubHandle) -> None:
     repo_id = _space(hub)
-    with pytest.raises(ValueError, match="Invalid metadata in README.md"):
+    with pytest.raises(ValueError, match=r"Invalid metadata in README\.md"):
         hub.api().upload_file(
             path_or_fileobj=b"---\ntitle: [unclosed\n---\n",
             path_in_repo="README.md",
@@ -296,6 +296,20 @@ def test_space_runtime_builds_after_a_commit(hub: HubHandle, tmp_path: Path) -> 
     hub.state.build_polls = 0
     api.restart_space(repo_id)
     assert api.get_space_runtime(repo_id).stage == "BUILD_ERROR"
+
+
+def test_space_hardware_request(hub: HubHandle) -> None:
+    from huggingface_hub import SpaceHardware
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = hub.api()
+    repo_id = _space(hub)
+    runtime = api.request_space_hardware(repo_id, SpaceHardware.CPU_UPGRADE)
+    assert runtime.requested_hardware == "cpu-upgrade"
+    assert hub.state.repo(repo_id).hardware == "cpu-upgrade"
+    with pytest.raises(HfHubHTTPError):
+        hub.api(BOB_TOKEN).request_space_hardware(repo_id, SpaceHardware.T4_SMALL)
+    assert hub.state.repo(repo_id).hardware == "cpu-upgrade"
 
 
 def test_bad_token_is_an_auth_error(hub: HubHandle) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from openenv_cli.build.runtime_bundle import runtime_version
+from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.scaffold import render_project, write_project
-from openenv_cli.staging import RUNTIME_DIR, runtime_version
 from tests.support.hub_server import (
     ALICE_READ_TOKEN,
     ALICE_TOKEN,
@@ -233,7 +234,8 @@ def test_second_push_without_changes_makes_no_commit(
     out = ok(push(hub, tmp_path, project))
     head = hub.state.repo(f"alice/{NAME}").head
     assert head.added == ["models.py"] and head.deleted == ["client.py"]
-    assert "uploaded 1 file(s), deleted 1" in out
+    # huggingface_hub decided what changed: one file sent in the commit, one deleted.
+    assert ", deleted 1 in commit" in out and "client.py (deleted)" in out
 
 
 def test_bare_name_goes_to_the_user_and_orgs_work(
@@ -244,6 +246,27 @@ def test_bare_name_goes_to_the_user_and_orgs_work(
     out = ok(push(hub, tmp_path, project, "--repo-id", f"{ORG}/shared"))
     assert hub.state.has_repo(f"{ORG}/shared")
     assert f"https://{ORG}-shared.hf.space" in out
+
+
+def test_reference_spellings_namespace_directory_repo_id_hardware(
+    hub: HubHandle, tmp_path: Path, project: Path
+) -> None:
+    # `openenv push --namespace my-org --private` and `push -d . -r a/b`, as OpenEnv users type them.
+    out = ok(push(hub, tmp_path, project, "--namespace", ORG, "--private", "-H", "cpu-upgrade"))
+    repo = hub.state.repo(f"{ORG}/{NAME}")
+    assert repo.private and repo.hardware == "cpu-upgrade"
+    assert "hardware requested: cpu-upgrade" in out
+    assert hub.state.calls("POST", "/hardware")
+    done = subprocess.run(
+        [*CLI, "push", "-d", ".", "-r", "alice/b"],
+        cwd=project,
+        env=_env(hub, tmp_path, ALICE_TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    ok(done)
+    assert hub.state.has_repo("alice/b")
 
 
 def test_repo_id_from_the_manifest(hub: HubHandle, tmp_path: Path, project: Path) -> None:
@@ -455,12 +478,12 @@ def test_dry_run_makes_no_request_at_all(hub: HubHandle, tmp_path: Path, project
     assert "Dry run" in out and "<your user>/echo_env" in out
     for name in ("Dockerfile", "README.md", "server/app.py", f"{RUNTIME_DIR}/"):
         assert f"  {name} " in out
-    listed = [
-        line.split()[0]
-        for line in out.splitlines()
-        if line.startswith("  ") and len(line.split()) >= 3
-    ]
+    files_section = out[out.index("Files") : out.index("Left out")]
+    listed = [line.split()[0] for line in files_section.splitlines() if line.startswith("  ")]
     assert "data/big.bin" not in listed and ".env" not in listed and "notes.local" not in listed
+    left_out = out[out.index("Left out") : out.index("README.md front matter")]
+    assert "  .env  secret: may hold credentials" in left_out
+    assert "  notes.local  ignored: excluded by .gitignore" in left_out
     assert "sdk: docker" in out and "app_port: 8000" in out and "base_path: /web" in out
     assert "ARG BASE_IMAGE=python:3.12-slim" in out and "CMD [" in out
     assert "LEVEL=3" in out

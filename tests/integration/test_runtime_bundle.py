@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from openenv_cli.build.context import stage_context as stage
+from openenv_cli.build.runtime_bundle import runtime_version
+from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.scaffold import render_project, write_project
-from openenv_cli.staging import RUNTIME_DIR, runtime_version, stage
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +105,7 @@ def test_bundle_from_a_wheel_style_install(tmp_path: Path) -> None:
 
     dest = tmp_path / "out"
     code = (
-        "import sys; from openenv_cli.staging import write_runtime_bundle, _runtime_source; "
+        "import sys; from openenv_cli.build.runtime_bundle import write_runtime_bundle, _runtime_source; "
         "print(_runtime_source()); write_runtime_bundle(sys.argv[1])"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_ROOT)])}
@@ -113,7 +115,7 @@ def test_bundle_from_a_wheel_style_install(tmp_path: Path) -> None:
     bundle = dest / RUNTIME_DIR
     data = tomllib.loads((bundle / "pyproject.toml").read_text())
     assert data["project"]["version"] == "9.8.7"
-    assert data["project"]["optional-dependencies"] == {"test": ["extra-only>=1"]}
+    assert data["project"]["optional-dependencies"] == {"test": ['extra-only>=1; extra == "test"']}
     assert sorted(data["project"]["dependencies"]) == sorted(
         metadata.requires("openenv-runtime") or []
     )

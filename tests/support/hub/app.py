@@ -526,6 +526,16 @@ def create_app(state: HubState) -> FastAPI:
     async def runtime(request: Request, namespace: str, name: str) -> dict:
         return state.poll_runtime(space(request, namespace, name, write=False))
 
+    @app.post("/api/spaces/{namespace}/{name}/hardware")
+    async def request_hardware(request: Request, namespace: str, name: str) -> dict:
+        repo = space(request, namespace, name, write=True)
+        flavor = (await json_body(request)).get("flavor")
+        if not isinstance(flavor, str) or not flavor:
+            raise HubError(400, "flavor is required")
+        with state.lock:
+            repo.hardware = flavor
+        return state.runtime(repo)
+
     @app.post("/api/spaces/{namespace}/{name}/restart")
     async def restart(request: Request, namespace: str, name: str) -> dict:
         repo = space(request, namespace, name, write=True)

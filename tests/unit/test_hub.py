@@ -1,4 +1,4 @@
-"""openenv_cli.push, the parts that need no Hub: options, ids, URLs, front matter,
+"""openenv_cli.hub (space, errors, upload): the parts of push that need no Hub: options, ids, URLs, front matter,
 variables, token resolution, redaction, error wording and the local plan."""
 
 from __future__ import annotations
@@ -9,26 +9,23 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.manifest import Manifest
-from openenv_cli.push import (
-    Redactor,
+from openenv_cli.hub.errors import HubContext, Redactor, http_error, redacting, resolve_token
+from openenv_cli.hub.space import (
     RepoRef,
-    _Context,
-    _http_error,
     parse_repo_id,
-    prepare_push,
-    redacting,
-    resolve_token,
     space_front_matter,
+    space_hardware,
     space_readme,
     space_subdomain,
     space_urls,
     space_variables,
     split_front_matter,
 )
+from openenv_cli.hub.upload import prepare_push
+from openenv_cli.manifest import Manifest
 from openenv_cli.scaffold import render_project
-from openenv_cli.staging import RUNTIME_DIR
 
 
 def _manifest(**overrides: object) -> Manifest:
@@ -67,6 +64,25 @@ def test_parse_repo_id_rejects(raw: str) -> None:
 def test_parse_repo_id_refuses_other_repo_types(raw: str) -> None:
     with pytest.raises(UsageError):
         parse_repo_id(raw)
+
+
+def test_namespace_places_a_bare_name() -> None:
+    assert parse_repo_id("my_env", "my-org") == RepoRef("my-org", "my_env")
+    assert parse_repo_id("my-org/my_env", "my-org") == RepoRef("my-org", "my_env")
+    with pytest.raises(UsageError, match="different namespaces"):
+        parse_repo_id("alice/my_env", "my-org")
+    with pytest.raises(UsageError, match="not a valid Space id"):
+        parse_repo_id("my_env", "bad--org")
+
+
+def test_space_url_on_any_endpoint() -> None:
+    assert parse_repo_id("http://127.0.0.1:8123/spaces/a/b") == RepoRef("a", "b")
+
+
+def test_space_hardware() -> None:
+    assert space_hardware("cpu-upgrade") == "cpu-upgrade"
+    with pytest.raises(UsageError, match="not a Space hardware flavor"):
+        space_hardware("gpu-please")
 
 
 def test_repo_ref() -> None:
@@ -276,10 +292,10 @@ def _http(status: int, message: str | None = None) -> SimpleNamespace:
     ],
 )
 def test_http_errors_are_one_line_each(status: int, words: list[str]) -> None:
-    ctx = _Context(
+    ctx = HubContext(
         endpoint="https://hub.example", token_source="HF_TOKEN", repo_id="alice/x", user="bob"
     )
-    error = _http_error(_http(status, "server says no"), "creating the Space", ctx)
+    error = http_error(_http(status, "server says no"), "creating the Space", ctx)
     text = f"{error.message}\n{error.hint}"
     for word in words:
         assert word in text

@@ -1,4 +1,4 @@
-"""The pure parts of `openenv build`: plan resolution, tags, build args, labels, the engine's
+"""openenv_cli.build.plan, .stream and .engine: the pure parts of `openenv build`: plan resolution, tags, build args, labels, the engine's
 stream and the errors made from it. No Docker engine needed."""
 
 from __future__ import annotations
@@ -12,27 +12,21 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from openenv_cli.commands.build import BuildDisplay
-from openenv_cli.docker_build import (
+from openenv_cli.build.engine import connect, context_archive, human_size
+from openenv_cli.build.plan import (
     APP_LABEL,
     RUNTIME_LABEL,
-    BuildLog,
-    build_failure,
-    connect,
-    context_archive,
-    declares_base_image_arg,
-    engine_unreachable,
-    human_size,
     image_labels,
     image_name,
     is_valid_reference,
     parse_build_args,
     plan_build,
     public_url,
-    request_failure,
     resolve_tags,
     tag_for_version,
 )
+from openenv_cli.build.stream import BuildLog, build_failure, engine_unreachable, request_failure
+from openenv_cli.commands.build import BuildDisplay
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import parse_manifest
 from openenv_cli.scaffold import render_project, write_project
@@ -182,7 +176,7 @@ def test_missing_dockerfile(project: Path) -> None:
 
 
 def test_no_manifest(tmp_path: Path) -> None:
-    with pytest.raises(OpenEnvError, match="openenv.yaml"):
+    with pytest.raises(OpenEnvError, match=r"openenv\.yaml"):
         plan_build(tmp_path, environ={})
 
 
@@ -247,12 +241,6 @@ def test_source_falls_back_to_the_space(project: Path) -> None:
         plan_build(project, environ={}).labels["org.opencontainers.image.source"]
         == "https://huggingface.co/spaces/me/demo_env"
     )
-
-
-def test_declares_base_image_arg() -> None:
-    assert declares_base_image_arg("ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE}\n")
-    assert declares_base_image_arg("  arg BASE_IMAGE\nFROM $BASE_IMAGE\n")
-    assert not declares_base_image_arg("FROM python:3.11-slim\nARG BASE_IMAGES=1\n")
 
 
 # --- the engine's stream --------------------------------------------------------------------
