@@ -1,19 +1,11 @@
-"""Alias of the reference's ``openenv.core.llm_client`` (``OpenAIClient`` needs ``openenv-runtime[llm]``)."""
+"""Alias of the reference's ``openenv.core.llm_client``: the same module as ``openenv_runtime.llm``.
 
-from .llm import (
-    AnthropicClient,
-    LLMClient,
-    LLMResponse,
-    OpenAIClient,
-    ToolCall,
-    create_llm_client,
-)
+It is that module object itself, so patching ``openenv_runtime.llm_client.AsyncOpenAI``
+reaches the clients (as code written for the reference expects).
+"""
 
-__all__ = [
-    "AnthropicClient",
-    "LLMClient",
-    "LLMResponse",
-    "OpenAIClient",
-    "ToolCall",
-    "create_llm_client",
-]
+import sys
+
+from . import llm
+
+sys.modules[__name__] = llm
