@@ -16,7 +16,7 @@ from typing import Any
 
 from ..models import Action
 from .env_client import EnvClient
-from .generic import GenericEnvClient
+from .generic import GenericAction, GenericEnvClient
 
 _HUB = re.compile(r"^(?:https?://huggingface\.co/spaces/)?([\w.-]+)/([\w.-]+)/?$")
 
@@ -92,8 +92,10 @@ class AutoEnv:
         if base_url is None:
             raise ValueError(
                 f"AutoEnv.from_env({name!r}) needs base_url=: start the server with `openenv serve` "
-                "(or docker run) and pass its URL."
+                "(or docker run) and pass its URL (with skip_install=True for a GenericEnvClient)."
             )
+        if skip_install:
+            return GenericEnvClient(base_url, **kwargs)
         return cls.get_env_class(name)(base_url, **kwargs)
 
     from_hub = from_env
@@ -106,7 +108,10 @@ class AutoAction:
         raise TypeError("use AutoAction.from_env(name)")
 
     @classmethod
-    def from_env(cls, name: str, skip_install: bool = False) -> type[Action]:
+    def from_env(cls, name: str, skip_install: bool = False) -> type[Any]:
+        """The package's action class; with ``skip_install=True``, :class:`GenericAction` (dicts)."""
+        if skip_install:
+            return GenericAction
         module = _import_env_package(name.split("/")[-1])
         return _pick(module, Action, "action class")  # type: ignore[no-any-return]
 
