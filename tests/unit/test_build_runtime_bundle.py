@@ -55,7 +55,10 @@ def test_runtime_bundle_pyproject(tmp_path: Path) -> None:
     project = data["project"]
     assert project["name"] == "openenv-runtime"
     assert project["version"] == runtime_version() == openenv_runtime.__version__
-    assert sorted(project["dependencies"]) == sorted(metadata.requires("openenv-runtime") or [])
+    plain, extras = split_requirements(metadata.requires("openenv-runtime") or [])
+    assert sorted(project["dependencies"]) == sorted(plain)
+    # the runtime's extras ([mcp], [llm]) travel too
+    assert project.get("optional-dependencies", {}) == extras
     assert data["build-system"]["build-backend"] == "setuptools.build_meta"
     packages = set(data["tool"]["setuptools"]["packages"])
     assert "openenv_runtime" in packages
