@@ -1,24 +1,179 @@
 """The ``openenv`` command line: wires one module per verb and renders errors.
 
 Adding a verb: write ``openenv_cli/commands/<verb>.py`` with a ``command`` function (Typer
-options in its signature, a docstring for the help), then register it below with one line.
+options in its signature, a docstring for the help) and add one :class:`Verb` line to
+``VERBS`` below: its module, the one-line summary ``openenv --help`` lists, and two or three
+examples shown at the end of ``openenv <verb> --help``.
+
+Commands load lazily: ``openenv --help`` imports no command module, and ``openenv <verb>``
+imports only that verb's module, so the CLI starts in about a tenth of a second
+(``benchmarks/cli_startup.py`` measures it). Keep heavy imports (docker, huggingface_hub,
+the manifest model, the bench engine) inside the functions that use them.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from importlib import metadata
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from openenv_cli.commands import bench, build, init, migrate, push, serve, validate
-from openenv_cli.console import debug_enabled, err_console, set_debug
-from openenv_cli.errors import OpenEnvError, render_error
+HELP = "Create, validate, serve, build, deploy and benchmark OpenEnv-compatible RL environments."
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One command: where it lives, its line in ``openenv --help``, and its help's examples."""
+
+    module: str
+    summary: str
+    examples: tuple[str, ...]
+
+
+VERBS: dict[str, Verb] = {
+    "init": Verb(
+        "openenv_cli.commands.init",
+        "Create a new environment project NAME: models, client, server, Dockerfile, tests.",
+        (
+            "openenv init my_env",
+            'openenv init maze_env -o envs -d "A grid maze" --license MIT',
+            "openenv init grid_world --license Apache-2.0",
+        ),
+    ),
+    "validate": Verb(
+        "openenv_cli.commands.validate",
+        "Check an environment project, or with --url a running server, the way CI would.",
+        (
+            "openenv validate",
+            "openenv validate path/to/my_env --json --no-smoke",
+            "openenv validate --url http://127.0.0.1:8000",
+        ),
+    ),
+    "serve": Verb(
+        "openenv_cli.commands.serve",
+        "Serve the environment in PATH on uvicorn until Ctrl-C.",
+        (
+            "openenv serve",
+            "openenv serve path/to/my_env --port 8080 --reload",
+            "openenv serve --workers 4 --max-concurrent-envs 500",
+        ),
+    ),
+    "build": Verb(
+        "openenv_cli.commands.build",
+        "Build the Docker image of the environment in PATH.",
+        (
+            "openenv build",
+            "openenv build -t my_env:dev --no-cache",
+            "openenv build --base-image python:3.12-slim --platform linux/amd64",
+        ),
+    ),
+    "push": Verb(
+        "openenv_cli.commands.push",
+        "Deploy the project to a Hugging Face Docker Space.",
+        (
+            "openenv push --dry-run",
+            "openenv push --repo-id my-org/my_env --private",
+            "openenv push -e LOG_LEVEL=debug --secret API_KEY",
+        ),
+    ),
+    "migrate": Verb(
+        "openenv_cli.commands.migrate",
+        "Rewrite a project written for the reference OpenEnv (openenv.core) to run on openenv-runtime.",
+        (
+            "openenv migrate path/to/my_env --dry-run",
+            "openenv migrate path/to/my_env",
+        ),
+    ),
+    "bench": Verb(
+        "openenv_cli.commands.bench",
+        "Measure a server: concurrent sessions (the scaling-study workload) or steps per second.",
+        (
+            "openenv bench --url http://127.0.0.1:8000",
+            "openenv bench --serve --workers 2",
+        ),
+    ),
+}
+
+
+def _epilog(examples: tuple[str, ...]) -> str:
+    # Rich markup: a blank line keeps each example on its own line.
+    lines = "\n\n".join(f"[cyan]$ {typer_escape(line)}[/]" for line in examples)
+    return f"[bold]Examples[/]\n\n{lines}"
+
+
+def typer_escape(text: str) -> str:
+    """Escape rich markup in ``text`` without importing rich at start-up."""
+    return text.replace("[", r"\[")
+
+
+def _tidy_types(params: list[Any]) -> list[Any]:
+    """Flags need no type label in the help; a repeatable option shows ``<str>…`` instead of ``<list[str]>``."""
+    for param in params:
+        if param.name == "help" and param.default is None:
+            # An unset --help is None, which Typer coerces through pydantic (50 ms of imports);
+            # False is already a bool and skips that.
+            param.default = False
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+        elif getattr(param, "multiple", False) and param.metavar is None:
+            param.metavar = "<str>…"
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy_types(super().get_params(ctx))
+
+
+class _LazyGroup(TyperGroup):
+    """A group that imports a verb's module only when that verb runs (or shows its help)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, verb in VERBS.items():  # placeholders: what `openenv --help` lists
+            self.commands.setdefault(name, TyperCommand(name, help=verb.summary))
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy_types(super().get_params(ctx))
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in VERBS:
+            return args[0], self.load(args[0]), args[1:]
+        return super().resolve_command(ctx, args)
+
+    def load(self, name: str) -> TyperCommand:
+        """The real command ``name``: its module imported, its examples appended to the help."""
+        current = self.commands[name]
+        if current.callback is not None:
+            return current  # type: ignore[return-value]
+        verb = VERBS[name]
+        module = importlib.import_module(verb.module)
+        single = typer.Typer(
+            rich_markup_mode="rich",
+            context_settings={"help_option_names": ["-h", "--help"]},
+            add_completion=False,
+        )
+        single.command(name=name, cls=_Command, epilog=_epilog(verb.examples))(module.command)
+        command = typer.main.get_command(single)
+        command.name = name
+        self.commands[name] = command
+        return command  # type: ignore[return-value]
+
 
 app = typer.Typer(
     name="openenv",
-    help="Create, validate, serve, build, deploy and benchmark OpenEnv-compatible RL environments.",
+    cls=_LazyGroup,
+    help=HELP,
+    epilog=_epilog(
+        (
+            'openenv init my_env && cd my_env && pip install -e ".[test]" && pytest',
+            "openenv validate && openenv serve",
+            "python -m openenv_cli --help   # the same CLI, whatever owns the `openenv` script",
+        )
+    ),
     rich_markup_mode="rich",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -26,78 +181,89 @@ app = typer.Typer(
     add_completion=False,
 )
 
-app.command(name="init")(init.command)
-app.command(name="validate")(validate.command)
-app.command(name="serve")(serve.command)
-app.command(name="build")(build.command)
-app.command(name="push")(push.command)
-app.command(name="bench")(bench.command)
-app.command(name="migrate")(migrate.command)
 
+def versions() -> dict[str, str]:
+    """The versions of the CLI, the runtime it uses, and Python."""
+    from importlib import metadata
 
-def _version() -> str:
-    try:
-        cli = metadata.version("openenv-toolkit")
-    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-        from openenv_cli import __version__ as cli
-    try:
+    from openenv_cli import __version__ as cli
+
+    try:  # the installed distribution's metadata: importing the runtime would take 0.3 s
         runtime = metadata.version("openenv-runtime")
     except metadata.PackageNotFoundError:
         runtime = "not installed"
-    return f"openenv {cli} (runtime {runtime}, Python {sys.version.split()[0]})"
+    return {"openenv-toolkit": cli, "openenv-runtime": runtime, "python": sys.version.split()[0]}
 
 
 def _show_version(value: bool) -> None:
     if value:
-        typer.echo(_version())
+        found = versions()
+        typer.echo(
+            f"openenv-toolkit {found['openenv-toolkit']}\n"
+            f"openenv-runtime {found['openenv-runtime']}\n"
+            f"Python {found['python']}"
+        )
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
     version: Annotated[
-        bool | None,
+        bool,
         typer.Option(
             "--version",
             "-V",
             callback=_show_version,
             is_eager=True,
-            help="Show the version and exit.",
+            help="Show the versions of the CLI and the runtime, and exit.",
         ),
-    ] = None,
+    ] = False,
     debug: Annotated[
         bool,
         typer.Option("--debug", envvar="OPENENV_DEBUG", help="Show full tracebacks on errors."),
     ] = False,
 ) -> None:
+    from openenv_cli.console import set_debug
+
     set_debug(debug)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app, render :class:`OpenEnvError` once, set the exit code."""
+    from openenv_cli.errors import OpenEnvError
+
     if argv is None and "--debug" in sys.argv[1:]:
+        from openenv_cli.console import set_debug
+
         set_debug(True)  # so errors raised before the callback runs still get a traceback
     try:
         app(args=argv, prog_name="openenv")
     except OpenEnvError as error:
-        if debug_enabled():
-            err_console.print_exception()
-        render_error(error, err_console)
+        _report(error)
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
+        from openenv_cli.console import err_console
+
         err_console.print("[red]Interrupted.[/]")
         sys.exit(130)
     except Exception as error:  # a bug: say so briefly, unless asked for the traceback
-        if debug_enabled():
-            err_console.print_exception()
-        render_error(
+        _report(
             OpenEnvError(
                 f"Unexpected {type(error).__name__}: {error}",
                 hint="Run again with --debug (or OPENENV_DEBUG=1) for the traceback, and report it if it is a bug.",
-            ),
-            err_console,
+            )
         )
         sys.exit(1)
+
+
+def _report(error: Exception) -> None:
+    from openenv_cli.console import debug_enabled, err_console
+    from openenv_cli.errors import OpenEnvError, render_error
+
+    if debug_enabled():
+        err_console.print_exception()
+    if isinstance(error, OpenEnvError):
+        render_error(error, err_console)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,14 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateError
 
+from openenv_cli import __version__
 from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.licenses import DEFAULT_LICENSE
+
+# The runtime this CLI comes with (both share one version), or any later one.
+RUNTIME_REQUIREMENT = f"openenv-runtime>={__version__}"
 
 TEMPLATE_SUFFIX = ".jinja"
-RUNTIME_REQUIREMENT = "openenv-runtime>=0.1.0"
 
 # Packages a project would shadow or clash with: the runtime's and the CLI's dependencies,
 # the tools a project is built and tested with, and well-known names users install beside it.
@@ -95,7 +99,13 @@ RESERVED_NAMES = frozenset(
         "site",
     }
 )
-_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+# Lowercase words of letters and digits joined by single underscores, starting with a letter.
+_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+NAME_RULES = (
+    "lowercase letters, digits and single underscores, starting with a letter and not "
+    "ending with an underscore, at most 64 characters (it becomes the Python package)"
+)
+_MAX_NAME_LENGTH = 64
 _EMOJIS = ("🤖", "🎮", "🧩", "🚀", "🧪", "🎯", "🕹️", "🌱", "🛰️", "🧠")
 _COLORS = ("red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray")
 
@@ -132,22 +142,41 @@ def class_names(name: str) -> ClassNames:
     )
 
 
+def _taken(name: str) -> bool:
+    return (
+        name in RESERVED_NAMES
+        or name in sys.stdlib_module_names
+        or keyword.iskeyword(name)
+        or keyword.issoftkeyword(name)
+    )
+
+
+def _unshadowed(name: str) -> str:
+    """A free name close to ``name``: ``test`` → ``test_env``, ``env`` → ``my_env``."""
+    if name.endswith(("env", "environment")):
+        return f"my_{name}"
+    return f"{name}_env"
+
+
 def _suggest(name: str) -> str:
+    """The nearest name that passes every rule (never one that is refused in turn)."""
     candidate = re.sub(r"[^a-z0-9_]", "_", name.strip().lower().replace("-", "_"))
-    candidate = re.sub(r"_+", "_", candidate).strip("_")
-    if not candidate or not candidate[0].isalpha():
-        candidate = f"env_{candidate}".rstrip("_")
-    if (
-        candidate in RESERVED_NAMES
-        or candidate in sys.stdlib_module_names
-        or keyword.iskeyword(candidate)
-    ):
-        candidate = f"{candidate}_env"
+    candidate = re.sub(r"_+", "_", candidate).strip("_")[:_MAX_NAME_LENGTH].strip("_")
+    if not candidate:
+        return "my_env"
+    if not candidate[0].isalpha():
+        candidate = f"env_{candidate}"
+    if _taken(candidate):
+        candidate = _unshadowed(candidate)
     return candidate
 
 
 def validate_project_name(name: str) -> None:
-    """Raise :class:`UsageError` (exit code 2) unless ``name`` makes a good package name."""
+    """Raise :class:`UsageError` (exit code 2) unless ``name`` makes a good package name.
+
+    The rules: see :data:`NAME_RULES`; and not a Python keyword, a standard-library module,
+    or a package environments depend on or commonly import (:data:`RESERVED_NAMES`).
+    """
     if not name:
         raise UsageError(
             "The project name is empty.", hint="Give a name such as `openenv init my_env`."
@@ -157,26 +186,25 @@ def validate_project_name(name: str) -> None:
             f"The project name {name!r} contains a path.",
             hint=f"Give a bare name and the folder separately: `openenv init {_suggest(Path(name).name or 'my_env')} --output-dir {Path(name).parent}`.",
         )
-    if not name.isidentifier() or not _NAME_PATTERN.match(name):
+    if len(name) > _MAX_NAME_LENGTH or not _NAME_PATTERN.match(name):
         raise UsageError(
-            f"{name!r} is not a valid project name: it becomes a Python package, so use lowercase "
-            "letters, digits and underscores, starting with a letter.",
+            f"{name!r} is not a valid project name: use {NAME_RULES}.",
             hint=f"Try `openenv init {_suggest(name)}`.",
         )
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
         raise UsageError(
             f"{name!r} is a Python keyword and cannot be a package name.",
-            hint=f"Try `openenv init {name}_env`.",
+            hint=f"Try `openenv init {_unshadowed(name)}`.",
         )
     if name in sys.stdlib_module_names:
         raise UsageError(
             f"{name!r} would shadow the standard library module of the same name.",
-            hint=f"Try `openenv init {name}_env`.",
+            hint=f"Try `openenv init {_unshadowed(name)}`.",
         )
     if name in RESERVED_NAMES:
         raise UsageError(
             f"{name!r} would shadow a package that environments depend on or commonly import.",
-            hint=f"Try `openenv init {name}_env`.",
+            hint=f"Try `openenv init {_unshadowed(name)}`.",
         )
 
 
@@ -188,7 +216,8 @@ def template_root() -> Path:
             return candidate
     raise OpenEnvError(
         "The project templates are missing from this installation of openenv.",
-        hint="Reinstall the CLI: `pip install --force-reinstall openenv-toolkit`.",
+        hint="Reinstall the CLI the way you installed it: `pip install -e .` in your openenv "
+        "checkout, or `pip install --force-reinstall` of its wheel.",
     )
 
 
@@ -203,7 +232,9 @@ def project_context(name: str, **overrides: Any) -> dict[str, Any]:
         "port": 8000,
         "base_image": "python:3.11-slim",
         "runtime_requirement": RUNTIME_REQUIREMENT,
-        "requires_python": ">=3.10",
+        "requires_python": ">=3.10",  # what openenv-runtime supports
+        "license": DEFAULT_LICENSE,
+        "license_file": True,
         "emoji": _EMOJIS[digest % len(_EMOJIS)],
         "color_from": _COLORS[digest % len(_COLORS)],
         "color_to": _COLORS[(digest // len(_COLORS) + 1) % len(_COLORS)],

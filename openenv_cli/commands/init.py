@@ -6,17 +6,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from openenv_cli.console import console
-from openenv_cli.scaffold import class_names, render_project, validate_project_name, write_project
+from openenv_cli.licenses import DEFAULT_LICENSE
 
 
 def command(
     name: Annotated[
         str,
         typer.Argument(
-            help="Project and package name: lowercase letters, digits and underscores, e.g. my_env.",
+            help="Project and package name: lowercase letters, digits and single underscores, "
+            "starting with a letter, e.g. my_env.",
             show_default=False,
         ),
     ],
@@ -30,6 +29,17 @@ def command(
         str | None,
         typer.Option("--description", "-d", help="One line describing the environment."),
     ] = None,
+    license_: Annotated[
+        str,
+        typer.Option(
+            "--license",
+            "-l",
+            metavar="SPDX",
+            help="The project's licence: an SPDX expression (MIT, Apache-2.0, ...) written to "
+            "pyproject.toml, with a LICENSE file for BSD-3-Clause, BSD-2-Clause, MIT and ISC; "
+            "`none` for neither.",
+        ),
+    ] = DEFAULT_LICENSE,
     force: Annotated[
         bool,
         typer.Option(
@@ -48,28 +58,64 @@ def command(
     The project folder is itself the Python package NAME, so after
     [bold]pip install -e .[/] it imports as [bold]from my_env.models import MyAction[/].
     """
+    import datetime
+
+    from rich.markup import escape
+
+    from openenv_cli.console import console
+    from openenv_cli.licenses import canonical_license, license_text
+    from openenv_cli.scaffold import (
+        class_names,
+        project_context,
+        render_project,
+        template_root,
+        validate_project_name,
+        write_project,
+    )
+
     validate_project_name(name)
-    context = {}
+    spdx = canonical_license(license_)
+    context: dict[str, object] = {"license": spdx}
     if description is not None:
         context["description"] = (
             " ".join(description.split()) or "An OpenEnv-compatible RL environment."
         )
+    title = project_context(name)["title"]
+    text = None
+    if spdx is not None:
+        text = license_text(
+            spdx, template_root(), holder=f"the {title} authors", year=datetime.date.today().year
+        )
+    context["license_file"] = text is not None
     files = render_project(name, context)
+    if text is not None:
+        files["LICENSE"] = text
     dest = output_dir / name
     write_project(files, dest, force=force)
 
     classes = class_names(name)
-    shown = dest if not dest.is_absolute() else dest
-    console.print(f"[green]Created[/] {escape(str(shown))}/ ({len(files)} files)", highlight=False)
+    console.print(f"[green]Created[/] {escape(str(dest))}/ ({len(files)} files)", highlight=False)
     for relative in sorted(files):
         console.print(f"  {escape(relative)}", highlight=False, style="dim")
     console.print(
         f"\nClasses: client [bold]{classes.client}[/], [bold]{classes.action}[/], [bold]{classes.observation}[/], "
-        f"[bold]{classes.state}[/], [bold]{classes.environment}[/]\n"
+        f"[bold]{classes.state}[/], [bold]{classes.environment}[/]"
     )
-    console.print("Next steps:", style="bold")
-    console.print(f"  cd {escape(str(shown))}", highlight=False)
-    console.print("  pip install -e .      [dim]# the package and openenv-runtime[/]")
-    console.print("  pytest                [dim]# a real episode through a real server[/]")
-    console.print("  openenv validate      [dim]# what CI checks[/]")
-    console.print("  openenv serve         [dim]# http://127.0.0.1:8000[/]")
+    if spdx is None:
+        console.print("Licence: none (add one to pyproject.toml and a LICENSE file).")
+    elif text is None:
+        console.print(
+            f"Licence: {escape(spdx)} in pyproject.toml; add its text as LICENSE "
+            '(and `license-files = ["LICENSE"]` to pyproject.toml).',
+            highlight=False,
+        )
+    else:
+        console.print(f"Licence: {escape(spdx)} (LICENSE and pyproject.toml).", highlight=False)
+    console.print("\nNext steps:", style="bold")
+    console.print(f"  cd {escape(str(dest))}", highlight=False)
+    console.print(
+        '  pip install -e ".\\[test]"   [dim]# openenv-runtime is already in this environment[/]'
+    )
+    console.print("  pytest                     [dim]# a real episode through a real server[/]")
+    console.print("  openenv validate           [dim]# what CI checks[/]")
+    console.print("  openenv serve              [dim]# http://127.0.0.1:8000[/]")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
 from openenv_cli.config import Setting, parse_str
-from openenv_cli.console import console
 from openenv_cli.errors import UsageError
 
 TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
@@ -66,6 +65,7 @@ def command(
 
     Exit code 0 when nothing fails (warnings allowed), 1 when a check fails, 2 for a usage error.
     """
+    from openenv_cli.console import console
     from openenv_cli.validation import validate_project, validate_url
     from openenv_cli.validation.render import render_json, render_table
 
@@ -74,6 +74,13 @@ def command(
         if parts.scheme not in {"http", "https"} or not parts.netloc:
             raise UsageError(
                 f"--url {url!r} is not a server URL.", hint="Use e.g. --url http://127.0.0.1:8000"
+            )
+        route = _server_route(parts.path)
+        if route is not None:
+            base = urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(route)], "", ""))
+            raise UsageError(
+                f"--url {url!r} points at the server's {route.strip('/')} route, not at the server.",
+                hint=f"Pass the base URL: `openenv validate --url {base.rstrip('/')}`.",
             )
         if update_lock:
             raise UsageError(
@@ -105,6 +112,31 @@ def command(
         render_table(report, console)
     if not report.ok:
         raise typer.Exit(1)
+
+
+# Routes every OpenEnv server has: a URL ending in one of them is a page, not the server.
+_ROUTES = (
+    "web",
+    "docs",
+    "redoc",
+    "health",
+    "schema",
+    "metadata",
+    "ws",
+    "reset",
+    "step",
+    "state",
+    "openapi.json",
+)
+
+
+def _server_route(path: str) -> str | None:
+    """The known route ``path`` ends with (``/web/`` → ``/web/``), if any."""
+    trimmed = path.rstrip("/")
+    for route in _ROUTES:
+        if trimmed == f"/{route}" or trimmed.endswith(f"/{route}"):
+            return path[len(trimmed) - len(route) - 1 :]
+    return None
 
 
 def _progress(quiet: bool, message: str):  # type: ignore[no-untyped-def]

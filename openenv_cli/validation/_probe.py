@@ -105,7 +105,7 @@ def _describe_models(module: Any, expected: dict[str, str]) -> dict[str, Any]:
         if chosen is not None:
             entry.update(name=chosen.__name__, origin=_base_kind(chosen)[1])
             try:
-                entry["schema"] = chosen.model_json_schema()
+                entry["schema"] = chosen.model_json_schema()  # type: ignore[attr-defined]
             except Exception as exc:
                 entry["schema_error"] = f"{type(exc).__name__}: {exc}"
         out[kind] = entry
@@ -119,7 +119,7 @@ def _served_schema(app: Any) -> dict[str, Any] | None:
             if inspect.signature(route.endpoint).parameters:
                 return None
             result = route.endpoint()
-            if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
                 result = asyncio.run(result)
             return result if isinstance(result, dict) else None
     return None

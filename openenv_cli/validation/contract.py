@@ -2,9 +2,12 @@
 a published environment serves, and drift from it is classified as breaking or additive.
 
 Direction matters. Clients *send* actions, so an action may accept more (a new optional
-field, a wider type) but not less. Clients *read* observations and state, so those may
-promise more (a narrower type) but not less. A removed or renamed field, a changed type, or
-a newly required field is breaking either way.
+field, a wider type, a looser constraint) but not less: a tighter ``le``/``lt``/``ge``/``gt``,
+``max_length``/``min_length``, ``multiple_of``, pattern, format or a narrower ``Literal``
+rejects what used to be valid. Clients *read* observations and state (the typed client
+validates them with the models it was built with), so those may promise more (a narrower
+type or constraint) but not less. A removed or renamed field, a changed type, or a newly
+required field is breaking either way.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openenv_cli.validation.constraints import constraint_shifts
 from openenv_cli.validation.example import resolve_ref
 from openenv_cli.validation.results import CheckResult, failed, passed, warned
 
@@ -63,7 +67,8 @@ def read_lock(path: Path) -> dict[str, Any]:
     schemas = data.get("schemas") if isinstance(data, dict) else None
     if not isinstance(schemas, dict) or not all(isinstance(schemas.get(k), dict) for k in KINDS):
         raise LockError(f"{LOCK_FILE} has no `schemas` with action, observation and state")
-    return data
+    lock: dict[str, Any] = data
+    return lock
 
 
 # -- normalising schemas into fields and type atoms -----------------------------------------
@@ -99,6 +104,13 @@ def _atoms(schema: Any, root: dict[str, Any], depth: int = 0) -> frozenset[str]:
             and isinstance(schema["additionalProperties"], dict)
         ):
             inner = ",".join(sorted(_atoms(schema["additionalProperties"], root, depth + 1)))
+            atoms.add(f"map<{inner}>")
+        elif k == "object" and isinstance(schema.get("patternProperties"), dict):
+            # dict[constr(pattern=...), V]: a map of V whose keys are constrained (constraints.py)
+            values = schema["patternProperties"].values()
+            inner = ",".join(
+                sorted(frozenset().union(*(_atoms(v, root, depth + 1) for v in values)))
+            )
             atoms.add(f"map<{inner}>")
         else:
             atoms.add(str(k))
@@ -161,6 +173,11 @@ def _compare(
     old_fields, old_required = _fields(old, old_root)
     new_fields, new_required = _fields(new, new_root)
     sends = kind == "action"
+    if not path:  # the model itself (nested models are compared as fields of their parent)
+        changes.extend(
+            Change(kind, "(model)", s.description, s.narrows if sends else s.widens)
+            for s in constraint_shifts(old, new, old_root, new_root)
+        )
     removed = [f for f in old_fields if f not in new_fields]
     added = [f for f in new_fields if f not in old_fields]
     for name in removed:
@@ -187,6 +204,16 @@ def _compare(
             if widened != narrowed and safe:
                 text += " (accepts more)" if sends else " (promises more)"
             changes.append(Change(kind, path + name, text, not safe))
+        for shift in constraint_shifts(old_fields[name], new_fields[name], old_root, new_root):
+            breaking = shift.narrows if sends else shift.widens
+            effect = "rejects values it accepted" if shift.narrows else "admits more values"
+            if shift.narrows and shift.widens:
+                effect = "changed, may reject values it accepted"
+            changes.append(
+                Change(
+                    kind, f"{path}{name}{shift.where}", f"{shift.description} ({effect})", breaking
+                )
+            )
         if name in new_required and name not in old_required:
             changes.append(Change(kind, path + name, "field is now required", True))
         elif name in old_required and name not in new_required:
@@ -257,10 +284,10 @@ def check_contract(
                 "Make the project folder writable.",
                 file=LOCK_FILE,
             )
-        breaking = [str(c) for c in changes if c.breaking]
+        accepted = [str(c) for c in changes if c.breaking]
         note = (
-            f" It accepts {len(breaking)} breaking change(s): {'; '.join(breaking)}."
-            if breaking
+            f" It accepts {len(accepted)} breaking change(s): {'; '.join(accepted)}."
+            if accepted
             else ""
         )
         return passed(

@@ -44,9 +44,9 @@ class ProbeOutcome:
 
 def _short(message: str | None) -> str:
     lines = [
-        l.strip()
-        for l in (message or "").splitlines()
-        if l.strip() and "errors.pydantic.dev" not in l
+        line.strip()
+        for line in (message or "").splitlines()
+        if line.strip() and "errors.pydantic.dev" not in line
     ]
     return " ".join(lines[:3]) + (" ..." if len(lines) > 3 else "")
 
@@ -155,7 +155,9 @@ def _checks(
             failed(
                 "models",
                 f"openenv-runtime cannot be imported: {data['runtime_error']['message']}",
-                "Install it: `pip install openenv-runtime` (or `pip install -e .` in the project).",
+                "Install it in this environment: `pip install -e PATH/TO/openenv/runtime` from a "
+                "checkout, or `pip install --find-links DIR openenv-runtime` with its wheel in DIR "
+                "(it is not on PyPI yet).",
             )
         ]
     models = data.get("models") or {}

@@ -39,7 +39,10 @@ def render_table(report: Report, console: Console) -> None:
         table.add_row(label, escape(check.name), text)
     console.print(table)
     counts = report.counts()
-    summary = f"{counts['pass']} passed, {counts['warn']} warnings, {counts['fail']} failed, {counts['skip']} skipped"
+    warnings = "1 warning" if counts["warn"] == 1 else f"{counts['warn']} warnings"
+    summary = (
+        f"{counts['pass']} passed, {warnings}, {counts['fail']} failed, {counts['skip']} skipped"
+    )
     if report.ok:
         console.print(f"[bold green]OK[/]: {summary}.")
     else:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Status(str, Enum):
+def one_period(text: str) -> str:
+    """``text`` without a doubled final period (an ellipsis stays)."""
+    if text.endswith("..") and not text.endswith("..."):
+        return text[:-1]
+    return text
+
+
+class Status(StrEnum):
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"
@@ -24,6 +31,12 @@ class CheckResult:
     fix: str | None = None
     file: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Messages end "...: {exc}." and an exception's own text may end with a period.
+        object.__setattr__(self, "message", one_period(self.message))
+        if self.fix is not None:
+            object.__setattr__(self, "fix", one_period(self.fix))
 
     def to_json(self) -> dict[str, Any]:
         return {

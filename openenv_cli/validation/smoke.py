@@ -21,7 +21,8 @@ from openenv_cli.validation.results import CheckResult, failed, passed
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _tail(path: Path, lines: int = 12) -> str:

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from openenv_cli.manifest import MANIFEST_FILE, Manifest, ManifestReport
 from openenv_cli.validation.results import CheckResult, failed, passed, skipped, warned
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10: tomli if installed, else the copy pip vendors
-    try:
-        import tomli as tomllib
-    except ImportError:
-        from pip._vendor import tomli as tomllib
 
 RUNTIME_DISTRIBUTIONS = {
     "openenv-runtime": "openenv-runtime",

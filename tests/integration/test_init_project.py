@@ -112,7 +112,7 @@ def project(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     env = _clean_env(venv)
     run(["openenv", "init", "my_env"], work, env)
     project = work / "my_env"
-    run(["pip", "install", "--quiet", "-e", "."], project, env, timeout=600)
+    run(["pip", "install", "--quiet", "-e", ".[test]"], project, env, timeout=600)
     try:
         yield project
     finally:
@@ -151,6 +151,24 @@ def test_cli_is_installed_from_wheels_with_templates(venv: Path, tmp_path: Path)
 
 def test_generated_tests_pass(venv: Path, project: Path) -> None:
     proc = run(["pytest", "-q", "-p", "no:cacheprovider"], project, _clean_env(venv), timeout=300)
+    assert "3 passed" in proc.stdout
+
+
+def test_generated_tests_pass_when_the_environment_turns_async(
+    venv: Path, project: Path, tmp_path: Path
+) -> None:
+    """The README invites `async def step`: the generated tests must keep passing."""
+    copy = tmp_path / "my_env"
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    module = copy / "server" / "my_env_environment.py"
+    source = module.read_text()
+    for method in ("reset", "step"):
+        assert f"    def {method}(" in source
+        source = source.replace(f"    def {method}(", f"    async def {method}(")
+    module.write_text(source)
+    env = _clean_env(venv)
+    env["PYTHONPATH"] = str(tmp_path)  # the copy, not the installed project
+    proc = run(["pytest", "-q", "-p", "no:cacheprovider"], copy, env, timeout=300)
     assert "3 passed" in proc.stdout
 
 

@@ -6,6 +6,8 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 import openenv_runtime
 from openenv_cli.build.runtime_bundle import (
     runtime_version,
@@ -55,10 +57,9 @@ def test_runtime_bundle_pyproject(tmp_path: Path) -> None:
     project = data["project"]
     assert project["name"] == "openenv-runtime"
     assert project["version"] == runtime_version() == openenv_runtime.__version__
-    plain, extras = split_requirements(metadata.requires("openenv-runtime") or [])
-    assert sorted(project["dependencies"]) == sorted(plain)
-    # the runtime's extras ([mcp], [llm]) travel too
-    assert project.get("optional-dependencies", {}) == extras
+    declared = [Requirement(r) for r in metadata.requires("openenv-runtime") or []]
+    plain = sorted(str(r) for r in declared if r.marker is None or "extra" not in str(r.marker))
+    assert sorted(str(Requirement(r)) for r in project["dependencies"]) == plain
     assert data["build-system"]["build-backend"] == "setuptools.build_meta"
     packages = set(data["tool"]["setuptools"]["packages"])
     assert "openenv_runtime" in packages

@@ -60,7 +60,8 @@ def test_click_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["--version"]) == 0
-    assert capsys.readouterr().out.startswith("openenv ")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("openenv-toolkit ") and out[1].startswith("openenv-runtime ")
 
 
 def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,7 +77,7 @@ def _explode(*args, **kwargs):
 def test_unexpected_exception_is_brief_without_debug(
     monkeypatch: pytest.MonkeyPatch, capsys, tmp_path
 ) -> None:
-    monkeypatch.setattr("openenv_cli.commands.init.render_project", _explode)
+    monkeypatch.setattr("openenv_cli.scaffold.render_project", _explode)
     assert run(["init", "fine_name", "-o", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "Unexpected RuntimeError: kaboom" in err
@@ -85,14 +86,14 @@ def test_unexpected_exception_is_brief_without_debug(
 
 
 def test_debug_flag_shows_traceback(monkeypatch: pytest.MonkeyPatch, capsys, tmp_path) -> None:
-    monkeypatch.setattr("openenv_cli.commands.init.render_project", _explode)
+    monkeypatch.setattr("openenv_cli.scaffold.render_project", _explode)
     assert run(["--debug", "init", "fine_name", "-o", str(tmp_path)]) == 1
     assert "Traceback" in capsys.readouterr().err
 
 
 def test_debug_env_var_shows_traceback(monkeypatch: pytest.MonkeyPatch, capsys, tmp_path) -> None:
     monkeypatch.setenv("OPENENV_DEBUG", "1")
-    monkeypatch.setattr("openenv_cli.commands.init.render_project", _explode)
+    monkeypatch.setattr("openenv_cli.scaffold.render_project", _explode)
     assert run(["init", "fine_name", "-o", str(tmp_path)]) == 1
     assert "Traceback" in capsys.readouterr().err
 
@@ -103,7 +104,7 @@ def test_openenv_error_from_a_command_exits_1(
     def fail(*args, **kwargs):
         raise OpenEnvError("Templates are gone.", hint="Reinstall.")
 
-    monkeypatch.setattr("openenv_cli.commands.init.render_project", fail)
+    monkeypatch.setattr("openenv_cli.scaffold.render_project", fail)
     assert run(["init", "fine_name", "-o", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "Error: Templates are gone." in err and "Hint: Reinstall." in err

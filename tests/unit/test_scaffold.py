@@ -6,7 +6,9 @@ import ast
 import errno
 import os
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,9 +25,6 @@ from openenv_cli.scaffold import (
     validate_project_name,
     write_project,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
 
 EXPECTED_FILES = {
     "openenv.yaml",
@@ -67,7 +66,6 @@ EXPECTED_FILES = {
             ("ChessEnv", "ChessAction", "ChessObservation", "ChessState", "ChessEnvironment"),
         ),
         ("env2", ("Env2Env", "Env2Action", "Env2Observation", "Env2State", "Env2Environment")),
-        ("a__b", ("ABEnv", "ABAction", "ABObservation", "ABState", "ABEnvironment")),
     ],
 )
 def test_class_names(name: str, expected: tuple[str, ...]) -> None:
@@ -107,6 +105,10 @@ def test_good_names(name: str) -> None:
         ("openenv", "shadow a package"),
         ("openenv_runtime", "shadow a package"),
         ("tests", "shadow a package"),
+        ("my_env_", "not a valid project name"),
+        ("a__b", "not a valid project name"),
+        ("x" * 65, "not a valid project name"),
+        ("env", "shadow a package"),
         ("a/b", "contains a path"),
         ("../up", "contains a path"),
         ("..", "contains a path"),
@@ -119,11 +121,29 @@ def test_bad_names(name: str, needle: str) -> None:
     assert exc.value.hint  # always says what to do
 
 
-def test_bad_name_hint_suggests_a_valid_name() -> None:
+@pytest.mark.parametrize(
+    "name,suggested",
+    [
+        ("My-Env", "my_env"),
+        ("my_env_", "my_env"),
+        ("a__b", "a_b"),
+        ("env", "my_env"),
+        ("environment", "my_environment"),
+        ("test", "test_env"),
+        ("json", "json_env"),
+        ("class", "class_env"),
+        ("2fast", "env_2fast"),
+        ("_", "my_env"),
+        ("x" * 70, "x" * 64),
+    ],
+)
+def test_bad_name_hint_suggests_a_valid_name(name: str, suggested: str) -> None:
     with pytest.raises(UsageError) as exc:
-        validate_project_name("My-Env")
+        validate_project_name(name)
+    assert exc.value.hint is not None
     suggestion = exc.value.hint.split("`openenv init ")[1].rstrip("`.")
-    validate_project_name(suggestion)
+    assert suggestion == suggested
+    validate_project_name(suggestion)  # never a suggestion that is refused in turn
 
 
 # -- rendering --------------------------------------------------------------------------------
@@ -232,10 +252,7 @@ def test_ignore_files() -> None:
 def test_description_with_quotes_stays_valid(tmp_path: Path) -> None:
     files = render_project("my_env", {"description": 'It said "hi": ok\\'})
     assert yaml.safe_load(files["openenv.yaml"])["description"] == 'It said "hi": ok\\'
-    if sys.version_info >= (3, 11):
-        assert (
-            tomllib.loads(files["pyproject.toml"])["project"]["description"] == 'It said "hi": ok\\'
-        )
+    assert tomllib.loads(files["pyproject.toml"])["project"]["description"] == 'It said "hi": ok\\'
     ast.parse(files["server/app.py"])
 
 
@@ -411,8 +428,8 @@ def test_init_command_creates_project(tmp_path: Path) -> None:
         p.relative_to(tmp_path / "my_env").as_posix()
         for p in (tmp_path / "my_env").rglob("*")
         if p.is_file()
-    } == EXPECTED_FILES
-    assert "MyEnvironment" in result.output and "pip install -e ." in result.output
+    } == EXPECTED_FILES | {"LICENSE"}
+    assert "MyEnvironment" in result.output and 'pip install -e ".[test]"' in result.output
 
 
 def test_init_description_option(tmp_path: Path) -> None:
@@ -453,3 +470,67 @@ def test_init_help_documents_the_env_suffix_rule() -> None:
     result = runner.invoke(app, ["init", "--help"], terminal_width=200)
     assert result.exit_code == 0
     assert "_env" in result.output and "MyEnvironment" in result.output
+
+
+# -- the licence ------------------------------------------------------------------------------
+
+
+def _pyproject(project: Path) -> dict[str, Any]:
+    return tomllib.loads((project / "pyproject.toml").read_text())["project"]
+
+
+def test_default_licence_is_bsd_3_clause_with_its_text(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["init", "my_env", "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    project = _pyproject(tmp_path / "my_env")
+    assert project["license"] == "BSD-3-Clause" and project["license-files"] == ["LICENSE"]
+    text = (tmp_path / "my_env" / "LICENSE").read_text()
+    assert text.startswith("BSD 3-Clause License") and "the My Env authors" in text
+    assert "BSD-3-Clause" in runner.invoke(app, ["init", "--help"]).output  # the default shown
+
+
+@pytest.mark.parametrize(
+    "given,spdx,first_line",
+    [
+        ("mit", "MIT", "MIT License"),
+        ("ISC", "ISC", "ISC License"),
+        ("bsd-2-clause", "BSD-2-Clause", "BSD 2-Clause License"),
+    ],
+)
+def test_licence_with_text(tmp_path: Path, given: str, spdx: str, first_line: str) -> None:
+    result = runner.invoke(app, ["init", "my_env", "-o", str(tmp_path), "--license", given])
+    assert result.exit_code == 0, result.output
+    assert _pyproject(tmp_path / "my_env")["license"] == spdx
+    assert (tmp_path / "my_env" / "LICENSE").read_text().splitlines()[0] == first_line
+
+
+def test_other_spdx_licence_sets_the_field_and_says_to_add_the_text(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["init", "my_env", "-o", str(tmp_path), "-l", "apache-2.0"])
+    assert result.exit_code == 0, result.output
+    project = _pyproject(tmp_path / "my_env")
+    assert project["license"] == "Apache-2.0" and "license-files" not in project
+    assert not (tmp_path / "my_env" / "LICENSE").exists()
+    assert "add its text as LICENSE" in " ".join(result.output.split())
+
+
+def test_no_licence(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["init", "my_env", "-o", str(tmp_path), "-l", "none"])
+    assert result.exit_code == 0, result.output
+    assert "license" not in _pyproject(tmp_path / "my_env")
+    assert not (tmp_path / "my_env" / "LICENSE").exists()
+
+
+def test_unknown_licence_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> None:
+    from openenv_cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["init", "my_env", "-o", str(tmp_path), "--license", "not-a-licence"])
+    assert exc.value.code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generated_project_has_pytest_only_as_a_test_extra() -> None:
+    project = tomllib.loads(render_project("my_env")["pyproject.toml"])["project"]
+    assert not any(d.startswith("pytest") for d in project["dependencies"])
+    assert project["optional-dependencies"]["test"] == ["pytest>=8"]
+    assert project["requires-python"] == ">=3.10"

@@ -147,7 +147,7 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
             raise EnvError(
                 "CONNECTION_ERROR", f"{self.url} refused the WebSocket with HTTP {status}{hint}"
             ) from None
-        except (OSError, TimeoutError, InvalidURI) as exc:
+        except (OSError, TimeoutError, asyncio.TimeoutError, InvalidURI) as exc:  # noqa: UP041 (3.10)
             reason = str(exc) or type(exc).__name__
             raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
         return self
@@ -246,7 +246,7 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
                 detail = f"code {rcvd.code} {rcvd.reason}".strip() if rcvd else "no close frame"
                 self._ended = f"the connection to {self.url} closed ({detail})"
                 raise EnvError("CLOSED", self._ended) from None
-            except TimeoutError:
+            except (TimeoutError, asyncio.TimeoutError):  # noqa: UP041 (distinct on Python 3.10)
                 # A late reply would be mistaken for the next one: this session cannot go on.
                 ws, self._ws = self._ws, None
                 await ws.close()
