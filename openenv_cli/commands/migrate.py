@@ -22,7 +22,11 @@ def command(
         bool, typer.Option("--dry-run", help="Show the diff; change nothing.")
     ] = False,
 ) -> None:
-    """Rewrite a reference OpenEnv project (openenv.core imports, pyproject, Dockerfile, openenv.yaml) to run on openenv-runtime."""
+    """Rewrite a project written for the reference OpenEnv (openenv.core) to run on openenv-runtime.
+
+    Imports, the pyproject dependency, the Dockerfile and openenv.yaml are rewritten in place
+    (--dry-run shows the diff instead); what cannot be translated is listed.
+    """
     if not path.is_dir():
         raise OpenEnvError(
             f"{path} is not a folder.", hint="Pass the project folder (with openenv.yaml)."

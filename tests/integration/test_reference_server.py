@@ -251,7 +251,10 @@ def test_plain_environment_answers_tools_list_with_a_json_rpc_error() -> None:
 
 
 class Tasks(EchoEnvironment):
-    TASKS: ClassVar[dict[str, list[Any]]] = {"train": [{"id": i} for i in range(5)], "test": [{"id": 100}]}
+    TASKS: ClassVar[dict[str, list[Any]]] = {
+        "train": [{"id": i} for i in range(5)],
+        "test": [{"id": 100}],
+    }
 
     def list_splits(self) -> list[Any]:
         return ["train", {"name": "test", "type": "test"}]

@@ -64,7 +64,9 @@ def _venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def _is_healthy(venv: Path, distribution: str = "openenv-core", version: str = REFERENCE_VERSION) -> bool:
+def _is_healthy(
+    venv: Path, distribution: str = "openenv-core", version: str = REFERENCE_VERSION
+) -> bool:
     python = _venv_python(venv)
     if not (venv / _COMPLETE_MARKER).is_file() or not python.exists():
         return False

@@ -14,24 +14,97 @@ import pytest
 import openenv_runtime
 from openenv_runtime.errors import EnvError
 
-CORE_NAMES = """
-EnvClient SyncEnvClient GenericEnvClient GenericAction MCPClientBase MCPToolClient AnthropicClient
-LLMClient LLMResponse OpenAIClient ToolCall create_llm_client Environment Transform Message
-ModelTokenizer TaskProvider Action Observation State SchemaResponse HealthResponse HealthStatus
-ServerMode WSErrorCode BaseMessage WSIncomingMessage WSResetMessage WSStepMessage WSStateMessage
-WSCloseMessage WSObservationResponse WSStateResponse WSErrorResponse ConcurrencyConfig
-ServerCapacityStatus SessionInfo OpenEnvError ConcurrencyConfigurationError SessionCapacityError
-SessionNotFoundError SessionCreationError EnvironmentFactoryError CompositeTransform NullTransform
-HTTPEnvServer create_app create_fastapi_app create_web_interface_app WebInterfaceManager
-deserialize_action deserialize_action_with_preprocessing serialize_observation GetEndpointConfig
-Tool ToolError ToolErrorType ListToolsAction CallToolAction ListToolsObservation CallToolObservation
-WSMCPMessage WSMCPResponse RESERVED_TOOL_NAMES MCPEnvironment JsonRpcErrorCode JsonRpcError
-JsonRpcRequest JsonRpcResponse McpMethod ListTasksRequest NumTasksRequest GetTaskRequest
-GetTaskRangeRequest
-Rubric Sequential Gate WeightedSum RubricList RubricDict TrajectoryRubric
-ExponentialDiscountingTrajectoryRubric LLMJudge CodeExecResult EnvironmentMetadata StepResult
-AutoEnv AutoAction load_environment_metadata
-""".split()
+CORE_NAMES = [
+    "EnvClient",
+    "SyncEnvClient",
+    "GenericEnvClient",
+    "GenericAction",
+    "MCPClientBase",
+    "MCPToolClient",
+    "AnthropicClient",
+    "LLMClient",
+    "LLMResponse",
+    "OpenAIClient",
+    "ToolCall",
+    "create_llm_client",
+    "Environment",
+    "Transform",
+    "Message",
+    "ModelTokenizer",
+    "TaskProvider",
+    "Action",
+    "Observation",
+    "State",
+    "SchemaResponse",
+    "HealthResponse",
+    "HealthStatus",
+    "ServerMode",
+    "WSErrorCode",
+    "BaseMessage",
+    "WSIncomingMessage",
+    "WSResetMessage",
+    "WSStepMessage",
+    "WSStateMessage",
+    "WSCloseMessage",
+    "WSObservationResponse",
+    "WSStateResponse",
+    "WSErrorResponse",
+    "ConcurrencyConfig",
+    "ServerCapacityStatus",
+    "SessionInfo",
+    "OpenEnvError",
+    "ConcurrencyConfigurationError",
+    "SessionCapacityError",
+    "SessionNotFoundError",
+    "SessionCreationError",
+    "EnvironmentFactoryError",
+    "CompositeTransform",
+    "NullTransform",
+    "HTTPEnvServer",
+    "create_app",
+    "create_fastapi_app",
+    "create_web_interface_app",
+    "WebInterfaceManager",
+    "deserialize_action",
+    "deserialize_action_with_preprocessing",
+    "serialize_observation",
+    "GetEndpointConfig",
+    "Tool",
+    "ToolError",
+    "ToolErrorType",
+    "ListToolsAction",
+    "CallToolAction",
+    "ListToolsObservation",
+    "CallToolObservation",
+    "WSMCPMessage",
+    "WSMCPResponse",
+    "RESERVED_TOOL_NAMES",
+    "MCPEnvironment",
+    "JsonRpcErrorCode",
+    "JsonRpcError",
+    "JsonRpcRequest",
+    "JsonRpcResponse",
+    "McpMethod",
+    "ListTasksRequest",
+    "NumTasksRequest",
+    "GetTaskRequest",
+    "GetTaskRangeRequest",
+    "Rubric",
+    "Sequential",
+    "Gate",
+    "WeightedSum",
+    "RubricList",
+    "RubricDict",
+    "TrajectoryRubric",
+    "ExponentialDiscountingTrajectoryRubric",
+    "LLMJudge",
+    "CodeExecResult",
+    "EnvironmentMetadata",
+    "StepResult",
+    "AutoEnv",
+    "AutoAction",
+    "load_environment_metadata",
+]
 
 # module (after the rename) → names the reference's environments and tests import from it
 MODULE_NAMES = {
