@@ -59,7 +59,9 @@ def client_mode(mode: str | None) -> str:
 
     value = (mode or os.environ.get("OPENENV_CLIENT_MODE") or "simulation").strip().lower()
     if value not in ("simulation", "production"):
-        raise ValueError(f"mode must be 'simulation' or 'production', got {mode!r}")
+        raise ValueError(
+            f"mode must be 'simulation' or 'production' (argument or OPENENV_CLIENT_MODE), got {value!r}"
+        )
     return value
 
 
@@ -105,6 +107,17 @@ class ReferenceClientMixin:
     """Methods the reference's client has and ours lacks; mixed into ``EnvClient``."""
 
     BLOCKING_EXTRA: tuple[str, ...] = ("new_session", "disconnect")
+
+    @property
+    def _mode(self) -> str:
+        """``simulation`` or ``production``, fixed when the client is made."""
+        return str(self.__dict__.get("_openenv_mode", "simulation"))
+
+    @_mode.setter
+    def _mode(self, value: str) -> None:
+        if "_openenv_mode" in self.__dict__:
+            raise AttributeError("a client's mode is fixed when it is made; create another client")
+        self.__dict__["_openenv_mode"] = value
 
     async def new_session(self) -> EnvClient[Any, Any, Any]:
         """Another connected client (its own server session) with the same settings."""

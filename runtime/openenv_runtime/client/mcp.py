@@ -51,6 +51,12 @@ class MCPClientBase(EnvClient[CallToolAction, Observation, State]):
     BLOCKING_EXTRA: tuple[str, ...] = ("list_tools", "call_tool", "get_tool", "has_tool")
 
     def __init__(self, base_url: str, **options: Any) -> None:
+        mode = options.setdefault("mode", "production")
+        if str(mode).lower() != "production":
+            raise ValueError(
+                f"{type(self).__name__} works in 'production' mode (tools), got {mode!r}; "
+                "use GenericEnvClient for reset/step."
+            )
         super().__init__(base_url, **options)
         self._tools_cache: list[Tool] | None = None
         self._rpc_ids = itertools.count(1)
