@@ -25,6 +25,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from typing import Any
 import pytest
 
 from openenv_cli.migrate import apply_migration, plan_migration
+from openenv_cli.scaffold import render_project
+from tests.support.docker_engine import base_image, client, started_container  # noqa: F401 (fixtures)
 from tests.support.ref_snapshot import SnapshotMissing, materialize
 from tests.support.reference import free_port, wait_until_healthy
 
@@ -165,3 +168,51 @@ def test_reference_env_ported_by_migrate_runs_an_episode(snapshot: Path, name: s
     finally:
         sys.path.remove(str(snapshot))
     assert check(result), result
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_migrated_reference_env_builds_and_runs_in_a_container(
+    tmp_path: Path,
+    client: Any,  # noqa: F811 (the Docker engine: fails in CI, skips elsewhere, without one)
+    base_image: str,  # noqa: F811
+) -> None:
+    try:
+        materialize(["envs/connect4_env"], tmp_path)
+    except SnapshotMissing as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    project = tmp_path / "envs" / "connect4_env"
+    apply_migration(plan_migration(project, render_project("connect4_env")["server/Dockerfile"]))
+    tag = f"openenv-parity-connect4:{uuid.uuid4().hex[:8]}"
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "openenv_cli.main",
+            "build",
+            str(project),
+            "-b",
+            base_image,
+            "-t",
+            tag,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=800,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    try:
+        port = free_port()
+        with started_container(client, tag, ports={"8000/tcp": ("127.0.0.1", port)}):
+            url = f"http://127.0.0.1:{port}"
+            wait_until_healthy(url, timeout=90)
+            sys.path.insert(0, str(tmp_path / "envs"))
+            try:
+                result = _episode_connect4(importlib.import_module("connect4_env"), url)
+            finally:
+                sys.path.remove(str(tmp_path / "envs"))
+        assert result["steps"] > 0
+    finally:
+        client.images.remove(tag, force=True)
