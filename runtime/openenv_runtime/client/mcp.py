@@ -76,6 +76,12 @@ class MCPClientBase(EnvClient[CallToolAction, Observation, State]):
             )
         return reply.get("result")
 
+    def _step_payload(self, action: Any) -> dict[str, Any]:
+        """The step data of a tool action (or any other action's fields)."""
+        if isinstance(action, dict):
+            return dict(action)
+        return dict(action.model_dump(exclude={"metadata"} if not action.metadata else set()))
+
     def _parse_result(self, data: dict[str, Any]) -> StepResult[Any]:
         body = dict(data.get("observation") or {})
         reward, done = data.get("reward"), bool(data.get("done", False))
