@@ -18,22 +18,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from pydantic import TypeAdapter, ValidationError
+
 from openenv_cli.errors import UsageError
 
 T = TypeVar("T")
 Source = Literal["flag", "env", "manifest", "default"]
 
-_TRUE = {"1", "true", "yes", "on", "y"}
-_FALSE = {"0", "false", "no", "off", "n"}
+_BOOL = TypeAdapter(bool)
 
 
 def parse_bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
+    """pydantic's boolean rules, the same the runtime's settings use (1/0, true/false, yes/no, on/off)."""
+    try:
+        return _BOOL.validate_strings(raw.strip())
+    except ValidationError:
+        raise ValueError("expected one of 1/0, true/false, yes/no, on/off") from None
 
 
 def parse_int(raw: str) -> int:
@@ -97,7 +97,7 @@ def resolve(
         raw = environ.get(env)
         if raw is not None and raw.strip() != "":
             try:
-                value = (parse or parse_str)(raw)  # type: ignore[assignment]
+                value = (parse or parse_str)(raw)
             except ValueError as exc:
                 raise UsageError(
                     f"Environment variable {env}={raw!r} is not valid for {name}: {exc}.",

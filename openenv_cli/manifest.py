@@ -28,18 +28,52 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="allow", validate_default=True)
 
 
-class ServerConfig(_Section):
-    """How ``openenv serve`` and the container run the app. None means "the runtime's default"."""
+class ServerSection(_Section):
+    """``server:`` — how ``openenv serve`` and the container run the app.
 
-    workers: int = Field(1, ge=1, description="Uvicorn worker processes (WORKERS).")
+    Every key is optional: unset means "not set here" (the runtime's own default applies, and
+    ``openenv serve`` says so). The runtime reads these keys itself
+    (``openenv_runtime.server.settings``); this model only checks them early.
+    """
+
+    workers: int | None = Field(None, ge=1, description="Uvicorn worker processes (WORKERS).")
     max_concurrent_envs: int | None = Field(
-        None, ge=1, description="Sessions served at once (MAX_CONCURRENT_ENVS)."
+        None, ge=1, description="Sessions served at once per worker (MAX_CONCURRENT_ENVS)."
     )
     session_timeout: float | None = Field(
-        None, gt=0, description="Seconds before an idle session is closed (SESSION_TIMEOUT)."
+        None, ge=0, description="Seconds before an idle session is closed (SESSION_TIMEOUT)."
     )
     web_interface: bool | None = Field(
         None, description="Serve the web UI at /web (ENABLE_WEB_INTERFACE)."
+    )
+    step_timeout: float | None = Field(
+        None, ge=0, description="Seconds a reset/step may run (STEP_TIMEOUT)."
+    )
+    max_sessions_per_client: int | None = Field(
+        None, ge=0, description="Sessions one client may hold (MAX_SESSIONS_PER_CLIENT)."
+    )
+    forwarded_allow_ips: str | None = Field(
+        None, description="Proxies trusted for X-Forwarded-For (FORWARDED_ALLOW_IPS)."
+    )
+    limit_concurrency: int | None = Field(
+        None, ge=1, description="Open connections per worker (LIMIT_CONCURRENCY)."
+    )
+    sync_pool_size: int | None = Field(
+        None, ge=1, description="Threads for plain environment methods (OPENENV_SYNC_POOL_SIZE)."
+    )
+    max_message_bytes: int | None = Field(
+        None, ge=1024, description="Largest message or body (OPENENV_MAX_MESSAGE_BYTES)."
+    )
+    resume_grace: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds a dropped session waits to be resumed (SESSION_RESUME_GRACE).",
+    )
+    drain_timeout: float | None = Field(
+        None, ge=0, description="Seconds running sessions get on shutdown (DRAIN_TIMEOUT)."
+    )
+    warm_pool: int | None = Field(
+        None, ge=0, description="Instances created ahead of demand (WARM_POOL)."
     )
 
 
@@ -97,7 +131,7 @@ class Manifest(_Section):
     # The reference's validation block (reward range, resources, capabilities, tags): kept as
     # written for its `openenv validate`; this CLI reads none of it.
     validation: dict[str, Any] | None = None
-    server: ServerConfig = Field(default_factory=ServerConfig)
+    server: ServerSection = Field(default_factory=ServerSection)
     build: BuildConfig = Field(default_factory=BuildConfig)
     push: PushConfig = Field(default_factory=PushConfig)
 
@@ -168,9 +202,7 @@ def _fix_for(key: str, project_dir: Path) -> str:
 
 
 def _unknown_keys(model: BaseModel, prefix: str = "") -> list[tuple[str, list[str]]]:
-    found: list[tuple[str, list[str]]] = []
-    for key in model.model_extra or {}:
-        found.append((prefix + key, list(type(model).model_fields)))
+    found = [(prefix + key, list(type(model).model_fields)) for key in model.model_extra or {}]
     for name in type(model).model_fields:
         value = getattr(model, name)
         if isinstance(value, _Section):

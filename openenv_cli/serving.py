@@ -1,8 +1,9 @@
 """What ``openenv serve`` does, as plain functions: resolve settings, check the project, run.
 
-Settings resolve flag → environment variable → ``openenv.yaml`` → default, once, into
-:class:`ServePlan`. The app is imported here first so that a broken import is a one-line
-error instead of a uvicorn traceback.
+The settings are the runtime server's own (:mod:`openenv_runtime.server.settings`): one
+typed object, resolved flag → environment variable → ``openenv.yaml`` → default, each value
+with where it came from. The app is imported here first so that a broken import is a
+one-line error instead of a uvicorn traceback.
 """
 
 from __future__ import annotations
@@ -12,123 +13,105 @@ import os
 import socket
 import sys
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from openenv_cli.config import Resolved, parse_bool, parse_float, parse_int, resolve
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.manifest import Manifest, load_manifest
+from openenv_cli.manifest import MANIFEST_FILE, Manifest, load_manifest
+from openenv_runtime.errors import EnvironmentContractError
+from openenv_runtime.server.settings import ResolvedSettings, ServerSettings, load_settings
 
-DEFAULT_CAPACITY = 100  # the runtime's default MAX_CONCURRENT_ENVS
+# What `openenv serve` shows in its settings table, in this order.
+SHOWN = (
+    "host",
+    "port",
+    "workers",
+    "max_concurrent_envs",
+    "session_timeout",
+    "step_timeout",
+    "max_sessions_per_client",
+    "web_interface",
+    "max_message_bytes",
+    "forwarded_allow_ips",
+)
 
 
 @dataclass(frozen=True)
 class ServePlan:
-    """Everything ``openenv serve`` needs, each value with where it came from."""
+    """Everything ``openenv serve`` needs: the project, the flags given, the resolved settings."""
 
     project_dir: Path
     manifest: Manifest
-    host: Resolved[str]
-    port: Resolved[int]
-    workers: Resolved[int]
-    max_concurrent_envs: Resolved[int]
-    session_timeout: Resolved[float | None]
-    web_interface: Resolved[bool]
+    flags: dict[str, Any]
+    resolved: ResolvedSettings
     reload: bool
 
     @property
+    def settings(self) -> ServerSettings:
+        return self.resolved.values
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.project_dir / MANIFEST_FILE
+
+    @property
     def total_capacity(self) -> int:
-        return self.max_concurrent_envs.value * self.workers.value
+        return self.settings.max_concurrent_envs * self.settings.workers
 
     @property
     def base_url(self) -> str:
-        host = self.host.value
+        host = self.settings.host
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
-        return f"http://{shown}:{self.port.value}"
+        return f"http://{shown}:{self.settings.port}"
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """``(setting, value, from)`` for the summary table."""
+        shown = []
+        for name in SHOWN:
+            value = getattr(self.settings, name)
+            text = (
+                "off"
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
+            shown.append((name, text, str(self.resolved.origin(name))))
+        return shown
 
 
 def plan_serve(
     project_dir: Path,
     *,
-    host: str | None = None,
-    port: int | None = None,
-    workers: int | None = None,
     reload: bool = False,
-    max_concurrent_envs: int | None = None,
-    session_timeout: float | None = None,
-    web_interface: bool | None = None,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> ServePlan:
-    """Resolve the settings of ``openenv serve`` for the project in ``project_dir``."""
+    """Resolve the settings of ``openenv serve`` for the project in ``project_dir``.
+
+    ``flags`` maps setting names (``workers``, ``max_concurrent_envs``, ...) to the values
+    given on the command line (None: not given).
+    """
     manifest = load_manifest(project_dir)
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    environ = dict(os.environ if environ is None else environ)
+    environ.pop("OPENENV_SERVER_FLAGS", None)  # this command's flags are the only flags
+    try:
+        resolved = load_settings(flags=given, environ=environ, manifest=project_dir / MANIFEST_FILE)
+    except EnvironmentContractError as exc:
+        raise UsageError(str(exc), hint="Fix the value named above.") from None
     plan = ServePlan(
         project_dir=project_dir.resolve(),
         manifest=manifest,
-        host=resolve("host", flag=host, env="HOST", default="127.0.0.1"),
-        port=resolve(
-            "port",
-            flag=port,
-            env="PORT",
-            manifest=manifest,
-            manifest_key="port",
-            default=8000,
-            parse=parse_int,
-        ),
-        workers=resolve(
-            "workers",
-            flag=workers,
-            env="WORKERS",
-            manifest=manifest,
-            manifest_key="server.workers",
-            default=1,
-            parse=parse_int,
-        ),
-        max_concurrent_envs=resolve(
-            "max_concurrent_envs",
-            flag=max_concurrent_envs,
-            env="MAX_CONCURRENT_ENVS",
-            manifest=manifest,
-            manifest_key="server.max_concurrent_envs",
-            default=DEFAULT_CAPACITY,
-            parse=parse_int,
-        ),
-        session_timeout=resolve(
-            "session_timeout",
-            flag=session_timeout,
-            env="SESSION_TIMEOUT",
-            manifest=manifest,
-            manifest_key="server.session_timeout",
-            default=None,
-            parse=parse_float,
-        ),
-        web_interface=resolve(
-            "web_interface",
-            flag=web_interface,
-            env="ENABLE_WEB_INTERFACE",
-            manifest=manifest,
-            manifest_key="server.web_interface",
-            default=True,
-            parse=parse_bool,
-        ),
+        flags=given,
+        resolved=resolved,
         reload=reload,
     )
-    if not 1 <= plan.port.value <= 65535:
-        raise UsageError(f"Port {plan.port.value} ({plan.port.origin}) is not between 1 and 65535.")
-    if plan.workers.value < 1 or plan.max_concurrent_envs.value < 1:
-        raise UsageError("--workers and --max-concurrent-envs must be at least 1.")
-    if plan.reload and plan.workers.value > 1:
+    if plan.reload and plan.settings.workers > 1:
         raise UsageError("--reload runs a single worker; drop --workers or --reload.")
     return plan
-
-
-def app_environment(plan: ServePlan) -> dict[str, str]:
-    """The variables every worker's ``create_app`` reads."""
-    env = {
-        "MAX_CONCURRENT_ENVS": str(plan.max_concurrent_envs.value),
-        "ENABLE_WEB_INTERFACE": "true" if plan.web_interface.value else "false",
-    }
-    if plan.session_timeout.value is not None:
-        env["SESSION_TIMEOUT"] = f"{plan.session_timeout.value:g}"
-    return env
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -167,12 +150,11 @@ def check_app_imports(plan: ServePlan, import_path: str) -> None:
 
 def open_file_advice(soft_limit: int, plan: ServePlan) -> str | None:
     """A warning when the open-file limit is below what the asked capacity needs."""
-    needed = (
-        plan.max_concurrent_envs.value + 64
-    )  # one descriptor per session, plus the server's own
+    capacity = plan.settings.max_concurrent_envs
+    needed = capacity + 64  # one descriptor per session, plus the server's own
     if soft_limit < needed:
         return (
-            f"The open-file limit is {soft_limit}, below the {needed} that {plan.max_concurrent_envs.value} "
+            f"The open-file limit is {soft_limit}, below the {needed} that {capacity} "
             "sessions per worker need; raise it (`ulimit -n 65536`) or lower --max-concurrent-envs."
         )
     return None

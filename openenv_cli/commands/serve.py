@@ -12,7 +12,6 @@ from rich.markup import escape
 from openenv_cli.console import console, err_console
 from openenv_cli.serving import (
     ServePlan,
-    app_environment,
     check_app_imports,
     check_port_free,
     open_file_advice,
@@ -48,76 +47,144 @@ def command(
     session_timeout: Annotated[
         float | None,
         typer.Option(
-            help="Idle seconds before a session is closed \\[env SESSION_TIMEOUT; default 600; 0 = never]."
+            help="Idle seconds before a session is closed \\[env SESSION_TIMEOUT; "
+            "server.session_timeout; default 600; 0 = never]."
+        ),
+    ] = None,
+    step_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a reset/step may run before its session ends with STEP_TIMEOUT "
+            "\\[env STEP_TIMEOUT; server.step_timeout; default off]."
+        ),
+    ] = None,
+    max_sessions_per_client: Annotated[
+        int | None,
+        typer.Option(
+            help="Sessions one client (token, else address) may hold \\[env "
+            "MAX_SESSIONS_PER_CLIENT; server.max_sessions_per_client; default off]."
+        ),
+    ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Proxies trusted for X-Forwarded-For \\[env FORWARDED_ALLOW_IPS; "
+            "server.forwarded_allow_ips; default 127.0.0.1,::1]."
+        ),
+    ] = None,
+    limit_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="Open connections per worker \\[env LIMIT_CONCURRENCY; "
+            "server.limit_concurrency; default 2 × sessions + 64]."
+        ),
+    ] = None,
+    resume_grace: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a dropped session waits to be resumed \\[env SESSION_RESUME_GRACE; "
+            "server.resume_grace; default 30]."
+        ),
+    ] = None,
+    drain_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds running sessions get on shutdown \\[env DRAIN_TIMEOUT; "
+            "server.drain_timeout; default 30]."
+        ),
+    ] = None,
+    warm_pool: Annotated[
+        int | None,
+        typer.Option(
+            help="Instances created ahead of demand \\[env WARM_POOL; server.warm_pool; default 0]."
         ),
     ] = None,
     web: Annotated[
         bool | None,
         typer.Option(
             "--web/--no-web",
-            help="Serve the web interface at /web \\[env ENABLE_WEB_INTERFACE; default on].",
+            help="Serve the web interface at /web \\[env ENABLE_WEB_INTERFACE; "
+            "server.web_interface; default on].",
         ),
     ] = None,
 ) -> None:
     """Serve the environment in PATH on uvicorn until Ctrl-C.
 
     Each setting comes from its flag, else its environment variable, else openenv.yaml, else
-    the default. Capacity is per worker: --workers 8 --max-concurrent-envs 100 holds 800 sessions.
+    the default; the summary says which. Capacity is per worker: --workers 8
+    --max-concurrent-envs 100 holds 800 sessions.
     """
-    from openenv_runtime.serve import raise_open_file_limit, run_server, settings_from_env
+    from openenv_runtime.serve import Launch, hand_over, raise_open_file_limit, run_server
 
     plan = plan_serve(
         path,
-        host=host,
-        port=port,
-        workers=workers,
         reload=reload,
-        max_concurrent_envs=max_concurrent_envs,
-        session_timeout=session_timeout,
-        web_interface=web,
+        flags={
+            "host": host,
+            "port": port,
+            "workers": workers,
+            "max_concurrent_envs": max_concurrent_envs,
+            "session_timeout": session_timeout,
+            "step_timeout": step_timeout,
+            "max_sessions_per_client": max_sessions_per_client,
+            "forwarded_allow_ips": forwarded_allow_ips,
+            "limit_concurrency": limit_concurrency,
+            "resume_grace": resume_grace,
+            "drain_timeout": drain_timeout,
+            "warm_pool": warm_pool,
+            "web_interface": web,
+        },
     )
-    check_port_free(plan.host.value, plan.port.value)
+    settings = plan.settings
+    check_port_free(settings.host, settings.port)
     with import_layout(plan.project_dir, plan.manifest.name, plan.manifest.app) as layout:
-        check_app_imports(plan, str(layout.root))
-        os.environ.update(app_environment(plan))
+        # Before the app is imported (below, and in each worker): create_app reads them.
+        hand_over(plan.flags, plan.manifest_path)
         os.environ["PYTHONPATH"] = pythonpath_with(str(layout.root))  # for worker processes
+        check_app_imports(plan, str(layout.root))
         soft, _ = raise_open_file_limit()
         advice = open_file_advice(soft, plan)
         if advice:
             err_console.print(f"[yellow]Warning:[/] {escape(advice)}", highlight=False)
         print_summary(plan)
         run_server(
-            settings_from_env(
+            Launch(
                 plan.manifest.app,
-                host=plan.host.value,
-                port=plan.port.value,
-                workers=plan.workers.value,
                 reload=plan.reload,
-                reload_dirs=(str(plan.project_dir),) if plan.reload else None,
+                reload_dirs=(str(plan.project_dir),) if plan.reload else (),
                 app_dir=str(layout.root),
-            )
+            ),
+            settings,
         )
 
 
 def print_summary(plan: ServePlan) -> None:
     url = plan.base_url
-    workers = plan.workers.value
+    workers = plan.settings.workers
     console.print(
         f"[bold green]Serving[/] {escape(plan.manifest.name)} ({escape(plan.manifest.app)})",
         highlight=False,
     )
     console.print(
-        f"  capacity   {plan.total_capacity} sessions ({plan.max_concurrent_envs.value} per worker × {workers} "
+        f"  capacity   {plan.total_capacity} sessions ({plan.settings.max_concurrent_envs} per worker × {workers} "
         f"worker{'s' if workers > 1 else ''})",
         highlight=False,
     )
     console.print(f"  WebSocket  {url.replace('http', 'ws', 1)}/ws", highlight=False)
-    if plan.web_interface.value:
+    if plan.settings.web_interface:
         console.print(f"  web UI     {url}/web", highlight=False)
     console.print(f"  API docs   {url}/docs", highlight=False)
     console.print(f"  health     {url}/health", highlight=False)
-    if plan.host.value in ("0.0.0.0", "::"):
+    if plan.settings.host in ("0.0.0.0", "::"):
         console.print("  [yellow]listening on every interface[/]")
+    # plain aligned lines, not a table: a narrow or piped console must not wrap the "from" column
+    console.print(f"\n  [bold]{'setting':<25} {'value':<15} from[/]", highlight=False)
+    for name, value, source in plan.rows():
+        console.print(
+            f"  {escape(name):<25} {escape(value):<15} {escape(source)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     client = _client_class(plan)
     console.print("\n  Connect from Python:", style="bold")
     console.print(f"    from {plan.manifest.name} import {client}", highlight=False)

@@ -202,7 +202,8 @@ def space_variables(
     ``ENABLE_WEB_INTERFACE`` is always set, so turning the interface back on works too."""
     server = manifest.server
     variables: dict[str, str] = {}
-    variables["WORKERS"] = str(server.workers)
+    if server.workers is not None:
+        variables["WORKERS"] = str(server.workers)
     if server.max_concurrent_envs is not None:
         variables["MAX_CONCURRENT_ENVS"] = str(server.max_concurrent_envs)
     if server.session_timeout is not None:

@@ -25,6 +25,7 @@ class ErrorCode(str, Enum):
     FACTORY_ERROR = "FACTORY_ERROR"
     SESSION_ERROR = "SESSION_ERROR"
     UNAUTHORIZED = "UNAUTHORIZED"
+    STEP_TIMEOUT = "STEP_TIMEOUT"
 
 
 # Close codes (RFC 6455) the server uses.

@@ -1,16 +1,16 @@
 """Run an environment app on uvicorn, tuned for many long-lived WebSocket sessions.
 
 ``python -m openenv_runtime.serve my_env.server.app:app`` is what container images run.
-Settings come from parameters, else environment variables: ``HOST`` (127.0.0.1), ``PORT``
-(8000), ``WORKERS`` (1), ``WS_PING_INTERVAL`` / ``WS_PING_TIMEOUT`` (20 s each; keepalive
-pings are answered by the protocol layer even while a long step runs), ``LOG_LEVEL``
-(info). ``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ``ENABLE_WEB_INTERFACE`` and
-``OPENENV_API_KEY`` are read by ``create_app`` in every worker.
+Every setting comes from its flag, else its environment variable, else ``openenv.yaml``, else
+the app's ``create_app`` argument, else the default (:mod:`openenv_runtime.server.settings`;
+``--help`` lists them). The flags are handed to every worker before the app is imported, so
+each setting acts the same with one worker or many.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import multiprocessing
 import os
@@ -18,25 +18,54 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import uvicorn
 
+from .errors import EnvironmentContractError
+from .server import drain
+from .server.logs import install_redaction
+from .server.settings import (
+    FLAGS_VARIABLE,
+    KEYS,
+    MANIFEST_VARIABLE,
+    ServerSettings,
+    flags_variable,
+    load_settings,
+)
+
 
 @dataclass(frozen=True, slots=True)
-class ServeSettings:
+class Launch:
+    """What one launch serves, besides the settings: the app, and how it is loaded."""
+
     app: str
-    host: str = "127.0.0.1"
-    port: int = 8000
-    workers: int = 1
     reload: bool = False
-    ws_ping_interval: float | None = 20.0
-    ws_ping_timeout: float | None = 20.0
-    log_level: str = "info"
     app_dir: str | None = None
     reload_dirs: tuple[str, ...] = ()
     backlog: int = 4096
+
+
+def hand_over(flags: Mapping[str, Any], manifest: str | Path | None = None) -> ServerSettings:
+    """Give this launch's ``flags`` (and ``openenv.yaml``) to every process it starts; resolve them.
+
+    Call it before the app is imported: ``create_app`` resolves its settings from the same
+    environment, in this process and in each worker.
+    """
+    given = {k: v for k, v in flags.items() if v is not None}
+    if given:
+        os.environ[FLAGS_VARIABLE] = flags_variable(given)
+    else:
+        os.environ.pop(FLAGS_VARIABLE, None)
+    if manifest is not None:
+        os.environ[MANIFEST_VARIABLE] = str(Path(manifest).resolve())
+    return load_settings().values
 
 
 def raise_open_file_limit() -> tuple[int, int]:
@@ -52,51 +81,39 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def _float_or_none(raw: str | None, default: float | None) -> float | None:
-    if raw in (None, ""):
-        return default
-    value = float(raw)  # type: ignore[arg-type]
-    return None if value <= 0 else value
-
-
-def settings_from_env(app: str, **overrides: object) -> ServeSettings:
-    """Settings for ``app`` from the environment, with explicit ``overrides`` taking precedence."""
-    env = os.environ
-    values: dict[str, object] = {
-        "app": app,
-        "host": env.get("HOST") or "127.0.0.1",
-        "port": int(env.get("PORT") or 8000),
-        "workers": int(env.get("WORKERS") or 1),
-        "ws_ping_interval": _float_or_none(env.get("WS_PING_INTERVAL"), 20.0),
-        "ws_ping_timeout": _float_or_none(env.get("WS_PING_TIMEOUT"), 20.0),
-        "log_level": (env.get("LOG_LEVEL") or "info").lower(),
+def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
+    """uvicorn's options for ``settings``: the protocol-level limits every server gets."""
+    return {
+        "log_level": settings.log_level,
+        "ws_ping_interval": settings.ws_ping_interval,
+        "ws_ping_timeout": settings.ws_ping_timeout,
+        # Compression costs CPU and a third of each idle session's memory for small JSON frames.
+        "ws_per_message_deflate": False,
+        # A larger message is refused by the protocol layer (close 1009) before it is buffered.
+        "ws_max_size": settings.max_message_bytes,
+        # Headers of one request may not grow past this (h11; httptools has its own 80 KiB cap).
+        "h11_max_incomplete_event_size": 64 << 10,
+        "limit_concurrency": settings.connection_limit,
+        "timeout_keep_alive": settings.timeout_keep_alive,
+        "proxy_headers": True,
+        "forwarded_allow_ips": settings.forwarded_allow_ips,
     }
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return ServeSettings(**values)  # type: ignore[arg-type]
 
 
-def _uvicorn_config(settings: ServeSettings) -> uvicorn.Config:
+def _uvicorn_config(launch: Launch, settings: ServerSettings) -> uvicorn.Config:
     return uvicorn.Config(
-        settings.app,
+        launch.app,
         host=settings.host,
         port=settings.port,
-        reload=settings.reload,
-        reload_dirs=list(settings.reload_dirs) or None,
-        log_level=settings.log_level,
-        ws_ping_interval=settings.ws_ping_interval,
-        ws_ping_timeout=settings.ws_ping_timeout,
-        # Compression costs CPU and a third of each idle session's memory for small JSON frames.
-        ws_per_message_deflate=False,
-        # The app enforces its own, smaller limit with a clear error; this is the hard ceiling.
-        ws_max_size=64 << 20,
-        backlog=settings.backlog,
-        timeout_graceful_shutdown=10,
-        proxy_headers=True,
-        forwarded_allow_ips="*",
+        reload=launch.reload,
+        reload_dirs=list(launch.reload_dirs) or None,
+        backlog=launch.backlog,
+        timeout_graceful_shutdown=5,  # after a drain, only steps that never return are left
+        **uvicorn_options(settings),
     )
 
 
-def _loaded(config: uvicorn.Config) -> uvicorn.Config:
+def _loaded(config: uvicorn.Config, settings: ServerSettings) -> uvicorn.Config:
     """Import the app now, then keep the garbage collector off what start-up created.
 
     Every step allocates short-lived objects (frames, models, dicts); with the default
@@ -106,49 +123,105 @@ def _loaded(config: uvicorn.Config) -> uvicorn.Config:
     collections rarer. Set ``OPENENV_GC_TUNING=0`` to keep Python's defaults.
     """
     config.load()
-    if os.environ.get("OPENENV_GC_TUNING", "1").strip().lower() not in {"0", "false", "no", "off"}:
+    install_redaction()  # after uvicorn configured its loggers
+    if settings.gc_tuning:
         gc.collect()
         gc.freeze()
         gc.set_threshold(50_000, 50, 100)
     return config
 
 
-def _listen(settings: ServeSettings, reuse_port: bool) -> socket.socket:
+def _listen(settings: ServerSettings, reuse_port: bool, backlog: int = 4096) -> socket.socket:
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if reuse_port:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((settings.host, settings.port))
-    sock.listen(settings.backlog)
+    sock.listen(backlog)
     sock.set_inheritable(True)
     return sock
 
 
-def _use_app_dir(settings: ServeSettings) -> None:
-    if settings.app_dir and settings.app_dir not in sys.path:
-        sys.path.insert(0, settings.app_dir)
+def _use_app_dir(launch: Launch) -> None:
+    if launch.app_dir and launch.app_dir not in sys.path:
+        sys.path.insert(0, launch.app_dir)
 
 
-def _worker(settings: ServeSettings) -> None:
+class DrainingServer(uvicorn.Server):
+    """uvicorn, with the shutdown an environment server needs.
+
+    SIGTERM drains first (no new sessions, running episodes go on up to ``DRAIN_TIMEOUT``),
+    then closes every session; SIGINT (Ctrl-C) skips the wait; a second signal ends the drain
+    at once. Every environment is ``close()``d exactly once, and the process exits 0 instead
+    of re-raising the signal.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._drain: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        loop = self._loop
+        if loop is None or not self.started or self._drain is not None:
+            # not serving yet, or the second signal: stop now (sessions are still closed once)
+            self.should_exit = True
+            if self._drain is not None:
+                loop.call_soon_threadsafe(self._drain.cancel)  # type: ignore[union-attr]
+            return
+        timeout = None if sig == signal.SIGTERM else 0.0
+
+        def start() -> None:
+            self._drain = loop.create_task(self._drain_then_exit(timeout))
+
+        loop.call_soon_threadsafe(start)
+
+    async def _drain_then_exit(self, timeout: float | None) -> None:
+        try:
+            await drain.drain_all(timeout)
+        finally:
+            self.should_exit = True
+
+
+def serve_forever(config: uvicorn.Config, sockets: list[socket.socket] | None = None) -> None:
+    """Run one server process until it is told to stop; exit 0 within a bound."""
+    DrainingServer(config).run(sockets=sockets)
+    stuck = [t for t in threading.enumerate() if t.name.startswith("openenv-env") and t.is_alive()]
+    if stuck:
+        # A step that never returns would keep the interpreter from exiting (thread pools are
+        # joined at exit). Its instance was closed already: leave without waiting for it.
+        print(
+            f"openenv: leaving {len(stuck)} environment thread(s) still running a step",
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _worker(launch: Launch) -> None:
     """One worker process: its own SO_REUSEPORT listener, so the kernel spreads connections evenly."""
     raise_open_file_limit()
-    _use_app_dir(settings)
-    sock = _listen(settings, reuse_port=True)
-    server = uvicorn.Server(_loaded(_uvicorn_config(settings)))
-    server.run(sockets=[sock])
+    _use_app_dir(launch)
+    settings = load_settings().values  # the launcher's flags arrive in the environment
+    sock = _listen(settings, reuse_port=True, backlog=launch.backlog)
+    serve_forever(_loaded(_uvicorn_config(launch, settings), settings), sockets=[sock])
 
 
-def _supervise(settings: ServeSettings) -> None:
+def _supervise(launch: Launch, settings: ServerSettings) -> None:
     """Run ``settings.workers`` workers, restart any that dies, stop them all on SIGINT/SIGTERM."""
     # Fail fast (and not silently share the port with a stale server) when the port is taken.
     _listen(settings, reuse_port=False).close()
     context = multiprocessing.get_context("spawn")
-    worker_settings = replace(settings, workers=1)
     stopping = False
 
     def start() -> multiprocessing.process.BaseProcess:
-        process = context.Process(target=_worker, args=(worker_settings,), name="openenv-worker")
+        process = context.Process(target=_worker, args=(launch,), name="openenv-worker")
         process.start()
         return process
 
@@ -178,64 +251,84 @@ def _supervise(settings: ServeSettings) -> None:
         for process in workers:
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)  # each worker closes its sessions gracefully
+        # each worker drains (DRAIN_TIMEOUT) then closes its sessions; allow for both
+        grace = settings.drain_timeout + 20
+        deadline = time.monotonic() + grace
         for process in workers:
-            process.join(15)
+            process.join(max(deadline - time.monotonic(), 0.1))
             if process.is_alive():
                 process.kill()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def run_server(settings: ServeSettings) -> None:
-    """Serve until interrupted. Blocks; Ctrl-C / SIGTERM shut down gracefully (sessions closed)."""
+def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:
+    """Serve until interrupted. Blocks; Ctrl-C / SIGTERM shut down gracefully (sessions closed).
+
+    ``settings`` default to :func:`load_settings`; call :func:`hand_over` first so that the
+    workers see the same flags.
+    """
+    settings = settings or load_settings().values
     raise_open_file_limit()
-    if settings.workers > 1 and not settings.reload:
-        _supervise(settings)
+    if settings.workers > 1 and not launch.reload:
+        _supervise(launch, settings)
         return
-    config = _uvicorn_config(settings)
-    if settings.reload:
+    config = _uvicorn_config(launch, settings)
+    if launch.reload:
         # The reloader re-imports the app in a child process, so it needs uvicorn.run.
+        install_redaction()
         uvicorn.run(
             config.app,
-            app_dir=settings.app_dir,
-            **{
-                k: getattr(config, k)
-                for k in (
-                    "host",
-                    "port",
-                    "reload",
-                    "reload_dirs",
-                    "log_level",
-                    "ws_ping_interval",
-                    "ws_ping_timeout",
-                    "ws_per_message_deflate",
-                    "ws_max_size",
-                    "backlog",
-                )
-            },
+            app_dir=launch.app_dir,
+            host=settings.host,
+            port=settings.port,
+            reload=True,
+            reload_dirs=list(launch.reload_dirs) or None,
+            backlog=launch.backlog,
+            **uvicorn_options(settings),
         )
         return
-    _use_app_dir(settings)
-    uvicorn.Server(_loaded(config)).run()
+    _use_app_dir(launch)
+    serve_forever(_loaded(config, settings))
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: the app, then one flag per server setting."""
     parser = argparse.ArgumentParser(
         prog="python -m openenv_runtime.serve",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("app", help="import path of the ASGI app, e.g. my_env.server.app:app")
-    parser.add_argument("--host")
-    parser.add_argument("--port", type=int)
-    parser.add_argument("--workers", type=int)
-    parser.add_argument("--app-dir")
-    args = parser.parse_args(argv)
-    run_server(
-        settings_from_env(
-            args.app, host=args.host, port=args.port, workers=args.workers, app_dir=args.app_dir
-        )
-    )
+    parser.add_argument("--app-dir", help="folder put first on sys.path")
+    parser.add_argument("--manifest", help="openenv.yaml to read (default: ./openenv.yaml)")
+    for name, key in KEYS.items():
+        if key.flag is None:
+            continue
+        where = f"env {key.env}" + (f"; openenv.yaml {key.yaml}" if key.yaml else "")
+        help_text = f"{key.description} [{where}]"
+        if "/" in key.flag:  # --web/--no-web
+            parser.add_argument(
+                key.flag.split("/")[0],
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
+            )
+        else:
+            parser.add_argument(key.flag, dest=name, default=None, help=help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
+    app, app_dir, manifest = args.pop("app"), args.pop("app_dir"), args.pop("manifest")
+    try:
+        settings = hand_over(args, manifest)
+    except EnvironmentContractError as exc:
+        parser.error(str(exc))  # one line and exit status 2, no traceback
+    run_server(Launch(app, app_dir=app_dir), settings)
 
 
 if __name__ == "__main__":

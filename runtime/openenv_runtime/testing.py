@@ -12,6 +12,8 @@ from typing import Any
 
 import uvicorn
 
+from .server.logs import install_redaction
+
 
 @contextmanager
 def running_server(
@@ -29,14 +31,15 @@ def running_server(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    options = {"log_level": "warning", "ws_per_message_deflate": False, **uvicorn_options}
+    options = {**_settings_options(app), "log_level": "warning", **uvicorn_options}
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+    server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]  # not the main thread (older uvicorn)
     thread = threading.Thread(
         target=lambda: asyncio.run(server.serve(sockets=[sock])),
         name="openenv-test-server",
         daemon=True,
     )
+    install_redaction()
     thread.start()
     deadline = time.monotonic() + timeout
     while not server.started:
@@ -50,3 +53,13 @@ def running_server(
         server.should_exit = True
         thread.join(timeout)
         sock.close()
+
+
+def _settings_options(app: Any) -> dict[str, Any]:
+    """The protocol-level limits ``openenv serve`` would apply to ``app`` (message size, ...)."""
+    from .serve import uvicorn_options
+
+    resolved = getattr(getattr(app, "state", None), "openenv_settings", None)
+    if resolved is None:
+        return {"ws_per_message_deflate": False}
+    return uvicorn_options(resolved.values)

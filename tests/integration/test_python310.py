@@ -31,11 +31,15 @@ RUNTIME_TESTS = [
     "tests/unit/test_protocol.py",
     "tests/unit/test_adapter.py",
     "tests/unit/test_client.py",
-    "tests/unit/test_server_config.py",
+    "tests/unit/test_server_settings.py",
+    "tests/unit/test_server_logs.py",
+    "tests/unit/test_server_app.py",
     "tests/integration/test_client.py",
     "tests/integration/test_server_protocol.py",
     "tests/integration/test_server_sessions.py",
     "tests/integration/test_server_http.py",
+    "tests/integration/test_server_limits.py",
+    "tests/integration/test_server_auth.py",
 ]
 
 

@@ -53,7 +53,7 @@ def test_create_app_takes_every_reference_option() -> None:
         assert openapi["info"]["title"] == "Echo!"
         schema = get_json(url + "/schema")[1]
         assert schema["reset_observation"] == EchoObservation.model_json_schema()
-    assert app.state.openenv_config.session_timeout == 30
+    assert app.state.openenv_settings.values.session_timeout == 30
 
 
 def test_both_capacity_options_is_an_error_as_in_the_reference() -> None:

@@ -9,6 +9,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from openenv_runtime.server.auth import bearer_subprotocol
 from openenv_runtime import EnvClient, EnvError, State, create_app
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
@@ -133,6 +134,8 @@ def test_token_protects_everything_but_health() -> None:
             Echo(url).sync().reset()
         with Echo(url, token="s3cret").sync() as env:
             assert env.step(EchoAction(message="hi")).reward == pytest.approx(0.2)
-        with connect(url.replace("http", "ws") + "/ws?access_token=s3cret") as conn:
+        offered = ["openenv", bearer_subprotocol("s3cret")]
+        with connect(url.replace("http", "ws") + "/ws", subprotocols=offered) as conn:  # type: ignore[arg-type]
+            assert conn.subprotocol == "openenv"  # the token is never echoed back
             conn.send('{"type":"reset"}')
             assert json.loads(conn.recv(timeout=5))["type"] == "observation"

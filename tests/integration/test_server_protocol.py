@@ -87,7 +87,6 @@ def test_reset_passes_episode_id(server: str) -> None:
         ('{"type": "step", "data": {"message": "hi", "bogus": 1}}', "VALIDATION_ERROR"),
         ('{"type": "step"}', "VALIDATION_ERROR"),
         ('{"type": "reset", "data": [1]}', "VALIDATION_ERROR"),
-        ('{"type": "step", "data": {"message": "' + "x" * 5000 + '"}}', "VALIDATION_ERROR"),
         ('{"type": "step", "data": {"message": "boom"}}', "EXECUTION_ERROR"),
         ('{"type": "step", "data": {"message": "wrong-type"}}', "EXECUTION_ERROR"),
     ],

@@ -22,7 +22,7 @@ def test_minimal_manifest_gets_defaults(tmp_path: Path) -> None:
     assert manifest.spec_version == 1
     assert manifest.port == 8000
     assert manifest.app_module == "my_env.server.app" and manifest.app_attribute == "app"
-    assert manifest.server.workers == 1 and manifest.server.max_concurrent_envs is None
+    assert manifest.server.workers is None and manifest.server.max_concurrent_envs is None
     assert manifest.build.dockerfile == "server/Dockerfile"
     assert manifest.build.base_image == "python:3.11-slim"
     assert (

@@ -4,7 +4,7 @@ import pytest
 
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.scaffold import render_project, write_project
-from openenv_cli.serving import app_environment, check_port_free, open_file_advice, plan_serve
+from openenv_cli.serving import check_port_free, open_file_advice, plan_serve
 
 ENV_VARS = (
     "HOST",
@@ -13,6 +13,8 @@ ENV_VARS = (
     "MAX_CONCURRENT_ENVS",
     "SESSION_TIMEOUT",
     "ENABLE_WEB_INTERFACE",
+    "OPENENV_SERVER_FLAGS",
+    "OPENENV_MANIFEST",
 )
 
 
@@ -27,19 +29,27 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_defaults_come_from_the_manifest(project: Path) -> None:
     plan = plan_serve(project)
-    assert plan.host.value == "127.0.0.1"  # a development server is not exposed by accident
-    assert (plan.port.value, plan.port.source) == (8000, "manifest")
-    assert plan.workers.value == 1
-    assert plan.web_interface.value is True
+    assert plan.settings.host == "127.0.0.1"  # a development server is not exposed by accident
+    assert (plan.settings.port, plan.resolved.origin("port").source) == (8000, "openenv.yaml")
+    assert plan.settings.workers == 1
+    assert plan.settings.web_interface is True
+
+
+def test_the_from_column_tells_the_truth(project: Path) -> None:
+    (project / "openenv.yaml").write_text(
+        "spec_version: 1\nname: demo_env\napp: demo_env.server.app:app\n", encoding="utf-8"
+    )
+    rows = {name: source for name, _, source in plan_serve(project).rows()}
+    assert rows["port"] == rows["max_concurrent_envs"] == rows["workers"] == "default"
 
 
 def test_flag_beats_env_beats_manifest(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PORT", "9001")
     monkeypatch.setenv("WORKERS", "3")
-    plan = plan_serve(project, workers=8)
-    assert (plan.port.value, plan.port.source) == (9001, "env")
-    assert (plan.workers.value, plan.workers.source) == (8, "flag")
-    assert plan.total_capacity == 8 * plan.max_concurrent_envs.value
+    plan = plan_serve(project, flags={"workers": 8})
+    assert (plan.settings.port, plan.resolved.origin("port").source) == (9001, "env")
+    assert (plan.settings.workers, str(plan.resolved.origin("workers"))) == (8, "--workers")
+    assert plan.total_capacity == 8 * plan.settings.max_concurrent_envs
 
 
 def test_bad_environment_value_is_a_usage_error(
@@ -52,23 +62,12 @@ def test_bad_environment_value_is_a_usage_error(
 
 def test_reload_with_workers_is_refused(project: Path) -> None:
     with pytest.raises(UsageError, match="--reload"):
-        plan_serve(project, reload=True, workers=2)
+        plan_serve(project, reload=True, flags={"workers": 2})
 
 
 def test_missing_manifest(tmp_path: Path) -> None:
-    with pytest.raises(OpenEnvError, match="openenv.yaml"):
+    with pytest.raises(OpenEnvError, match=r"openenv\.yaml"):
         plan_serve(tmp_path)
-
-
-def test_app_environment_carries_capacity_and_web(project: Path) -> None:
-    env = app_environment(
-        plan_serve(project, max_concurrent_envs=7, web_interface=False, session_timeout=30)
-    )
-    assert env == {
-        "MAX_CONCURRENT_ENVS": "7",
-        "ENABLE_WEB_INTERFACE": "false",
-        "SESSION_TIMEOUT": "30",
-    }
 
 
 def test_port_in_use_is_one_clear_error() -> None:
@@ -83,6 +82,6 @@ def test_port_in_use_is_one_clear_error() -> None:
 
 
 def test_open_file_advice(project: Path) -> None:
-    plan = plan_serve(project, max_concurrent_envs=5000)
+    plan = plan_serve(project, flags={"max_concurrent_envs": 5000})
     assert "ulimit" in (open_file_advice(1024, plan) or "")
     assert open_file_advice(1 << 20, plan) is None

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
 from .compat import ReferenceClientMixin, client_mode, install_blocking, reference_options
+from .resume import ResumingTransport
 
 if TYPE_CHECKING:
     from .sync import SyncEnvClient
@@ -71,6 +72,9 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
             step takes, while WebSocket pings keep checking that the server is alive.
         ping_interval, ping_timeout: keepalive pings (None disables them).
         headers: extra handshake headers.
+        resume: after a dropped connection, reconnect (with backoff) and resume the same
+            session, so a request just returns its result (default on, when the server offers
+            it). When the session cannot be resumed, ``EnvError`` with code ``SESSION_GONE``.
     """
 
     action_cls: ClassVar[type[Action]] = Action
@@ -98,6 +102,7 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
         ping_timeout: float | None = 20.0,
         headers: dict[str, str] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        resume: bool = True,
         **reference: Any,
     ) -> None:
         if reference:  # the reference client's names (connect_timeout_s, ...): client/compat.py
@@ -120,18 +125,29 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
         self._ws: ClientConnection | None = None
         self._ended: str | None = None  # why the session ended, once it has
         self._lock = asyncio.Lock()
+        # Reconnect and resume after a dropped connection (see client/resume.py).
+        self._resumer = ResumingTransport(self) if resume else None
 
     # -- connection ---------------------------------------------------------------------
     async def connect(self) -> typing.Self:
         """Open the session (done for you by ``async with`` and by the first request)."""
+        if self._resumer is not None:
+            await self._resumer.connect()
+            return self
         if self._ws is not None:
             return self
         self._ended = None
+        self._ws = await self._open_ws({})
+        return self
+
+    async def _open_ws(self, extra_headers: dict[str, str]) -> ClientConnection:
+        """One WebSocket connection to the server (the transport, without session logic)."""
         headers = dict(self.headers)
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        headers.update(extra_headers)
         try:
-            self._ws = await connect(
+            return await connect(
                 self.url,
                 additional_headers=headers,
                 open_timeout=self.connect_timeout,
@@ -145,15 +161,25 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
             status = exc.response.status_code
             hint = " (missing or wrong token: pass token=...)" if status in (401, 403) else ""
             raise EnvError(
-                "CONNECTION_ERROR", f"{self.url} refused the WebSocket with HTTP {status}{hint}"
+                "CONNECTION_ERROR",
+                f"{self.url} refused the WebSocket with HTTP {status}{hint}",
+                {"status": status, "error": exc.response.headers.get("x-openenv-error")},
+            ) from None
+        except InvalidHandshake as exc:  # the connection broke during the handshake
+            raise EnvError(
+                "CONNECTION_ERROR",
+                f"the handshake with {self.url} failed: {exc}",
+                {"dropped": True},
             ) from None
         except (OSError, TimeoutError, asyncio.TimeoutError, InvalidURI) as exc:  # noqa: UP041 (3.10)
             reason = str(exc) or type(exc).__name__
             raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
-        return self
 
     async def close(self) -> None:
         """End the session: the server closes this session's environment."""
+        if self._resumer is not None:
+            await self._resumer.close()
+            return
         ws, self._ws = self._ws, None
         if ws is None:
             return
@@ -221,6 +247,10 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
 
     async def _request(self, frame: str) -> dict[str, Any]:
+        if self._resumer is not None:
+            async with self._lock:
+                raw = await self._resumer.request(frame)
+            return self._unwrap(raw)
         async with self._lock:
             if self._ended is not None:
                 raise EnvError(

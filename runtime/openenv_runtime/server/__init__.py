@@ -1,6 +1,6 @@
 """The server side: :func:`create_app` builds the FastAPI app of an environment."""
 
 from .app import create_app
-from .config import ServerConfig, resolve_config
+from .settings import ResolvedSettings, ServerSettings, load_settings
 
-__all__ = ["ServerConfig", "create_app", "resolve_config"]
+__all__ = ["ResolvedSettings", "ServerSettings", "create_app", "load_settings"]

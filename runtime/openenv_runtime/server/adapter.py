@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -18,9 +19,15 @@ from ..environment import Environment, contract_error_message, missing_members, 
 from ..errors import EnvironmentContractError
 from ..models import Observation, State
 
+logger = logging.getLogger("openenv_runtime.server")
+
 
 class ContractViolation(Exception):
     """An environment returned something the contract does not allow (reported as EXECUTION_ERROR)."""
+
+
+class StepTimeout(Exception):
+    """A reset or step ran past ``step_timeout``; its instance has been abandoned."""
 
 
 class _Method:
@@ -33,9 +40,9 @@ class _Method:
         self.name = name
         self.is_async = inspect.iscoroutinefunction(func)
         try:
-            params = inspect.signature(func).parameters.values()
+            params: list[inspect.Parameter] = list(inspect.signature(func).parameters.values())
         except (TypeError, ValueError):
-            params = ()
+            params = []
         self.accepts_any_kw = any(p.kind is p.VAR_KEYWORD for p in params) or not params
         self.kw_names = frozenset(
             p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
@@ -133,8 +140,15 @@ class EnvRunner:
     """Calls environment instances for a server: one per app, shared by every session."""
 
     def __init__(
-        self, factory: Callable[[], Any], pool_size: int, observation_cls: type[Observation]
+        self,
+        factory: Callable[[], Any],
+        pool_size: int,
+        observation_cls: type[Observation],
+        step_timeout: float | None = None,
     ) -> None:
+        self.step_timeout = step_timeout
+        self.stuck_threads = 0  # pool threads still running an abandoned call
+        self._background: set[asyncio.Task[None]] = set()
         self._factory = factory
         self._factory_is_async = inspect.iscoroutinefunction(factory)
         self._pool_size = pool_size
@@ -163,6 +177,77 @@ class EnvRunner:
         pool, self._pool_instance = self._pool_instance, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+    async def guarded(self, env: Any, is_async: bool, func: Callable[..., Any], *args: Any) -> Any:
+        """Run one reset/step within ``step_timeout``; past it, abandon ``env`` and raise StepTimeout.
+
+        Python cannot stop a thread. A plain method that overruns keeps its pool thread until
+        it returns; the pool is replaced at once (its idle threads exit, new calls get fresh
+        threads), so a few hung steps never starve other sessions, and when the stuck call
+        finally returns, the abandoned instance is closed. At most ``4 × pool_size`` stuck
+        threads are replaced; past that the server logs that its pool may be exhausted. An ``async``
+        method that overruns is cancelled, then its instance is closed.
+        """
+        timeout = self.step_timeout
+        if is_async:
+            try:
+                return await asyncio.wait_for(func(*args), timeout)
+            except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
+                self._later(self._close_quietly(env))
+                raise StepTimeout(self._timeout_message(func)) from None
+        pool = self._own_threads.get(id(env)) or self._pool  # thread affinity, when declared
+        if timeout is None:
+            return await asyncio.get_running_loop().run_in_executor(pool, func, *args)
+        call = pool.submit(func, *args)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(call)), timeout)
+        except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
+            self._abandon(env, call)
+            raise StepTimeout(self._timeout_message(func)) from None
+
+    def _timeout_message(self, func: Callable[..., Any]) -> str:
+        name = getattr(func, "__qualname__", "the call")
+        return (
+            f"{name} ran longer than the server's step timeout of {self.step_timeout:g}s; the "
+            "session was ended. Open a new one (and raise STEP_TIMEOUT if steps legitimately take longer)."
+        )
+
+    def _abandon(self, env: Any, call: Future[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        self.stuck_threads += 1
+        if self.stuck_threads <= 4 * self._pool_size:
+            old, self._pool_instance = self._pool_instance, None
+            if old is not None:
+                old.shutdown(wait=False)  # its stuck thread runs on; the others exit when idle
+        else:
+            logger.error(
+                "%d environment calls are stuck past the step timeout; the thread pool is no "
+                "longer replaced and may be exhausted: restart the server.",
+                self.stuck_threads,
+            )
+
+        def finished(_: Future[Any]) -> None:
+            def later() -> None:
+                self.stuck_threads -= 1
+                self._later(self._close_quietly(env))
+
+            try:
+                loop.call_soon_threadsafe(later)
+            except RuntimeError:  # the server has stopped meanwhile
+                pass
+
+        call.add_done_callback(finished)
+
+    def _later(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(job)
+        self._background.add(task)  # held until done, so it is not collected half-way
+        task.add_done_callback(self._background.discard)
+
+    async def _close_quietly(self, env: Any) -> None:
+        try:
+            await self.close(env)
+        except Exception:
+            logger.exception("close() of abandoned %s raised", type(env).__qualname__)
 
     def adapter_for(self, env: Any) -> ClassAdapter:
         cls = type(env)
@@ -213,19 +298,16 @@ class EnvRunner:
 
     async def reset(self, env: Any, options: dict[str, Any]) -> Observation:
         method = self.adapter_for(env).reset
-        result = await self._run(
-            method.is_async,
-            getattr(env, method.name),
-            pool=self._own_threads.get(id(env)),
-            **method.filter_kwargs(options),
+        func = getattr(env, method.name)
+        kwargs = method.filter_kwargs(options)
+        result = await self.guarded(
+            env, method.is_async, partial(func, **kwargs) if kwargs else func
         )
         return self._check_observation(env, method.name, result)
 
     async def step(self, env: Any, action: Any) -> Observation:
         method = self.adapter_for(env).step
-        result = await self._run(
-            method.is_async, getattr(env, method.name), action, pool=self._own_threads.get(id(env))
-        )
+        result = await self.guarded(env, method.is_async, getattr(env, method.name), action)
         return self._check_observation(env, method.name, result)
 
     def bind_step(self, env: Any) -> Callable[[Any], Awaitable[Observation]]:
@@ -234,16 +316,26 @@ class EnvRunner:
         func = getattr(env, method.name)
         check = self._check_observation
         name = method.name
-        if method.is_async:
+        if self.step_timeout is not None:
+            guarded, is_async = self.guarded, method.is_async
+
+            async def step(action: Any) -> Observation:
+                result = await guarded(env, is_async, func, action)
+                return result if isinstance(result, Observation) else check(env, name, result)
+        elif method.is_async:
 
             async def step(action: Any) -> Observation:
                 result = await func(action)
                 return result if isinstance(result, Observation) else check(env, name, result)
         else:
-            pool = self._pool_for(env)
+            runner = self
+            own = self._own_threads.get(id(env))  # thread affinity: the session's own thread
 
             async def step(action: Any) -> Observation:
-                result = await asyncio.get_running_loop().run_in_executor(pool, func, action)
+                # the pool is looked up per call: it is replaced when a step is abandoned
+                result = await asyncio.get_running_loop().run_in_executor(
+                    own or runner._pool, func, action
+                )
                 return result if isinstance(result, Observation) else check(env, name, result)
 
         return step

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import inspect
 import logging
 import os
@@ -18,21 +20,26 @@ from ..compat.types import ConcurrencyConfig, ServerMode
 from ..environment import Environment, overrides
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
+from . import drain
 from .adapter import ClassAdapter, EnvRunner
-from .auth import BearerAuthMiddleware
+from .auth import BearerAuthMiddleware, public_paths
 from .compat import GRADIO_OPTIONS, action_validator, resolve_reference_options
-from .config import resolve_config
+from .drain import install_lifecycle_routes
 from .http_api import build_http_router
-from .mcp import MCPHandler, build_mcp_router
+from .lifecycle import LifecycleSettings
+from .limits import BodyLimitMiddleware
+from .logs import install_redaction
+from .mcp import MCPHandler, build_mcp_router, serve_attached
 from .sessions import SessionManager
+from .settings import load_settings
 from .tasks import build_task_router
 from .websocket import WebSocketEndpoint
+
+logger = logging.getLogger("openenv_runtime.server")
 
 # The protocol version published as OpenAPI ``info.version``, where the reference's
 # ``openenv validate --url`` reads it; the environment's own version is in /metadata.
 PROTOCOL_VERSION = "1.0.0"
-
-logger = logging.getLogger("openenv_runtime.server")
 
 
 class EnvironmentApp(FastAPI):
@@ -54,7 +61,7 @@ class EnvironmentApp(FastAPI):
 
 
 def create_app(
-    env: type[Environment] | Callable[[], Any],
+    env: type[Environment[Any, Any, Any]] | Callable[[], Any],
     action_cls: type[Action] | None,
     observation_cls: type[Observation] | None,
     state_cls: type[State] | str = State,
@@ -72,6 +79,11 @@ def create_app(
     enable_web_interface: bool | None = None,
     sync_pool_size: int | None = None,
     max_message_bytes: int | None = None,
+    step_timeout: float | None = None,
+    max_sessions_per_client: int | None = None,
+    resume_grace: float | None = None,
+    drain_timeout: float | None = None,
+    warm_pool: int | None = None,
     concurrency_config: ConcurrencyConfig | None = None,
     reset_observation_cls: type[Observation] | None = None,
     mode: ServerMode | str | None = None,
@@ -92,21 +104,21 @@ def create_app(
         name, description, version, readme, author, documentation_url: what ``/metadata``
             reports. ``readme`` is a path or the text itself; by default a README.md beside
             the environment's module (or up to two folders above) is used.
-        max_concurrent_envs: sessions held at once by this worker (env ``MAX_CONCURRENT_ENVS``,
-            default 100). An environment with ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets 1.
-        session_timeout: seconds of idleness before a session is closed (env
-            ``SESSION_TIMEOUT``, default 600; 0 turns reaping off).
-        api_key: require ``Authorization: Bearer <key>`` on every route but ``/health``
-            (env ``OPENENV_API_KEY``).
-        enable_web_interface: serve the page at ``/web`` (env ``ENABLE_WEB_INTERFACE``, default on).
-        sync_pool_size: threads that run plain (non-async) environment methods (env
-            ``OPENENV_SYNC_POOL_SIZE``, default 64).
-        max_message_bytes: largest accepted frame (env ``OPENENV_MAX_MESSAGE_BYTES``, default 1 MiB).
+        max_concurrent_envs, session_timeout, api_key, enable_web_interface, sync_pool_size,
+            max_message_bytes, step_timeout, max_sessions_per_client, resume_grace,
+            drain_timeout, warm_pool: this app's defaults for
+            the server settings of the same names (see the README's settings table). An
+            explicit argument replaces the built-in default only: a command-line flag, an
+            environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
+            ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the
+            last word; the server logs when it overrides an argument. An environment with
+            ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets one session at a time whatever is set.
         reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
         env_name, concurrency_config, mode, gradio_builder, custom_tab_name,
             custom_tab_primary, show_default_tab, title_override: the reference OpenEnv's
             options, each mapped to ours (see ``openenv_runtime.server.compat``).
     """
+    gradio = (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab)
     ref = resolve_reference_options(
         state_cls,
         env_name,
@@ -114,13 +126,7 @@ def create_app(
         concurrency_config,
         mode,
         title_override,
-        dict(
-            zip(
-                GRADIO_OPTIONS,
-                (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab),
-                strict=True,
-            )
-        ),
+        dict(zip(GRADIO_OPTIONS, gradio, strict=True)),
     )
     state_cls, name, max_concurrent_envs = (
         ref.state_cls,
@@ -136,14 +142,22 @@ def create_app(
     _check_model(action_cls, Action, "action_cls")
     _check_model(observation_cls, Observation, "observation_cls")
     _check_model(state_cls, State, "state_cls")
-    config = resolve_config(
-        max_concurrent_envs=max_concurrent_envs,
-        session_timeout=session_timeout,
-        api_key=api_key,
-        enable_web_interface=enable_web_interface,
-        sync_pool_size=sync_pool_size,
-        max_message_bytes=max_message_bytes,
+    resolved = load_settings(
+        code={
+            "max_concurrent_envs": max_concurrent_envs,
+            "session_timeout": session_timeout,
+            "api_key": api_key,
+            "web_interface": enable_web_interface,
+            "sync_pool_size": sync_pool_size,
+            "max_message_bytes": max_message_bytes,
+            "step_timeout": step_timeout,
+            "max_sessions_per_client": max_sessions_per_client,
+            "resume_grace": resume_grace,
+            "drain_timeout": drain_timeout,
+            "warm_pool": warm_pool,
+        }
     )
+    config = resolved.values
     capacity = config.max_concurrent_envs
     if (
         env_cls is not None
@@ -157,15 +171,35 @@ def create_app(
         )
         capacity = 1
 
-    runner = EnvRunner(factory, config.sync_pool_size, observation_cls)
-    manager = SessionManager(runner, capacity, config.session_timeout)
+    runner = EnvRunner(factory, config.sync_pool_size, observation_cls, config.step_timeout)
+    lifecycle = LifecycleSettings(
+        resume_grace=config.resume_grace,
+        drain_timeout=config.drain_timeout,
+        warm_pool=config.warm_pool,
+    )
+    manager = SessionManager(
+        runner,
+        capacity,
+        config.session_timeout,
+        config.max_sessions_per_client,
+        lifecycle=lifecycle,
+    )
+    api_key = config.api_key_value
+    install_redaction()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        manager.start_reaper()
+        install_redaction()  # again: the server may have configured logging since
+        manager.start()
+        drain.register(manager)
+        collector = asyncio.get_running_loop().create_task(
+            collect_connection_cycles(manager), name="openenv-gc"
+        )
         try:
             yield
         finally:
+            collector.cancel()
+            drain.unregister(manager)
             await manager.shutdown()
             runner.shutdown()
 
@@ -196,30 +230,36 @@ def create_app(
         lifespan=lifespan,
         description=str(metadata["description"]),
     )
-    ws_endpoint = WebSocketEndpoint(manager, action_cls, config.max_message_bytes)
+    ws_endpoint = WebSocketEndpoint(
+        manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
+    )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
     mcp_handler = MCPHandler(manager)
-    ws_endpoint.mcp = mcp_handler.handle
+    ws_endpoint.mcp, ws_endpoint.attach = mcp_handler.handle, serve_attached
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
-    app.ws_endpoint = (
-        BearerAuthMiddleware(ws_endpoint, config.api_key) if config.api_key else ws_endpoint
-    )
-    app.state.openenv_config = config
+    app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
+    app.state.openenv_settings = resolved
     app.state.openenv_sessions = manager
 
     @app.get("/health", tags=["info"])
     async def health() -> dict[str, Any]:
         return {
-            "status": "healthy",
+            "status": "draining" if manager.draining else "healthy",
             "active_sessions": manager.active,
+            "detached_sessions": manager.detached,
+            "warm_instances": len(manager.warm),
             "max_sessions": manager.capacity,
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
             "sessions_opened": manager.total_opened,
+            "abandoned_sessions": manager.abandoned,
+            "stuck_threads": runner.stuck_threads,
             "runtime_version": __version__,
-            "auth_required": bool(config.api_key),
+            "auth_required": bool(api_key),
             "pid": os.getpid(),
         }
+
+    install_lifecycle_routes(app, manager)
 
     @app.get("/schema", tags=["info"])
     async def get_schema() -> dict[str, Any]:
@@ -241,20 +281,47 @@ def create_app(
         return {k: v for k, v in metadata.items() if k != "custom"}
 
     if not ref.production:
-        _add_routes(app, build_http_router(manager, action_cls))
+        _add_routes(app, build_http_router(manager, action_cls, auth_required=bool(api_key)))
     _add_routes(app, build_mcp_router(mcp_handler))
-
-    if config.enable_web_interface:
-        from ..web import mount_web
-
-        mount_web(app)
-
     # Last: its /{env_name}/... patterns must not shadow the routes above.
     _add_routes(app, build_task_router(runner, str(env_name)))
 
-    if config.api_key:
-        app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)
+    public = frozenset({"/health"})
+    if config.web_interface:
+        from ..web import STATIC_DIR, mount_web
+
+        mount_web(app)
+        public = public_paths(STATIC_DIR)
+
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_message_bytes)
+    if api_key:
+        app.add_middleware(BearerAuthMiddleware, api_key=api_key, public=public)
     return app
+
+
+CYCLE_COLLECTION_EVERY = 2000
+"""Sessions opened between two full garbage collections."""
+
+
+async def collect_connection_cycles(
+    manager: SessionManager, every: int = CYCLE_COLLECTION_EVERY
+) -> None:
+    """Collect reference cycles every ``every`` sessions.
+
+    uvicorn's per-connection HTTP protocol object (``HttpToolsProtocol`` with its parser,
+    transport and flow control, about 17 objects) lives in a reference cycle, so only the
+    cyclic collector frees it. ``serve`` makes full collections rare (see its GC tuning), and
+    without this they piled up: RSS grew by ~0.45 KiB per session opened and closed. A full
+    collection here costs little, because what start-up created is frozen out of its sight:
+    measured 0.3 ms with no session open and 38 ms with 1,000 open (about 19 µs per session
+    opened, amortized).
+    """
+    seen = manager.total_opened
+    while True:
+        await asyncio.sleep(1.0)
+        if manager.total_opened - seen >= every:
+            seen = manager.total_opened
+            gc.collect()
 
 
 def _add_routes(app: FastAPI, router: APIRouter) -> None:

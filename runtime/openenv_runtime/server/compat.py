@@ -172,11 +172,11 @@ class HTTPEnvServer:
                 yield state
 
         app.router.lifespan_context = lifespan
-        config = inner.state.openenv_config
-        if config.api_key:
+        api_key = inner.state.openenv_settings.values.api_key_value
+        if api_key:
             from .auth import BearerAuthMiddleware
 
-            app.add_middleware(BearerAuthMiddleware, api_key=config.api_key)
+            app.add_middleware(BearerAuthMiddleware, api_key=api_key)
         app.state.openenv_sessions = inner.state.openenv_sessions
 
     @property

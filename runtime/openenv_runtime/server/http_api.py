@@ -8,19 +8,23 @@ sessions count against the same capacity as WebSocket ones and expire the same w
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
-from fastapi import APIRouter, Body, Header, Query
+from fastapi import APIRouter, Body, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..models import Action
 from ..protocol import ErrorCode, observation_payload
-from .adapter import ContractViolation
+from .adapter import ContractViolation, StepTimeout
 from .compat import action_validator
+from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
 from .sessions import Session, SessionManager
-from .websocket import describe_exception, validation_errors
+from .websocket import describe_exception, invalid_action
+
+logger = logging.getLogger("openenv_runtime.server")
 
 SESSION_HEADER = "X-Session-Id"
 
@@ -64,10 +68,13 @@ _NO_SESSION = (
 )
 
 
-def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIRouter:
+def build_http_router(
+    manager: SessionManager, action_cls: type[Action], auth_required: bool = False
+) -> APIRouter:
     router = APIRouter(tags=["HTTP sessions"])
     runner = manager.runner
     validate_action = action_validator(action_cls)
+    max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
 
     def lookup(session_id: str | None) -> Session | JSONResponse:
         if not session_id:
@@ -81,7 +88,7 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
             )
         return session
 
-    async def run(session: Session, call: Any) -> Any:
+    async def run(session: Session, call: Any, what: str) -> Any:
         assert session.lock is not None
         async with session.lock:
             if session.released:
@@ -93,9 +100,18 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
             session.busy = True
             try:
                 return await call()
+            except StepTimeout as exc:
+                logger.error("HTTP session %s ended: %s", session.id, exc)
+                manager.abandoned += 1
+                session.env = None  # abandoned: the runner closes it when its call returns
+                await manager.release(session)
+                return _error(504, ErrorCode.STEP_TIMEOUT, str(exc))
             except ContractViolation as exc:
+                logger.error("%s", exc)
                 return _error(500, ErrorCode.EXECUTION_ERROR, str(exc))
             except Exception as exc:
+                # logged like the WebSocket's: the client gets one line, the log the traceback
+                logger.exception("environment raised during HTTP %s", what)
                 return _error(500, ErrorCode.EXECUTION_ERROR, describe_exception(exc))
             finally:
                 session.busy = False
@@ -103,6 +119,7 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
 
     @router.post("/reset", response_model=StepResponse, summary="Open (or reset) an HTTP session")
     async def reset(
+        http: Request,
         request: ResetRequest | None = Body(default=None),
         x_session_id: str | None = Header(default=None),
         query_session: str | None = Query(default=None, alias="session_id"),
@@ -115,19 +132,31 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
                 return found
             session = found
         else:
-            opened = manager.open("http")
+            client = client_identity(http.scope, auth_required)
+            if manager.client_full(client):
+                return _error(
+                    429,
+                    ErrorCode.CAPACITY_REACHED,
+                    f"This client already holds {manager.per_client} sessions, the most one "
+                    "client may hold (MAX_SESSIONS_PER_CLIENT); close one with POST /close first.",
+                    max_sessions_per_client=manager.per_client,
+                )
+            opened = manager.open("http", client)
             if opened is None:
                 return _error(
                     503,
                     ErrorCode.CAPACITY_REACHED,
-                    f"Server is at capacity ({manager.capacity} sessions); retry later.",
+                    "Server is draining for a restart; retry (on another replica)."
+                    if manager.draining
+                    else f"Server is at capacity ({manager.capacity} sessions); retry later.",
                     active_sessions=manager.active,
                     max_sessions=manager.capacity,
                 )
             session = opened
             try:
-                session.env = await runner.create()
+                session.env = await manager.new_instance()  # from the warm pool, if any
             except Exception as exc:
+                logger.exception("creating the environment failed (HTTP /reset)")
                 await manager.release(session)
                 return _error(500, ErrorCode.FACTORY_ERROR, describe_exception(exc))
         options = request.model_dump(exclude={"session_id"}, exclude_none=True)
@@ -136,7 +165,7 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
             obs = await runner.reset(session.env, options)
             return {**observation_payload(obs), "session_id": session.id}
 
-        result = await run(session, call)
+        result = await run(session, call, "reset")
         if isinstance(result, JSONResponse):
             return result
         return JSONResponse(result, headers={SESSION_HEADER: session.id})
@@ -153,18 +182,19 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
         if isinstance(found, JSONResponse):
             return found
         session = found
+        too_many = too_many_fields(request.action, max_action_fields)
+        if too_many is not None:
+            return _error(422, ErrorCode.VALIDATION_ERROR, too_many)
         try:
             action = validate_action(request.action)
         except ValidationError as exc:
-            return _error(
-                422, ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc)
-            )
+            return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc))
 
         async def call() -> Any:
             obs = await runner.step(session.env, action)
             return {**observation_payload(obs), "session_id": session.id}
 
-        return await run(session, call)
+        return await run(session, call, "step")
 
     @router.get("/state", summary="State of the HTTP session that /reset opened")
     async def state(
@@ -179,7 +209,7 @@ def build_http_router(manager: SessionManager, action_cls: type[Action]) -> APIR
         async def call() -> Any:
             return (await runner.state(session.env)).model_dump(mode="json")
 
-        return await run(session, call)
+        return await run(session, call, "state")
 
     @router.post("/close", summary="End an HTTP session and free its slot")
     async def close(

@@ -32,9 +32,9 @@ from ..mcp.types import (
     ListToolsObservation,
     McpMethod,
 )
-from ..protocol import decode, encode
+from ..protocol import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, ErrorCode, decode, encode, error_message
 from .sessions import Session, SessionManager
-from .websocket import describe_exception
+from .websocket import _CLOSE, WebSocketEndpoint, _Final, describe_exception
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -68,7 +68,7 @@ class MCPHandler:
                 },
             )
         try:
-            session.env = await self.runner.create()
+            session.env = await self.manager.new_instance()
         except Exception as exc:
             await self.manager.release(session)
             return _error(JsonRpcErrorCode.SERVER_ERROR, describe_exception(exc))
@@ -222,3 +222,49 @@ def build_mcp_router(handler: MCPHandler) -> APIRouter:
             await handler.manager.release(opened)
 
     return router
+
+
+async def serve_attached(
+    endpoint: WebSocketEndpoint, scope: dict[str, Any], receive: Any, send: Any
+) -> None:
+    """``/ws?session_id=``: a WebSocket on a session opened over HTTP; the session outlives it."""
+    from urllib.parse import parse_qs
+
+    wanted = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_id") or [""])[
+        0
+    ]
+    session = endpoint.manager.sessions.get(wanted)
+    await send({"type": "websocket.accept"})
+    if session is None or session.kind != "http" or session.env is None or session.lock is None:
+        text = f"Unknown session_id: {wanted}; open one with POST /reset or openenv/session/create."
+        await send({"type": "websocket.send", "text": error_message(ErrorCode.SESSION_ERROR, text)})
+        await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+        return
+    if session.step is None:
+        session.step = endpoint.runner.bind_step(session.env)
+    try:
+        while True:
+            message = await receive()
+            if message["type"] != "websocket.receive" or session.released:
+                return
+            frame = message.get("text") or message.get("bytes") or b""
+            async with session.lock:  # HTTP calls on the same session wait their turn
+                session.busy = True
+                try:
+                    reply = await endpoint._handle(session, frame)
+                finally:
+                    session.busy = False
+                    session.last_active = time.monotonic()
+            if reply is _CLOSE:
+                await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+                return
+            if not isinstance(reply, str):  # any other sentinel (a drain): end this socket
+                await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+                return
+            await send({"type": "websocket.send", "text": reply})
+            if type(reply) is _Final:
+                await endpoint.manager.release(session)
+                await send({"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR})
+                return
+    except OSError:
+        pass

@@ -2,8 +2,8 @@
 
 A session is a WebSocket connection or an HTTP session opened by ``POST /reset``. Both
 count against the same capacity. A session is released exactly once (its environment
-``close()``d exactly once) whatever ends it: a close message, a disconnect, the idle
-reaper, or server shutdown.
+``close()``d exactly once) whatever ends it: a close message, a disconnect, the end of its
+resume grace period, the idle reaper, a drain, or server shutdown.
 """
 
 from __future__ import annotations
@@ -17,38 +17,66 @@ from typing import Any
 
 from ..protocol import CLOSE_NORMAL
 from .adapter import EnvRunner
+from .lifecycle import LifecycleSettings
+from .resume import ResumeState
+from .warm_pool import WarmPool
 
 logger = logging.getLogger("openenv_runtime.server")
+
+# How long a release waits for a step still running before closing the instance anyway.
+STEP_WAIT_ON_CLOSE = 5.0
+# How long shutdown waits for close() calls to return.
+CLOSE_WAIT = 10.0
 
 
 class Session:
     """One client's episode: its environment instance and bookkeeping."""
 
-    __slots__ = ("busy", "env", "id", "kind", "last_active", "lock", "released", "send", "step")
+    __slots__ = (
+        "busy",
+        "client",
+        "detached",
+        "env",
+        "episode_open",
+        "id",
+        "kind",
+        "last_active",
+        "lock",
+        "released",
+        "resume",
+        "send",
+        "step",
+    )
 
-    def __init__(self, kind: str) -> None:
-        self.id = secrets.token_urlsafe(12)
+    def __init__(self, kind: str, client: str | None = None, session_id: str | None = None) -> None:
+        self.id = session_id or secrets.token_urlsafe(12)
         self.kind = kind
+        self.client = client  # who it counts against for the per-client cap
         self.env: Any = None
         self.step: Any = None  # the environment's step, bound once (see EnvRunner.bind_step)
         self.last_active = time.monotonic()
         self.busy = False
         self.released = False
+        self.detached = False
+        # None: never reset; True: an episode runs (a drain lets it finish); False: it ended
+        self.episode_open: bool | None = None
+        self.resume: ResumeState | None = None  # set when the client opted into resuming
         # HTTP requests of one session run in order; a WebSocket session is ordered by its loop.
         self.lock: asyncio.Lock | None = asyncio.Lock() if kind == "http" else None
         self.send: Callable[[dict[str, Any]], Awaitable[None]] | None = (
             None  # a WebSocket's ASGI send
         )
 
-    async def close_connection(self) -> None:
+    async def close_connection(self, code: int = CLOSE_NORMAL, reason: str = "") -> None:
         """Tell a WebSocket client its session is over (HTTP sessions have no connection)."""
-        if self.send is not None:
+        send, self.send = self.send, None
+        if send is not None:
             try:
-                await self.send(
+                await send(
                     {
                         "type": "websocket.close",
-                        "code": CLOSE_NORMAL,
-                        "reason": "session closed by server",
+                        "code": code,
+                        "reason": reason or "session closed by server",
                     }
                 )
             except Exception:  # the connection may already be gone; releasing is what matters
@@ -56,31 +84,132 @@ class Session:
 
 
 class SessionManager:
-    """Capacity, the session registry and the idle reaper of one worker process."""
+    """Capacity, the session registry, resume grace, drain and the idle reaper of one worker."""
 
-    def __init__(self, runner: EnvRunner, capacity: int, idle_timeout: float | None) -> None:
+    def __init__(
+        self,
+        runner: EnvRunner,
+        capacity: int,
+        idle_timeout: float | None,
+        per_client: int | None = None,
+        *,
+        lifecycle: LifecycleSettings,
+    ) -> None:
         self.runner = runner
         self.capacity = capacity
         self.idle_timeout = idle_timeout
+        self.per_client = per_client
+        self.lifecycle = lifecycle
         self.sessions: dict[str, Session] = {}
+        self.by_client: dict[str, int] = {}
         self.total_opened = 0
+        self.abandoned = 0  # sessions ended by STEP_TIMEOUT; their instances were left to finish
+        self.draining = False
+        self.stopping = False
+        self.warm = WarmPool(runner, self.lifecycle.warm_pool, lambda: self.capacity - self.active)
         self._reaper: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def active(self) -> int:
         return len(self.sessions)
 
+    @property
+    def detached(self) -> int:
+        return sum(1 for s in self.sessions.values() if s.detached)
+
+    @property
+    def ready(self) -> bool:
+        """Takes new sessions: not draining, not stopping, not full."""
+        return not (self.draining or self.stopping) and len(self.sessions) < self.capacity
+
     def count(self, kind: str) -> int:
         return sum(1 for s in self.sessions.values() if s.kind == kind)
 
-    def open(self, kind: str) -> Session | None:
-        """Reserve a slot (synchronously, so no other task can take it meanwhile); None when full."""
-        if len(self.sessions) >= self.capacity:
+    def client_full(self, client: str | None) -> bool:
+        """True when ``client`` already holds ``per_client`` sessions (never when there is no cap)."""
+        return (
+            self.per_client is not None
+            and client is not None
+            and self.by_client.get(client, 0) >= self.per_client
+        )
+
+    def open(
+        self, kind: str, client: str | None = None, session_id: str | None = None
+    ) -> Session | None:
+        """Reserve a slot (synchronously, so no other task can take it meanwhile); None when
+        full, draining or the client's cap is reached. ``session_id`` is a client's proposal,
+        used when free."""
+        if (
+            len(self.sessions) >= self.capacity
+            or self.draining
+            or self.stopping
+            or self.client_full(client)
+        ):
             return None
-        session = Session(kind)
+        if session_id is not None and session_id in self.sessions:
+            session_id = None
+        session = Session(kind, client, session_id)
         self.sessions[session.id] = session
+        if client is not None:
+            self.by_client[client] = self.by_client.get(client, 0) + 1
         self.total_opened += 1
         return session
+
+    async def new_instance(self) -> Any:
+        """An environment instance for a session that holds a slot (from the warm pool if any)."""
+        if self.warm.size > 0:
+            return await self.warm.take()
+        return await self.runner.create()
+
+    # -- resume ---------------------------------------------------------------------------
+    def can_detach(self, session: Session) -> bool:
+        return (
+            session.resume is not None
+            and self.lifecycle.resume_grace > 0
+            and not session.released
+            and not self.stopping
+            and session.env is not None
+        )
+
+    def detach(self, session: Session) -> None:
+        """The connection dropped: keep the session for the grace period, then release it."""
+        state = session.resume
+        assert state is not None
+        session.send = None
+        session.detached = True
+        session.last_active = time.monotonic()
+        if state.timer is not None:
+            state.timer.cancel()
+        state.timer = asyncio.get_running_loop().call_later(
+            self.lifecycle.resume_grace, self._grace_over, session, state.generation
+        )
+
+    def _grace_over(self, session: Session, generation: int) -> None:
+        state = session.resume
+        if session.detached and state is not None and state.generation == generation:
+            logger.info(
+                "session %s: not resumed within %ss", session.id, self.lifecycle.resume_grace
+            )
+            self.release_soon(session)
+
+    def attach(self, session: Session) -> int:
+        """A resuming connection takes the session over; returns its generation."""
+        state = session.resume
+        assert state is not None
+        if state.timer is not None:
+            state.timer.cancel()
+            state.timer = None
+        session.detached = False
+        session.last_active = time.monotonic()
+        state.generation += 1
+        return state.generation
+
+    # -- ending sessions ------------------------------------------------------------------
+    def release_soon(self, session: Session) -> None:
+        task = asyncio.get_running_loop().create_task(self.release(session))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def release(self, session: Session) -> None:
         """Free the slot at once, then close the environment (exactly once)."""
@@ -88,18 +217,57 @@ class SessionManager:
             return
         session.released = True
         self.sessions.pop(session.id, None)
+        if session.client is not None:
+            left = self.by_client.get(session.client, 1) - 1
+            if left > 0:
+                self.by_client[session.client] = left
+            else:
+                self.by_client.pop(session.client, None)
+        if session.resume is not None and session.resume.timer is not None:
+            session.resume.timer.cancel()
         env, session.env = session.env, None
-        if env is not None:
-            try:
-                await self.runner.close(env)
-            except Exception:
-                logger.exception("close() of %s raised", type(env).__qualname__)
+        if env is None:
+            self.warm.kick()
+            return
+        if session.busy:
+            # close() while a step still runs on the instance would race it: wait, within a bound.
+            deadline = time.monotonic() + STEP_WAIT_ON_CLOSE
+            while session.busy and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if session.busy:
+                logger.warning(
+                    "session %s: a step still runs after %ss; closing its environment anyway",
+                    session.id,
+                    STEP_WAIT_ON_CLOSE,
+                )
+        # A task of its own: a cancelled caller (server shutdown) cannot skip the close().
+        closer = asyncio.get_running_loop().create_task(self._close_env(env))
+        self._closing.add(closer)
+        closer.add_done_callback(self._closing.discard)
+        self.warm.kick()
+        await asyncio.shield(closer)
 
-    def start_reaper(self) -> None:
+    async def _close_env(self, env: Any) -> None:
+        try:
+            await self.runner.close(env)
+        except Exception:
+            logger.exception("close() of %s raised", type(env).__qualname__)
+
+    async def end(self, session: Session, code: int = CLOSE_NORMAL, reason: str = "") -> None:
+        await session.close_connection(code, reason)
+        await self.release(session)
+
+    def start(self) -> None:
+        """Start the reaper and the warm pool (called at application start-up)."""
+        self.stopping = False
         if self.idle_timeout is not None and self._reaper is None:
             self._reaper = asyncio.get_running_loop().create_task(
                 self._reap_forever(), name="openenv-reaper"
             )
+        self.warm.closed = False
+        self.warm.kick()
+
+    start_reaper = start
 
     async def _reap_forever(self) -> None:
         assert self.idle_timeout is not None
@@ -121,15 +289,18 @@ class SessionManager:
                 session.id,
                 self.idle_timeout,
             )
-            await session.close_connection()
-            await self.release(session)
+            await self.end(session)
         return len(idle)
 
     async def shutdown(self) -> None:
-        """Stop the reaper and release every remaining session."""
+        """Stop the reaper and release every remaining session and warm instance, each once."""
+        self.stopping = True
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
-        for session in list(self.sessions.values()):
-            await session.close_connection()
-            await self.release(session)
+        await asyncio.gather(
+            *(self.end(s, 1001, "server shutting down") for s in list(self.sessions.values()))
+        )
+        await self.warm.close()
+        if self._closing:
+            await asyncio.wait(set(self._closing), timeout=CLOSE_WAIT)

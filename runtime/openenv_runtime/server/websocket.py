@@ -6,6 +6,7 @@ frame is parsed once, validated once, and its reply serialized once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from time import monotonic
 from typing import Any
@@ -16,6 +17,7 @@ from ..models import Action, State
 from ..protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
+    CLOSE_POLICY_VIOLATION,
     CLOSE_TRY_AGAIN_LATER,
     ErrorCode,
     decode,
@@ -24,12 +26,22 @@ from ..protocol import (
     observation_message,
     state_message,
 )
-from .adapter import ContractViolation
+from . import resume
+from .adapter import ContractViolation, StepTimeout
+from .auth import selected_subprotocol
+from .drain import CLOSE_SERVICE_RESTART
+from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
+from .limits import validation_errors as bounded_validation_errors
 from .sessions import Session, SessionManager
 
 logger = logging.getLogger("openenv_runtime.server")
 
 _CLOSE = object()  # sentinel reply: end the session
+_MOVE = object()  # sentinel reply: draining, a reset arrived: end the session without applying it
+
+
+class _Final(str):
+    """A reply after which the session ends (close 1011): the step overran its timeout."""
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -38,50 +50,153 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [
-        {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
+def invalid_action(exc: ValidationError) -> dict[str, Any]:
+    """The ``errors`` (the first few) and ``error_count`` of an invalid action's reply."""
+    errors, total = bounded_validation_errors(exc)
+    return {"errors": errors, "error_count": total}
 
 
 class WebSocketEndpoint:
     """ASGI app for ``/ws``."""
 
     def __init__(
-        self, manager: SessionManager, action_cls: type[Action], max_message_bytes: int
+        self,
+        manager: SessionManager,
+        action_cls: type[Action],
+        max_message_bytes: int,
+        auth_required: bool = False,
     ) -> None:
         self.manager = manager
         self.runner = manager.runner
         self.action_cls = action_cls
         self.validate_action = action_cls.__pydantic_validator__.validate_python
         self.max_message_bytes = max_message_bytes
-        # JSON-RPC handler for {"type": "mcp"} frames (set by create_app; see server/mcp.py).
+        self.max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
+        self.auth_required = auth_required
+        # Reference features wired by create_app (server/mcp.py): {"type": "mcp"} frames and
+        # /ws?session_id= attaching to a session opened over HTTP.
         self.mcp: Any = None
+        self.attach: Any = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        attached = attached_session(self.manager, scope)
-        session = self.manager.open("ws") if attached is None else attached
-        await send({"type": "websocket.accept"})
-        if isinstance(session, str):  # ?session_id= named no session we hold
-            await send(
-                {"type": "websocket.send", "text": error_message(ErrorCode.SESSION_ERROR, session)}
-            )
-            await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+        if self.attach is not None and b"session_id=" in scope.get("query_string", b""):
+            await self.attach(self, scope, receive, send)
             return
-        if session is None:
+        manager = self.manager
+        key, token = resume.handshake(scope) if manager.lifecycle.resume_grace > 0 else (None, None)
+        if key is not None and token is not None:
+            session = await self._reattach(scope, send, key.decode(), token)
+            if session is None:
+                return
+        else:
+            session = await self._open(scope, send, key)
+            if session is None:
+                return
+        state = session.resume
+        generation = state.generation if state is not None else 0
+        session.send = send  # lets the reaper, a drain and shutdown close this connection
+        ended_by_client = False
+        try:
+            # The message loop lives in this frame (not a helper coroutine): one frame less per
+            # open session, which is what thousands of idle sessions are made of.
+            handle = self._handle
+            while True:
+                message = await receive()
+                if message["type"] != "websocket.receive" or session.released:
+                    return  # disconnect, or the reaper/drain/shutdown closed it
+                if state is not None and state.generation != generation:
+                    return  # a resuming connection took the session over
+                frame = message.get("text")
+                if frame is None:
+                    frame = message.get("bytes") or b""
+                session.busy = True
+                try:
+                    reply = await handle(session, frame)
+                finally:
+                    session.busy = False
+                    session.last_active = monotonic()
+                if state is not None and state.generation != generation:
+                    return  # taken over while the step ran: its reply is kept for the new one
+                if reply is _CLOSE:
+                    ended_by_client = True
+                    await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+                    return
+                if reply is _MOVE:
+                    # a new episode while draining: unanswered, so the client starts it elsewhere
+                    await manager.end(session, CLOSE_SERVICE_RESTART, "server draining")
+                    return
+                await send({"type": "websocket.send", "text": reply})
+                if type(reply) is _Final:
+                    session.env = None  # abandoned: the runner closes it when its call returns
+                    await send(
+                        {
+                            "type": "websocket.close",
+                            "code": CLOSE_INTERNAL_ERROR,
+                            "reason": "step timeout",
+                        }
+                    )
+                    return
+        except OSError:
+            pass  # the client went away while we were sending
+        finally:
+            if state is None or state.generation == generation:
+                if not ended_by_client and manager.can_detach(session):
+                    manager.detach(session)
+                else:
+                    await manager.release(session)
+
+    async def _open(self, scope: dict[str, Any], send: Any, key: bytes | None) -> Session | None:
+        """A new session: a slot, the handshake answer, an environment instance."""
+        manager = self.manager
+        if manager.draining or manager.stopping:
+            await resume.refuse_handshake(
+                scope,
+                send,
+                503,
+                "DRAINING",
+                "This server is draining for a restart and takes no new sessions; retry "
+                "(a load balancer sends you to another replica).",
+                CLOSE_TRY_AGAIN_LATER,
+            )
+            return None
+        client = client_identity(scope, self.auth_required)
+        session = manager.open("ws", client, key.decode() if key is not None else None)
+        subprotocol = selected_subprotocol(scope)
+        if session is None and manager.client_full(client):
+            await send({"type": "websocket.accept", "subprotocol": subprotocol})
             await send(
                 {
                     "type": "websocket.send",
                     "text": error_message(
                         ErrorCode.CAPACITY_REACHED,
-                        f"Server is at capacity ({self.manager.capacity} sessions); retry later or raise "
+                        f"This client already holds {manager.per_client} sessions, the most "
+                        "one client may hold (MAX_SESSIONS_PER_CLIENT); close one first.",
+                        max_sessions_per_client=manager.per_client,
+                    ),
+                }
+            )
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": CLOSE_TRY_AGAIN_LATER,
+                    "reason": "per-client cap",
+                }
+            )
+            return None
+        if session is None:
+            await send({"type": "websocket.accept", "subprotocol": subprotocol})
+            await send(
+                {
+                    "type": "websocket.send",
+                    "text": error_message(
+                        ErrorCode.CAPACITY_REACHED,
+                        f"Server is at capacity ({manager.capacity} sessions); retry later or raise "
                         "MAX_CONCURRENT_ENVS.",
-                        active_sessions=self.manager.active,
-                        max_sessions=self.manager.capacity,
+                        active_sessions=manager.active,
+                        max_sessions=manager.capacity,
                     ),
                 }
             )
@@ -92,56 +207,91 @@ class WebSocketEndpoint:
                     "reason": "capacity reached",
                 }
             )
-            return
-
-        if attached is not None:
-            await self._serve_attached(session, receive, send)
-            return
-        session.send = send  # lets the reaper and shutdown close this connection
+            return None
+        headers: list[tuple[bytes, bytes]] = []
+        if key is not None:
+            session.resume = resume.ResumeState()
+            headers = resume.accept_headers(
+                session.id, session.resume, manager.lifecycle.resume_grace
+            )
         try:
+            await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": headers})
+            session.env = await manager.new_instance()
+            session.step = self.runner.bind_step(session.env)
+        except OSError:
+            await manager.release(session)
+            return None
+        except Exception as exc:
+            logger.exception("creating the environment failed")
+            await manager.release(session)
+            await send(
+                {
+                    "type": "websocket.send",
+                    "text": error_message(ErrorCode.FACTORY_ERROR, describe_exception(exc)),
+                }
+            )
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": CLOSE_INTERNAL_ERROR,
+                    "reason": "environment factory failed",
+                }
+            )
+            return None
+        return session
+
+    async def _reattach(
+        self, scope: dict[str, Any], send: Any, session_id: str, token: bytes
+    ) -> Session | None:
+        """A resuming connection: the same session back, or HTTP 410 (gone) / 403 (wrong token)."""
+        manager = self.manager
+        session = manager.sessions.get(session_id)
+        state = session.resume if session is not None else None
+        if session is None or state is None or session.released or session.env is None:
+            resume.refuse_unknown(token)
+            await resume.refuse_handshake(
+                scope,
+                send,
+                410,
+                resume.SESSION_GONE,
+                "This session is gone (its grace period ended, or the server restarted); "
+                "start a new one.",
+                CLOSE_NORMAL,
+            )
+            return None
+        if not state.token_matches(token):
+            logger.warning("session %s: resume refused (wrong token)", session_id)
+            await resume.refuse_handshake(
+                scope,
+                send,
+                403,
+                resume.RESUME_REFUSED,
+                "Wrong resume token for this session.",
+                CLOSE_POLICY_VIOLATION,
+            )
+            return None
+        previous = session.send
+        manager.attach(session)
+        if previous is not None:  # a half-open old connection: the new one wins
             try:
-                session.env = await self.runner.create()
-                session.step = self.runner.bind_step(session.env)
-            except Exception as exc:
-                logger.exception("creating the environment failed")
-                await send(
-                    {
-                        "type": "websocket.send",
-                        "text": error_message(ErrorCode.FACTORY_ERROR, describe_exception(exc)),
-                    }
-                )
-                await send(
+                await previous(
                     {
                         "type": "websocket.close",
-                        "code": CLOSE_INTERNAL_ERROR,
-                        "reason": "environment factory failed",
+                        "code": CLOSE_POLICY_VIOLATION,
+                        "reason": "session resumed on another connection",
                     }
                 )
-                return
-            # The message loop lives in this frame (not a helper coroutine): one frame less per
-            # open session, which is what thousands of idle sessions are made of.
-            handle = self._handle
-            while True:
-                message = await receive()
-                if message["type"] != "websocket.receive" or session.released:
-                    return  # disconnect, or the reaper/shutdown closed it
-                frame = message.get("text")
-                if frame is None:
-                    frame = message.get("bytes") or b""
-                session.busy = True
-                try:
-                    reply = await handle(session, frame)
-                finally:
-                    session.busy = False
-                    session.last_active = monotonic()
-                if reply is _CLOSE:
-                    await send({"type": "websocket.close", "code": CLOSE_NORMAL})
-                    return
-                await send({"type": "websocket.send", "text": reply})
-        except OSError:
-            pass  # the client went away while we were sending
-        finally:
-            await self.manager.release(session)
+            except Exception:
+                pass
+        await send(
+            {
+                "type": "websocket.accept",
+                "subprotocol": selected_subprotocol(scope),
+                "headers": [(resume.HEADER_RESUMED, str(state.last_seq).encode())],
+            }
+        )
+        logger.info("session %s resumed", session_id)
+        return session
 
     async def _handle(self, session: Session, frame: str | bytes) -> Any:
         if len(frame) > self.max_message_bytes:
@@ -159,17 +309,67 @@ class WebSocketEndpoint:
                 ErrorCode.VALIDATION_ERROR,
                 f'Each frame must be a JSON object such as {{"type": "step", "data": {{...}}}}, got {type(msg).__name__}.',
             )
+        state = session.resume
+        if state is None:
+            return await self._dispatch(session, msg)
+        seq = msg.get("seq")
+        if seq is None or msg.get("type") == "close":
+            return await self._dispatch(session, msg)
+        return await self._sequenced(session, state, msg, seq)
+
+    async def _sequenced(
+        self, session: Session, state: resume.ResumeState, msg: dict[str, Any], seq: Any
+    ) -> Any:
+        """Apply a numbered request once: a repeat gets the kept reply, never a second step."""
+        if type(seq) is not int or seq < 1:
+            return error_message(
+                ErrorCode.VALIDATION_ERROR, f"seq must be a positive integer, got {seq!r}."
+            )
+        while state.inflight is not None and state.inflight_seq != seq:
+            await asyncio.shield(state.inflight)  # one request at a time per instance
+        if seq == state.last_seq and state.last_reply is not None:
+            return state.last_reply
+        if seq == state.inflight_seq and state.inflight is not None:
+            return await asyncio.shield(state.inflight)  # still running: its reply, when ready
+        if seq < state.last_seq:
+            return error_message(
+                ErrorCode.VALIDATION_ERROR,
+                f"seq {seq} was answered before the last reply (seq {state.last_seq}); "
+                "only the last request can be repeated.",
+            )
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        state.inflight, state.inflight_seq = future, seq
+        reply: Any = None
+        try:
+            reply = await self._dispatch(session, msg)
+        finally:
+            if reply is None:  # cancelled (shutdown): whoever waits gets an error, not a hang
+                reply = error_message(ErrorCode.SESSION_ERROR, "the server stopped this request")
+            state.last_seq, state.last_reply = seq, reply
+            state.inflight = state.inflight_seq = None
+            future.set_result(reply)
+        return reply
+
+    async def _dispatch(self, session: Session, msg: dict[str, Any]) -> Any:
         kind = msg.get("type")
         try:
             if kind == "step":
+                data = msg.get("data")
+                too_many = too_many_fields(data, self.max_action_fields)
+                if too_many is not None:
+                    return error_message(ErrorCode.VALIDATION_ERROR, too_many)
                 try:
-                    action = self.validate_action(msg.get("data"))
+                    action = self.validate_action(data)
                 except ValidationError as exc:
                     return error_message(
-                        ErrorCode.VALIDATION_ERROR, "Invalid action", errors=validation_errors(exc)
+                        ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc)
                     )
-                return observation_message(await session.step(action))
+                obs = await session.step(action)
+                session.episode_open = not obs.done
+                return observation_message(obs)
             if kind == "reset":
+                if self.manager.draining:
+                    return _MOVE
                 options = msg.get("data")
                 if options is None:
                     options = {}
@@ -178,7 +378,9 @@ class WebSocketEndpoint:
                         ErrorCode.VALIDATION_ERROR,
                         'reset data must be an object, e.g. {"seed": 1}.',
                     )
-                return observation_message(await self.runner.reset(session.env, options))
+                obs = await self.runner.reset(session.env, options)
+                session.episode_open = not obs.done
+                return observation_message(obs)
             if kind == "state":
                 state: State = await self.runner.state(session.env)
                 return state_message(state)
@@ -187,6 +389,10 @@ class WebSocketEndpoint:
             if kind == "mcp" and self.mcp is not None:
                 reply = await self.mcp(msg.get("data"), current=session)
                 return encode({"type": "mcp", "data": reply})
+        except StepTimeout as exc:
+            logger.error("session %s ended: %s", session.id, exc)
+            self.manager.abandoned += 1
+            return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
         except ContractViolation as exc:
             logger.error("%s", exc)
             return error_message(ErrorCode.EXECUTION_ERROR, str(exc))
@@ -201,42 +407,3 @@ class WebSocketEndpoint:
             ErrorCode.UNKNOWN_TYPE,
             f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp.",
         )
-
-    async def _serve_attached(self, session: Session, receive: Any, send: Any) -> None:
-        """A WebSocket on a session opened over HTTP (``/ws?session_id=``): it outlives the socket."""
-        assert session.lock is not None
-        if session.step is None:
-            session.step = self.runner.bind_step(session.env)
-        try:
-            while True:
-                message = await receive()
-                if message["type"] != "websocket.receive" or session.released:
-                    return
-                frame = message.get("text") or message.get("bytes") or b""
-                async with session.lock:  # HTTP calls on the same session wait their turn
-                    session.busy = True
-                    try:
-                        reply = await self._handle(session, frame)
-                    finally:
-                        session.busy = False
-                        session.last_active = monotonic()
-                if reply is _CLOSE:
-                    await send({"type": "websocket.close", "code": CLOSE_NORMAL})
-                    return
-                await send({"type": "websocket.send", "text": reply})
-        except OSError:
-            pass
-
-
-def attached_session(manager: SessionManager, scope: dict[str, Any]) -> Session | str | None:
-    """The HTTP session that ``?session_id=`` names, an error text, or None when none is named."""
-    query = scope.get("query_string", b"").decode("latin-1")
-    if "session_id=" not in query:
-        return None
-    from urllib.parse import parse_qs
-
-    wanted = (parse_qs(query).get("session_id") or [""])[0]
-    session = manager.sessions.get(wanted)
-    if session is None or session.kind != "http" or session.env is None:
-        return f"Unknown session_id: {wanted}; open one with POST /reset or openenv/session/create."
-    return session

@@ -1,0 +1,402 @@
+"""The settings of one server program, resolved once, each with where it came from.
+
+Every setting has one default (written here) and may be set, from strongest to weakest, by
+
+1. a command-line flag of ``openenv serve`` or ``python -m openenv_runtime.serve``;
+2. an environment variable;
+3. ``openenv.yaml`` (the file named by ``OPENENV_MANIFEST``, else ``./openenv.yaml``);
+4. an argument of :func:`~openenv_runtime.create_app` — the app author's default;
+5. the default below.
+
+An explicit ``create_app(max_concurrent_envs=4)`` therefore replaces the built-in default for
+that app, and an operator's flag, environment variable or ``openenv.yaml`` still overrides it
+(the server logs when it does). Launchers hand their flags to every worker process through
+the ``OPENENV_SERVER_FLAGS`` environment variable (JSON), set before the app is imported, so
+a setting acts the same with one worker or many.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from ..errors import EnvironmentContractError
+
+logger = logging.getLogger("openenv_runtime.server")
+
+Source = Literal["flag", "env", "openenv.yaml", "create_app()", "default"]
+FLAGS_VARIABLE = "OPENENV_SERVER_FLAGS"
+MANIFEST_VARIABLE = "OPENENV_MANIFEST"
+MANIFEST_FILE = "openenv.yaml"
+
+
+def _setting(
+    default: Any,
+    *,
+    env: str,
+    description: str,
+    flag: str | None = None,
+    yaml: str | None = None,
+    **constraints: Any,
+) -> Any:
+    """A field with its environment variable, flag and ``openenv.yaml`` key."""
+    return Field(
+        default,
+        validation_alias=env,
+        description=description,
+        json_schema_extra={"env": env, "flag": flag, "yaml": yaml},
+        **constraints,
+    )
+
+
+class ServerSettings(BaseSettings):
+    """Everything one server program (the launcher and each of its workers) is told.
+
+    Build it with :func:`load_settings`; ``sources`` says where each value came from.
+    """
+
+    model_config = SettingsConfigDict(
+        populate_by_name=True, env_ignore_empty=True, extra="forbid", frozen=True
+    )
+
+    # -- where and how uvicorn listens --------------------------------------------------------
+    host: str = _setting("127.0.0.1", env="HOST", flag="--host", description="Interface to bind.")
+    port: int = _setting(
+        8000, env="PORT", flag="--port", yaml="port", ge=1, le=65535, description="Port to bind."
+    )
+    workers: int = _setting(
+        1, env="WORKERS", flag="--workers", yaml="server.workers", ge=1,
+        description="Worker processes; capacity is per worker.",
+    )  # fmt: skip
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = _setting(
+        "info", env="LOG_LEVEL", flag="--log-level", description="uvicorn's log level."
+    )
+    ws_ping_interval: float | None = _setting(
+        20.0, env="WS_PING_INTERVAL", flag="--ws-ping-interval",
+        description="Seconds between keepalive pings (0: none).",
+    )  # fmt: skip
+    ws_ping_timeout: float | None = _setting(
+        20.0, env="WS_PING_TIMEOUT", flag="--ws-ping-timeout",
+        description="Seconds a ping may go unanswered before the connection is dropped (0: forever).",
+    )  # fmt: skip
+    forwarded_allow_ips: str = _setting(
+        "127.0.0.1,::1", env="FORWARDED_ALLOW_IPS", flag="--forwarded-allow-ips",
+        yaml="server.forwarded_allow_ips",
+        description="Proxies whose X-Forwarded-For/-Proto headers are believed (comma-separated, '*': any).",
+    )  # fmt: skip
+    limit_concurrency: int | None = _setting(
+        None, env="LIMIT_CONCURRENCY", flag="--limit-concurrency", yaml="server.limit_concurrency",
+        ge=1,
+        description="Open connections per worker before new ones get 503 "
+        "(default: 2 × max_concurrent_envs + 64).",
+    )  # fmt: skip
+    timeout_keep_alive: float = _setting(
+        5.0, env="TIMEOUT_KEEP_ALIVE", flag="--timeout-keep-alive", gt=0,
+        description="Seconds an idle HTTP keep-alive connection is kept.",
+    )  # fmt: skip
+    gc_tuning: bool = _setting(
+        True, env="OPENENV_GC_TUNING", description="Freeze start-up objects out of the collector's sight."
+    )  # fmt: skip
+
+    # -- sessions ------------------------------------------------------------------------------
+    max_concurrent_envs: int = _setting(
+        100, env="MAX_CONCURRENT_ENVS", flag="--max-concurrent-envs",
+        yaml="server.max_concurrent_envs", ge=1,
+        description="Sessions (WebSocket and HTTP) one worker holds at once.",
+    )  # fmt: skip
+    session_timeout: float | None = _setting(
+        600.0, env="SESSION_TIMEOUT", flag="--session-timeout", yaml="server.session_timeout",
+        description="Idle seconds before a session is closed (0: never).",
+    )  # fmt: skip
+    step_timeout: float | None = _setting(
+        None, env="STEP_TIMEOUT", flag="--step-timeout", yaml="server.step_timeout",
+        description="Seconds a reset or step may run before its session is ended with "
+        "STEP_TIMEOUT (0 or unset: no limit).",
+    )  # fmt: skip
+    max_sessions_per_client: int | None = _setting(
+        None, env="MAX_SESSIONS_PER_CLIENT", flag="--max-sessions-per-client",
+        yaml="server.max_sessions_per_client",
+        description="Sessions one client (its token with auth on, else its address) may hold (0 or unset: no cap).",
+    )  # fmt: skip
+    resume_grace: float = _setting(
+        30.0, env="SESSION_RESUME_GRACE", flag="--resume-grace", yaml="server.resume_grace", ge=0,
+        description="Seconds a dropped session waits to be resumed.",
+    )  # fmt: skip
+    drain_timeout: float = _setting(
+        30.0, env="DRAIN_TIMEOUT", flag="--drain-timeout", yaml="server.drain_timeout", ge=0,
+        description="Seconds running sessions get to finish on shutdown.",
+    )  # fmt: skip
+    warm_pool: int = _setting(
+        0, env="WARM_POOL", flag="--warm-pool", yaml="server.warm_pool", ge=0,
+        description="Environment instances created ahead of demand.",
+    )  # fmt: skip
+
+    # -- the app -------------------------------------------------------------------------------
+    web_interface: bool = _setting(
+        True, env="ENABLE_WEB_INTERFACE", flag="--web/--no-web", yaml="server.web_interface",
+        description="Serve the interactive page at /web.",
+    )  # fmt: skip
+    api_key: SecretStr | None = _setting(
+        None, env="OPENENV_API_KEY",
+        description="When set, every route but the public ones needs `Authorization: Bearer <key>`.",
+    )  # fmt: skip
+    sync_pool_size: int = _setting(
+        64, env="OPENENV_SYNC_POOL_SIZE", flag="--sync-pool-size", yaml="server.sync_pool_size",
+        ge=1, description="Threads that run plain (non-async) environment methods.",
+    )  # fmt: skip
+    max_message_bytes: int = _setting(
+        1 << 20, env="OPENENV_MAX_MESSAGE_BYTES", flag="--max-message-bytes",
+        yaml="server.max_message_bytes", ge=1024,
+        description="Largest WebSocket message or HTTP body accepted (larger: close 1009 / 413).",
+    )  # fmt: skip
+
+    @field_validator(
+        "session_timeout", "step_timeout", "ws_ping_interval", "ws_ping_timeout", mode="after"
+    )
+    @classmethod
+    def _zero_is_off(cls, value: float | None) -> float | None:
+        return None if value is None or value <= 0 else value
+
+    @field_validator("max_sessions_per_client", mode="after")
+    @classmethod
+    def _zero_is_no_cap(cls, value: int | None) -> int | None:
+        return None if value is None or value <= 0 else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings merges the layers itself (to know each value's source); the model
+        # only validates what it is given.
+        return (init_settings,)
+
+    @property
+    def connection_limit(self) -> int:
+        """Open connections per worker: ``limit_concurrency``, or room for every session and then some."""
+        return self.limit_concurrency or 2 * self.max_concurrent_envs + 64
+
+    @property
+    def api_key_value(self) -> str | None:
+        return self.api_key.get_secret_value() if self.api_key else None
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """Where a setting can be given."""
+
+    name: str
+    env: str
+    flag: str | None
+    yaml: str | None
+    description: str
+
+
+def _key(name: str, info: FieldInfo) -> Key:
+    extra = info.json_schema_extra
+    assert isinstance(extra, dict)
+    return Key(
+        name,
+        str(extra["env"]),
+        extra["flag"] if isinstance(extra["flag"], str) else None,
+        extra["yaml"] if isinstance(extra["yaml"], str) else None,
+        info.description or "",
+    )
+
+
+KEYS: dict[str, Key] = {name: _key(name, f) for name, f in ServerSettings.model_fields.items()}
+"""Each setting's environment variable, flag and ``openenv.yaml`` key, by field name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where one value came from: the layer, and the name it had there."""
+
+    source: Source
+    name: str  # "--port", "PORT", "openenv.yaml: server.workers", "create_app(port=...)", "default"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSettings:
+    """The settings and, for each, where its value came from."""
+
+    values: ServerSettings
+    origins: dict[str, Origin]
+
+    def origin(self, name: str) -> Origin:
+        return self.origins[name]
+
+
+class _Environ(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping (``os.environ`` by default)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._given = environ
+        super().__init__(ServerSettings)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._given.items() if v.strip() != ""}
+
+
+def _manifest_path(manifest: str | Path | None, environ: Mapping[str, str]) -> Path | None:
+    if manifest is not None:
+        return Path(manifest)
+    named = environ.get(MANIFEST_VARIABLE)
+    if named:
+        return Path(named)
+    here = Path(MANIFEST_FILE)
+    return here if here.is_file() else None
+
+
+def _yaml_layer(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.is_file():
+        return {}
+    import yaml  # uvicorn[standard] brings PyYAML
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise EnvironmentContractError(f"Cannot read {path}: {exc}") from None
+    found: dict[str, Any] = {}
+    for name, key in KEYS.items():
+        if key.yaml is None:
+            continue
+        current: Any = data
+        for part in key.yaml.split("."):
+            current = current.get(part) if isinstance(current, dict) else None
+        if current is not None:
+            found[name] = current
+    return found
+
+
+def _flags_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    raw = environ.get(FLAGS_VARIABLE)
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise EnvironmentContractError(f"{FLAGS_VARIABLE} is not JSON: {raw[:80]!r}") from None
+    if not isinstance(data, dict):
+        raise EnvironmentContractError(f"{FLAGS_VARIABLE} must be a JSON object.")
+    return {k: v for k, v in data.items() if k in KEYS and v is not None}
+
+
+def flags_variable(flags: Mapping[str, Any]) -> str:
+    """The value of ``OPENENV_SERVER_FLAGS`` that hands ``flags`` (field name → value) to workers."""
+    return json.dumps({k: v for k, v in flags.items() if v is not None and k in KEYS})
+
+
+def load_settings(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    code: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    manifest: str | Path | None = None,
+) -> ResolvedSettings:
+    """Resolve every setting: flag, environment variable, ``openenv.yaml``, ``create_app()``, default.
+
+    ``flags`` are this process's own command-line values (field name → value, None: not
+    given), merged over those in ``OPENENV_SERVER_FLAGS``; ``code`` are ``create_app``'s
+    explicit arguments. Raises :class:`EnvironmentContractError` naming the bad value's source.
+    """
+    environ = os.environ if environ is None else environ
+    flag_values = {
+        **_flags_layer(environ),
+        **{k: v for k, v in (flags or {}).items() if v is not None},
+    }
+    unknown = set(flag_values) - set(KEYS)
+    if unknown:
+        raise EnvironmentContractError(f"Unknown server settings: {', '.join(sorted(unknown))}.")
+    env_values = {
+        name: value
+        for alias, value in _Environ(environ)().items()
+        if (name := _field_for_env(alias)) is not None
+    }
+    yaml_path = _manifest_path(manifest, environ)
+    layers: list[tuple[Source, dict[str, Any]]] = [
+        ("flag", flag_values),
+        ("env", env_values),
+        ("openenv.yaml", _yaml_layer(yaml_path)),
+        ("create_app()", {k: v for k, v in (code or {}).items() if v is not None}),
+    ]
+    merged: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    for name, key in KEYS.items():
+        origins[name] = Origin("default", "default")
+        for source, layer in layers:
+            if name in layer:
+                merged[name] = layer[name]
+                origins[name] = Origin(source, _origin_name(source, key))
+                break
+    try:
+        values = ServerSettings(**merged)
+    except ValidationError as exc:
+        raise EnvironmentContractError(_explain(exc, merged, origins)) from None
+    code_overridden = [
+        f"{origins[name]} overrides create_app({name}={value!r})"
+        for name, value in (code or {}).items()
+        if value is not None and name in origins and origins[name].source != "create_app()"
+    ]
+    for line in code_overridden:
+        logger.info("setting %s", line)
+    return ResolvedSettings(values, origins)
+
+
+def _field_for_env(alias: str) -> str | None:
+    for name, key in KEYS.items():
+        if key.env.lower() == alias.lower():
+            return name
+    return None
+
+
+def _origin_name(source: Source, key: Key) -> str:
+    if source == "flag":
+        return key.flag.split("/")[0] if key.flag else f"--{key.name.replace('_', '-')}"
+    if source == "env":
+        return key.env
+    if source == "openenv.yaml":
+        return f"openenv.yaml: {key.yaml}"
+    return f"create_app({key.name}=...)"
+
+
+def _explain(exc: ValidationError, merged: Mapping[str, Any], origins: Mapping[str, Origin]) -> str:
+    lines = []
+    for error in exc.errors(include_url=False)[:5]:
+        name = str(error["loc"][0]) if error["loc"] else ""
+        origin = origins.get(name)
+        shown = "<hidden>" if name == "api_key" else repr(merged.get(name))
+        where = f" (from {origin})" if origin else ""
+        lines.append(f"{name}={shown}{where}: {error['msg']}")
+    fix = "; ".join(
+        f"{KEYS[n].env} / {KEYS[n].flag or 'no flag'} / {KEYS[n].yaml or 'not in openenv.yaml'}"
+        for n in dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"])
+        if n in KEYS
+    )
+    return "Invalid server setting: " + "; ".join(lines) + f". Set it via {fix}."

@@ -1,0 +1,108 @@
+"""The runtime's one settings path: flag → env → openenv.yaml → create_app() → default."""
+
+from pathlib import Path
+
+import pytest
+
+from openenv_runtime import EnvironmentContractError
+from openenv_runtime.server.settings import (
+    FLAGS_VARIABLE,
+    KEYS,
+    ServerSettings,
+    flags_variable,
+    load_settings,
+)
+
+
+def manifest(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "openenv.yaml"
+    path.write_text("name: x\napp: x.server.app:app\n" + text, encoding="utf-8")
+    return path
+
+
+def test_defaults_are_written_once_and_reported_as_defaults(tmp_path: Path) -> None:
+    resolved = load_settings(environ={}, manifest=tmp_path / "missing.yaml")
+    assert resolved.values == ServerSettings()
+    assert (resolved.values.max_concurrent_envs, resolved.values.session_timeout) == (100, 600.0)
+    assert resolved.values.step_timeout is None and resolved.values.max_sessions_per_client is None
+    assert {o.source for o in resolved.origins.values()} == {"default"}
+
+
+def test_each_layer_in_order(tmp_path: Path) -> None:
+    path = manifest(
+        tmp_path, "port: 9000\nserver:\n  workers: 2\n  step_timeout: 5\n  session_timeout: 60\n"
+    )
+    resolved = load_settings(
+        flags={"workers": 3},
+        environ={"SESSION_TIMEOUT": "0", "ENABLE_WEB_INTERFACE": "off", "WARM_POOL": ""},
+        manifest=path,
+        code={"max_concurrent_envs": 4, "workers": 9, "step_timeout": 1},
+    )
+    values, origin = resolved.values, resolved.origin
+    assert (values.workers, str(origin("workers"))) == (3, "--workers")
+    assert (values.session_timeout, str(origin("session_timeout"))) == (None, "SESSION_TIMEOUT")
+    assert (values.web_interface, origin("web_interface").source) == (False, "env")
+    assert (values.port, str(origin("port"))) == (9000, "openenv.yaml: port")
+    assert (values.step_timeout, origin("step_timeout").source) == (5, "openenv.yaml")
+    assert (values.max_concurrent_envs, origin("max_concurrent_envs").source) == (4, "create_app()")
+    assert (values.warm_pool, origin("warm_pool").source) == (0, "default")  # empty is unset
+
+
+def test_a_key_the_file_does_not_set_is_not_reported_as_from_the_file(tmp_path: Path) -> None:
+    resolved = load_settings(environ={}, manifest=manifest(tmp_path, "server:\n  workers: 2\n"))
+    assert resolved.origin("workers").source == "openenv.yaml"
+    assert resolved.origin("max_concurrent_envs").source == "default"
+    assert resolved.origin("port").source == "default"
+
+
+def test_flags_reach_workers_through_one_variable(tmp_path: Path) -> None:
+    environ = {FLAGS_VARIABLE: flags_variable({"max_concurrent_envs": "7", "host": None})}
+    resolved = load_settings(environ=environ, manifest=tmp_path / "none.yaml")
+    assert (resolved.values.max_concurrent_envs, resolved.origin("max_concurrent_envs").source) == (
+        7,
+        "flag",
+    )
+
+
+def test_declared_settings_of_other_features_exist() -> None:
+    for name, env, flag, yaml, default in (
+        ("resume_grace", "SESSION_RESUME_GRACE", "--resume-grace", "server.resume_grace", 30),
+        ("drain_timeout", "DRAIN_TIMEOUT", "--drain-timeout", "server.drain_timeout", 30),
+        ("warm_pool", "WARM_POOL", "--warm-pool", "server.warm_pool", 0),
+        ("step_timeout", "STEP_TIMEOUT", "--step-timeout", "server.step_timeout", None),
+    ):
+        key = KEYS[name]
+        assert (key.env, key.flag, key.yaml) == (env, flag, yaml)
+        assert getattr(ServerSettings(), name) == default
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"MAX_CONCURRENT_ENVS": "lots"}, "MAX_CONCURRENT_ENVS"),
+        ({"WORKERS": "0"}, "WORKERS"),
+        ({"ENABLE_WEB_INTERFACE": "maybe"}, "ENABLE_WEB_INTERFACE"),
+        ({"PORT": "70000"}, "PORT"),
+    ],
+)
+def test_bad_values_name_their_source(environ: dict[str, str], named: str, tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentContractError, match=named):
+        load_settings(environ=environ, manifest=tmp_path / "none.yaml")
+
+
+def test_bad_manifest_value_names_the_file_key(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentContractError, match=r"openenv.yaml: server.max_concurrent_envs"):
+        load_settings(
+            environ={}, manifest=manifest(tmp_path, "server:\n  max_concurrent_envs: -1\n")
+        )
+
+
+def test_api_key_is_never_shown(tmp_path: Path) -> None:
+    resolved = load_settings(environ={"OPENENV_API_KEY": "s3cret"}, manifest=tmp_path / "n.yaml")
+    assert resolved.values.api_key_value == "s3cret"
+    assert "s3cret" not in repr(resolved.values) and "s3cret" not in str(resolved.origins)
+
+
+def test_booleans_parse_one_way() -> None:
+    for raw, value in (("Yes", True), ("off", False), ("1", True), ("false", False)):
+        assert load_settings(environ={"ENABLE_WEB_INTERFACE": raw}).values.web_interface is value
