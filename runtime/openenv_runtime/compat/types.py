@@ -6,7 +6,7 @@ wire); our own server builds its replies without them, on the hot path.
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import Enum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -19,14 +19,14 @@ Scalar = int | float | bool
 WSErrorCode = ErrorCode
 
 
-class ServerMode(StrEnum):
+class ServerMode(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
     """``simulation`` serves reset/step/state; ``production`` only tools, health and schemas."""
 
     SIMULATION = "simulation"
     PRODUCTION = "production"
 
 
-class HealthStatus(StrEnum):
+class HealthStatus(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"
     DEGRADED = "degraded"

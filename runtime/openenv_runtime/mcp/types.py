@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import IntEnum, StrEnum
+from enum import Enum, IntEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +50,7 @@ _DEFAULT_MESSAGES = {
 }
 
 
-class McpMethod(StrEnum):
+class McpMethod(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
     TOOLS_LIST = "tools/list"
     TOOLS_CALL = "tools/call"
 
@@ -127,7 +127,7 @@ class Tool(BaseModel):
     input_schema: dict[str, Any]
 
 
-class ToolErrorType(StrEnum):
+class ToolErrorType(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
     EXECUTION_ERROR = "execution_error"
     INVALID_ARGS = "invalid_args"
     TRANSPORT_ERROR = "transport_error"
