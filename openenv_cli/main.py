@@ -91,8 +91,9 @@ VERBS: dict[str, Verb] = {
         "openenv_cli.commands.bench",
         "Measure a server: concurrent sessions (the scaling-study workload) or steps per second.",
         (
-            "openenv bench --url http://127.0.0.1:8000",
             "openenv bench --serve --workers 2",
+            "openenv bench --url http://127.0.0.1:8000 --mode throughput --sessions 16",
+            """openenv bench --url http://127.0.0.1:8000 --action '{"message": "hi"}'""",
         ),
     ),
 }

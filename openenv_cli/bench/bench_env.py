@@ -47,13 +47,13 @@ class BenchEnvironment(Environment[BenchAction, BenchObservation, State]):
     def __init__(self) -> None:
         self._state = State()
 
-    async def reset(
+    async def reset(  # type: ignore[override]  # the runtime awaits async methods
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> BenchObservation:
         self._state = State(episode_id=episode_id or uuid4().hex)
         return BenchObservation(reward=0.0)
 
-    async def step(self, action: BenchAction, **kwargs: Any) -> BenchObservation:
+    async def step(self, action: BenchAction, **kwargs: Any) -> BenchObservation:  # type: ignore[override]
         if action.wait > 0:
             await asyncio.sleep(action.wait)
         self._state.step_count += 1

@@ -35,14 +35,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from .http_sessions import http_close, http_open_and_reset, http_session, http_steps
 from .sessions import (
     Collector,
     Target,
     Watchdog,
-    http_close,
-    http_open_and_reset,
-    http_session,
-    http_steps,
     ws_close,
     ws_open_and_reset,
     ws_session,
@@ -75,8 +72,13 @@ def _cpu_now() -> float:
 async def _recv_from_parent(conn: Connection) -> Any:
     """Wait for the parent's next message without blocking the event loop."""
     loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(conn.fileno(), lambda: ready.done() or ready.set_result(None))
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(conn.fileno(), readable)
     try:
         await ready
     finally:
@@ -377,7 +379,7 @@ class LoadGenerator:
 
     def _dispatch(self, kind: str, counts: list[int], job: dict[str, Any]) -> list[int]:
         slots = list(range(len(counts)))
-        for slot, count in zip(slots, counts):
+        for slot, count in zip(slots, counts, strict=True):
             worker = self._workers[slot]
             if worker is None:
                 worker = self._start(slot)
@@ -436,7 +438,7 @@ class LoadGenerator:
     ) -> dict[str, Any]:
         got = self._collect(slots, "result", until, total, on_progress)
         results = []
-        for slot, count in zip(slots, counts):
+        for slot, count in zip(slots, counts, strict=True):
             payload = got.get(slot)
             if payload is None:
                 payload = {
@@ -502,12 +504,12 @@ class LoadGenerator:
                 worker.conn.send(("go", None))
         result = self._finish(
             live,
-            [c for s, c in zip(slots, counts) if s in live],
+            [c for s, c in zip(slots, counts, strict=True) if s in live],
             until,
             sessions * steps,
             on_progress,
         )
-        lost = sum(c for s, c in zip(slots, counts) if s not in live)
+        lost = sum(c for s, c in zip(slots, counts, strict=True) if s not in live)
         if lost:
             result["attempted"] += lost
             result["errors"]["load generator: worker did not answer (stopped)"] = lost

@@ -1,4 +1,4 @@
-"""CPU time and memory of a process tree, read from /proc (Linux).
+"""CPU time and memory of a process tree (``psutil``), and the kernel's listen-queue drops.
 
 The load generator shares the machine with the server, so a server's cost is measured
 from the kernel's accounting of the server's own processes (and their children: uvicorn
@@ -7,63 +7,42 @@ workers), never from wall time.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-_PROC = Path("/proc")
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+import psutil
 
 
 def available() -> bool:
-    """True where /proc/<pid>/stat can be read (Linux)."""
-    return (_PROC / str(os.getpid()) / "stat").is_file()
-
-
-def _stat_fields(pid: int) -> list[str] | None:
+    """True where the CPU time of a process can be read."""
     try:
-        raw = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    return raw[raw.rfind(")") + 2 :].split()
-
-
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(int(entry.name))
-        if fields is None:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    return children
+        psutil.Process().cpu_times()
+    except (psutil.Error, NotImplementedError):
+        return False
+    return True
 
 
 def process_tree(roots: Iterable[int]) -> list[int]:
     """``roots`` and all their living descendants."""
-    children = _children_map()
-    seen: list[int] = []
-    stack = [pid for pid in roots if (_PROC / str(pid)).exists()]
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
+    seen: dict[int, None] = {}
+    for pid in roots:
+        try:
+            process = psutil.Process(pid)
+            family = [process, *process.children(recursive=True)]
+        except psutil.Error:
             continue
-        seen.append(pid)
-        stack.extend(children.get(pid, ()))
-    return seen
+        seen.update(dict.fromkeys(p.pid for p in family))
+    return list(seen)
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of one process (all its threads); 0.0 if it is gone."""
-    fields = _stat_fields(pid)
-    if fields is None:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
-    # After the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return float(times.user + times.system)
 
 
 def tree_cpu_seconds(roots: Iterable[int]) -> dict[int, float]:
@@ -77,19 +56,15 @@ def tree_cpu_seconds(roots: Iterable[int]) -> dict[int, float]:
 
 def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
     """CPU seconds spent between two :func:`tree_cpu_seconds` readings."""
-    total = 0.0
-    for pid, value in after.items():
-        total += value - before.get(pid, 0.0)
-    return total
+    return sum(value - before.get(pid, 0.0) for pid, value in after.items())
 
 
 def rss_bytes(pid: int) -> int:
     """Resident memory of one process (0 if it is gone)."""
     try:
-        pages = int((_PROC / str(pid) / "statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
         return 0
-    return pages * _PAGE
 
 
 def tree_rss_bytes(roots: Iterable[int]) -> int:
@@ -102,29 +77,29 @@ def thread_count(roots: Iterable[int]) -> int:
     total = 0
     for pid in process_tree(roots):
         try:
-            total += len(os.listdir(_PROC / str(pid) / "task"))
-        except OSError:
+            total += psutil.Process(pid).num_threads()
+        except psutil.Error:
             pass
     return total
 
 
 @dataclass(frozen=True, slots=True)
 class MachineCpu:
-    """Busy and total CPU time of the whole machine (all cores), from /proc/stat."""
+    """Busy and total CPU time of the whole machine (all cores)."""
 
     busy: float
     total: float
 
     @staticmethod
     def read() -> MachineCpu:
-        try:
-            line = (_PROC / "stat").read_text().splitlines()[0]
-        except (OSError, IndexError):
-            return MachineCpu(0.0, 0.0)
-        values = [int(v) for v in line.split()[1:]]
-        idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
-        total = sum(values[:8])  # guest time is already inside user
-        return MachineCpu((total - idle) / _TICK, total / _TICK)
+        times = psutil.cpu_times()
+        # guest time is already inside user: leave it out of the total
+        total = sum(
+            getattr(times, name, 0.0)
+            for name in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+        )
+        idle = times.idle + getattr(times, "iowait", 0.0)
+        return MachineCpu(total - idle, total)
 
     def busy_since(self, earlier: MachineCpu) -> float:
         """CPU seconds all processes of the machine used between two readings."""
@@ -136,15 +111,15 @@ def listen_overflows() -> int | None:
 
     Read before and after a run: a growing count means the server's accept backlog (or
     ``net.core.somaxconn``) was too small for the burst of connects, and clients waited for
-    SYN retransmissions (1 s, 3 s, 7 s, ...).
+    SYN retransmissions (1 s, 3 s, 7 s, ...). psutil has no reading of this counter.
     """
     try:
-        lines = (_PROC / "net" / "netstat").read_text().splitlines()
+        lines = Path("/proc/net/netstat").read_text().splitlines()
     except OSError:
         return None
-    for header, values in zip(lines[::2], lines[1::2]):
+    for header, values in zip(lines[::2], lines[1::2], strict=False):
         if header.startswith("TcpExt:"):
-            fields = dict(zip(header.split()[1:], values.split()[1:]))
+            fields = dict(zip(header.split()[1:], values.split()[1:], strict=False))
             value = fields.get("ListenOverflows")
             return int(value) if value is not None else None
     return None

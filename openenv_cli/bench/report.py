@@ -2,7 +2,7 @@
 
 Pure functions build the content (``to_json_dict``, ``csv_text``, ``markdown``,
 ``summary_table``); ``write_reports`` puts them on disk. matplotlib is imported only
-inside :func:`write_plots`, and only if it is installed (``pip install 'openenv-toolkit[plot]'``).
+inside :func:`write_plots`, and only if it is installed (the ``bench`` extra: ``pip install 'openenv-toolkit[bench]'``).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def to_json_dict(run: BenchRun) -> dict[str, Any]:
         "max_batch": {str(wait): batch for wait, batch in run.max_batch.items()},
         "throughput": [c.to_dict() for c in run.throughput],
         "notes": run.notes,
+        "failure": run.failure,
     }
 
 
@@ -267,7 +268,7 @@ def markdown(run: BenchRun, plots: list[Path] | None = None) -> str:
         )
         lines.append("")
     failures: dict[str, int] = {}
-    for cell in [*run.sessions, *run.throughput]:
+    for cell in run.cells:
         for label, count in cell.errors.items():
             failures[label] = failures.get(label, 0) + count
     if failures:

@@ -2,8 +2,10 @@
 
 ``run_bench(settings, observer)`` is the plain function behind ``openenv bench``: for
 every cell of the grid it asks the load generator for the workload, reads the server's
-CPU from /proc before and after (when the server's pids are known), and tells the
-observer how far it got. The whole run stops at ``settings.deadline``.
+CPU before and after (when the server's pids are known), and tells the observer how far
+it got. The whole run stops at ``settings.deadline``, or after a run in which the server
+answered most resets or steps with an error (``BenchRun.failure``): measuring a wrong
+action measures nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from . import procstat
 from .loadgen import LoadGenerator
 from .server import get_json
 from .sessions import Target
-from .stats import SUCCESS_THRESHOLD, BenchRun, SessionsCell, ThroughputCell
+from .stats import SUCCESS_THRESHOLD, BenchRun, SessionsCell, ThroughputCell, refusal
 
 MODES = ("sessions", "throughput")
 
@@ -41,6 +43,10 @@ class BenchSettings:
     processes: int = 1
     compression: bool = True
     client: str = "lean"
+    action: dict[str, Any] = field(default_factory=dict)
+    """What every step sends (see ``bench.action``); ``wait`` is added when ``wait_field``."""
+    wait_field: bool = True
+    action_source: str = "the built-in benchmark action"
     success_threshold: float = SUCCESS_THRESHOLD
     server_pids: list[int] = field(default_factory=list)
     loadgen_cpus: list[int] | None = None
@@ -73,6 +79,8 @@ class BenchSettings:
             timeout=self.timeout,
             compression=self.compression,
             client=self.client,
+            action=self.action,
+            wait_field=self.wait_field,
         )
 
     def cells(self) -> list[tuple[int, float, int]]:
@@ -167,7 +175,7 @@ def run_bench(
         environment=environment_info(settings, server),
     )
     if settings.server_pids and not procstat.available():
-        run.notes.append("server CPU unknown: /proc is not readable here")
+        run.notes.append("server CPU unknown: process CPU times cannot be read here")
     pids = settings.server_pids if procstat.available() else []
     started = time.monotonic()
     stop_at = started + settings.deadline
@@ -228,6 +236,13 @@ def run_bench(
                 )
                 run.throughput.append(cell)
             observer.cell_finished(cell)
+            run.failure = refusal(cell.errors, cell.error_samples, size)
+            if run.failure is not None:
+                run.notes.append(
+                    f"stopped after run {index + 1} of {len(cells)}: "
+                    "the server answered most requests with an error"
+                )
+                break
     finally:
         if own:
             generator.__exit__(None, None, None)
@@ -235,6 +250,6 @@ def run_bench(
     if pids:
         run.notes.append(
             "server CPU is the user+system time of the server's process tree "
-            f"(pids {', '.join(map(str, pids))} and children) from /proc, read before and after each run"
+            f"(pids {', '.join(map(str, pids))} and children), read before and after each run"
         )
     return run

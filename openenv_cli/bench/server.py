@@ -22,6 +22,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from . import procstat
 
 
@@ -44,8 +46,8 @@ def pin_tree(roots: Sequence[int], cpus: Sequence[int]) -> None:
     """Pin every process (and thread) of the trees under ``roots`` to ``cpus``."""
     for pid in procstat.process_tree(roots):
         try:
-            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-        except OSError:
+            tids = [thread.id for thread in psutil.Process(pid).threads()]
+        except psutil.Error:
             tids = [pid]
         for tid in tids:
             with contextlib.suppress(OSError):

@@ -1,10 +1,10 @@
 """What one simulated client does: the coroutines the load generator runs by the thousand.
 
-Two transports: ``ws`` (one WebSocket connection per session, see ``wsclient``) and
-``http`` (a minimal keep-alive HTTP/1.1 client on asyncio streams, ``POST /reset`` then
-``/step`` and ``/close`` naming the session). No pydantic and no full JSON parse on the
-hot path: a reply that starts like an observation is one; anything else is parsed to
-find out what went wrong.
+Two transports: ``ws`` here (one WebSocket connection per session, see ``wsclient``) and
+``http`` in ``http_sessions``. Every step sends the target's action (``Target.action``: the
+environment's own example, ``--action``, or the built-in ``{"wait": ...}``). No pydantic
+and no full JSON parse on the hot path: a reply that starts like an observation is one;
+anything else is parsed to find out what went wrong, and kept as a sample.
 
 Every operation is bounded by ``Target.timeout`` (a step by ``timeout + wait``).
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -39,6 +40,10 @@ class Target:
     timeout: float = 30.0
     compression: bool = True
     client: str = "lean"
+    action: str = "{}"
+    """The action every step sends, as JSON object text."""
+    wait_field: bool = True
+    """Put each run's wait into the action as ``wait`` (the built-in environment's field)."""
 
     @classmethod
     def parse(
@@ -49,6 +54,8 @@ class Target:
         timeout: float = 30.0,
         compression: bool = True,
         client: str = "lean",
+        action: Mapping[str, Any] | None = None,
+        wait_field: bool = True,
     ) -> Target:
         """``http://host:port[/prefix]`` or ``ws://host:port[/prefix][/ws]``; raises ``ValueError``."""
         parts = urlsplit(url.strip())
@@ -67,7 +74,15 @@ class Target:
         path = parts.path.rstrip("/")
         path = path.removesuffix("/ws")
         return cls(
-            parts.hostname, parts.port or 80, path, transport, float(timeout), compression, client
+            parts.hostname,
+            parts.port or 80,
+            path,
+            transport,
+            float(timeout),
+            compression,
+            client,
+            _compact(dict(action or {})),
+            wait_field,
         )
 
     @property
@@ -84,8 +99,26 @@ class Target:
         return f"{host}:{self.port}"
 
 
-def step_frame(wait: float) -> str:
-    return '{"type":"step","data":{"wait":%s}}' % repr(float(wait))
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def action_text(target: Target, wait: float) -> str:
+    """The JSON text of the action one step sends (with ``wait`` when the target takes it)."""
+    if not target.wait_field:
+        return target.action
+    return _compact({**json.loads(target.action), "wait": float(wait)})
+
+
+def step_frame(target: Target, wait: float) -> str:
+    """The WebSocket ``step`` message."""
+    return f'{{"type":"step","data":{action_text(target, wait)}}}'
+
+
+def excerpt(reply: str | bytes, limit: int = 400) -> str:
+    """The start of a reply, for an error sample."""
+    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else reply
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def reply_problem(reply: str | bytes) -> str | None:
@@ -102,8 +135,8 @@ def reply_problem(reply: str | bytes) -> str | None:
         if message.get("type") == "observation":
             return None
         if message.get("type") == "error":
-            data = message.get("data") if isinstance(message.get("data"), dict) else {}
-            return f"error {data.get('code', '?')}"
+            data = message.get("data")
+            return f"error {data.get('code', '?') if isinstance(data, dict) else '?'}"
     return "unexpected reply"
 
 
@@ -184,7 +217,8 @@ async def ws_open(target: Target) -> Any:
 
 async def ws_request(ws: Any, frame: str, timeout: float) -> str | bytes:
     async with asyncio.timeout(timeout):
-        return await ws.request(frame)
+        reply: str | bytes = await ws.request(frame)
+    return reply
 
 
 def _abort(ws: Any) -> None:
@@ -206,17 +240,19 @@ async def ws_session(target: Target, wait: float, col: Collector) -> None:
         t_open = perf_counter()
         col.connect.append(t_open - start)
         phase = "reset"
-        problem = reply_problem(await ws_request(ws, RESET_FRAME, target.timeout))
+        reply = await ws_request(ws, RESET_FRAME, target.timeout)
+        problem = reply_problem(reply)
         if problem:
-            col.fail(phase, problem)
+            col.fail(phase, problem, excerpt(reply))
             _abort(ws)
             return
         t_reset = perf_counter()
         col.reset.append(t_reset - t_open)
         phase = "step"
-        problem = reply_problem(await ws_request(ws, step_frame(wait), target.timeout + wait))
+        reply = await ws_request(ws, step_frame(target, wait), target.timeout + wait)
+        problem = reply_problem(reply)
         if problem:
-            col.fail(phase, problem)
+            col.fail(phase, problem, excerpt(reply))
             _abort(ws)
             return
         col.step.append(perf_counter() - t_reset)
@@ -236,9 +272,10 @@ async def ws_open_and_reset(target: Target, col: Collector) -> Any:
     try:
         ws = await ws_open(target)
         phase = "reset"
-        problem = reply_problem(await ws_request(ws, RESET_FRAME, target.timeout))
+        reply = await ws_request(ws, RESET_FRAME, target.timeout)
+        problem = reply_problem(reply)
         if problem:
-            col.fail(phase, problem)
+            col.fail(phase, problem, excerpt(reply))
             _abort(ws)
             return None
         return ws
@@ -312,7 +349,7 @@ async def ws_steps(
 
     ``stop_at`` is on the monotonic clock, as ``perf_counter`` is on Linux.
     """
-    frame = step_frame(wait)
+    frame = step_frame(target, wait)
     timeout = target.timeout + wait
     latencies = col.step_latencies
     guard = Guard(lambda: _abort(ws))
@@ -334,207 +371,10 @@ async def ws_steps(
             if not (isinstance(reply, str) and reply.startswith(_OBSERVATION_PREFIXES)):
                 problem = reply_problem(reply)
                 if problem:
-                    col.fail("step", problem)
+                    col.fail("step", problem, excerpt(reply))
                     ok = False
                     break
             latencies.append(last - begin)
-            done += 1
-    except Exception as exc:
-        col.fail("step", "timeout" if guard.expired else describe_failure(exc))
-        ok = False
-    finally:
-        watchdog.guards.discard(guard)
-    col.steps += done
-    if done:
-        col.mark_window(first, last)
-    return ok
-
-
-# --- HTTP -----------------------------------------------------------------------------------
-
-
-class HttpConnection:
-    """One keep-alive HTTP/1.1 connection that sends JSON and reads (status, body)."""
-
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str
-    ) -> None:
-        self.reader, self.writer, self.host = reader, writer, host
-
-    @classmethod
-    async def open(cls, target: Target) -> HttpConnection:
-        reader, writer = await asyncio.open_connection(target.host, target.port)
-        return cls(reader, writer, f"{target.host}:{target.port}")
-
-    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nUser-Agent: openenv-bench\r\n"
-        if body is not None:
-            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        self.writer.write(head.encode("latin-1") + b"\r\n" + (body or b""))
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        lines = raw.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {
-            k.strip().lower(): v.strip()
-            for k, _, v in (line.partition(":") for line in lines[1:] if line)
-        }
-        if "content-length" in headers:
-            return status, await self.reader.readexactly(int(headers["content-length"]))
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            chunks = []
-            while True:
-                size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
-                chunk = await self.reader.readexactly(size + 2)
-                if size == 0:
-                    return status, b"".join(chunks)
-                chunks.append(chunk[:-2])
-        return status, b""
-
-    def close(self) -> None:
-        self.writer.transport.abort() if self.writer.transport is not None else None
-
-
-def _session_id(body: bytes) -> str | None:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    return data.get("session_id") if isinstance(data, dict) else None
-
-
-def _http_problem(status: int, body: bytes) -> str | None:
-    if status == 200:
-        return None
-    try:
-        code = json.loads(body).get("code")
-    except (ValueError, AttributeError):
-        code = None
-    return f"HTTP {status}" + (f" {code}" if code else "")
-
-
-def http_step_body(wait: float, session_id: str | None) -> bytes:
-    sid = f',"session_id":{json.dumps(session_id)}' if session_id else ""
-    return ('{"action":{"wait":%s}%s}' % (repr(float(wait)), sid)).encode()
-
-
-async def http_open_and_reset(
-    target: Target, col: Collector
-) -> tuple[HttpConnection, str | None] | None:
-    phase, conn = "connect", None
-    try:
-        async with asyncio.timeout(target.timeout):
-            conn = await HttpConnection.open(target)
-        phase = "reset"
-        async with asyncio.timeout(target.timeout):
-            status, body = await conn.request("POST", f"{target.base_path}/reset", b"{}")
-        problem = _http_problem(status, body)
-        if problem:
-            col.fail(phase, problem)
-            conn.close()
-            return None
-        return conn, _session_id(body)
-    except Exception as exc:
-        col.fail(phase, describe_failure(exc))
-        if conn is not None:
-            conn.close()
-        return None
-
-
-async def http_close(
-    conn: HttpConnection, session_id: str | None, target: Target, col: Collector
-) -> bool:
-    try:
-        if session_id:
-            async with asyncio.timeout(target.timeout):
-                body = ('{"session_id":%s}' % json.dumps(session_id)).encode()
-                status, reply = await conn.request("POST", f"{target.base_path}/close", body)
-            problem = _http_problem(status, reply)
-            if problem:
-                col.fail("close", problem)
-                return False
-        return True
-    except Exception as exc:
-        col.fail("close", describe_failure(exc))
-        return False
-    finally:
-        conn.close()
-
-
-async def http_session(target: Target, wait: float, col: Collector) -> None:
-    """The scaling-study session over HTTP: connect, POST /reset, /step, /close."""
-    col.attempted += 1
-    start = perf_counter()
-    phase, conn = "connect", None
-    try:
-        async with asyncio.timeout(target.timeout):
-            conn = await HttpConnection.open(target)
-        t_open = perf_counter()
-        col.connect.append(t_open - start)
-        phase = "reset"
-        async with asyncio.timeout(target.timeout):
-            status, body = await conn.request("POST", f"{target.base_path}/reset", b"{}")
-        problem = _http_problem(status, body)
-        if problem:
-            col.fail(phase, problem)
-            return
-        session_id = _session_id(body)
-        t_reset = perf_counter()
-        col.reset.append(t_reset - t_open)
-        phase = "step"
-        async with asyncio.timeout(target.timeout + wait):
-            status, body = await conn.request(
-                "POST", f"{target.base_path}/step", http_step_body(wait, session_id)
-            )
-        problem = _http_problem(status, body)
-        if problem:
-            col.fail(phase, problem)
-            return
-        col.step.append(perf_counter() - t_reset)
-        if await http_close(conn, session_id, target, col):
-            col.total.append(perf_counter() - start)
-            col.ok += 1
-        conn = None
-    except Exception as exc:
-        col.fail(phase, describe_failure(exc))
-    finally:
-        if conn is not None:
-            conn.close()
-
-
-async def http_steps(
-    conn: HttpConnection,
-    session_id: str | None,
-    target: Target,
-    steps: int,
-    wait: float,
-    col: Collector,
-    stop_at: float,
-    watchdog: Watchdog,
-) -> bool:
-    body = http_step_body(wait, session_id)
-    path = f"{target.base_path}/step"
-    timeout = target.timeout + wait
-    guard = Guard(conn.close)
-    watchdog.guards.add(guard)
-    first = last = perf_counter()
-    done = 0
-    ok = True
-    try:
-        for _ in range(steps):
-            if last >= stop_at:
-                col.fail("step", "deadline reached")
-                break
-            begin = perf_counter()
-            guard.deadline = begin + timeout
-            status, reply = await conn.request("POST", path, body)
-            last = perf_counter()
-            guard.deadline = 0.0
-            problem = _http_problem(status, reply)
-            if problem:
-                col.fail("step", problem)
-                ok = False
-                break
-            col.step_latencies.append(last - begin)
             done += 1
     except Exception as exc:
         col.fail("step", "timeout" if guard.expired else describe_failure(exc))

@@ -1,4 +1,4 @@
-"""Statistics of benchmark runs: percentiles, success rates, the max batch, per-run results.
+"""Statistics of benchmark runs: latency summaries, success rates, the max batch, per-run results.
 
 A *cell* is one measured run: one batch size and wait (sessions mode) or one session
 count (throughput mode), one repetition. Latencies are kept in milliseconds.
@@ -6,26 +6,12 @@ count (throughput mode), one repetition. Latencies are kept in milliseconds.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from statistics import median
+from statistics import fmean, median, quantiles
 from typing import Any
 
 SUCCESS_THRESHOLD = 0.95
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (0–100) of already sorted values, linearly interpolated; None if empty."""
-    if not sorted_values:
-        return None
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile must be within 0..100, got {q}")
-    rank = (len(sorted_values) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = rank - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +27,14 @@ class Summary:
 
     @classmethod
     def of_seconds(cls, values: Iterable[float]) -> Summary:
-        ms = sorted(v * 1000.0 for v in values)
+        """Percentiles linearly interpolated between the nearest ranks (``statistics``' "inclusive" method)."""
+        ms = [v * 1000.0 for v in values]
         if not ms:
             return cls()
-        return cls(
-            len(ms),
-            sum(ms) / len(ms),
-            percentile(ms, 50),
-            percentile(ms, 90),
-            percentile(ms, 99),
-            ms[-1],
-        )
+        if len(ms) == 1:
+            return cls(1, ms[0], ms[0], ms[0], ms[0], ms[0])
+        cuts = quantiles(ms, n=100, method="inclusive")  # cuts[k - 1] is the k-th percentile
+        return cls(len(ms), fmean(ms), cuts[49], cuts[89], cuts[98], max(ms))
 
 
 def success_rate(ok: int, attempted: int) -> float:
@@ -272,12 +255,36 @@ def max_batch(
     """
     best: dict[float, int | None] = {}
     for point in points:
-        best.setdefault(point.wait, None)
-        if point.success_rate >= threshold and (
-            best[point.wait] is None or point.batch > best[point.wait]
-        ):
+        current = best.setdefault(point.wait, None)
+        if point.success_rate >= threshold and (current is None or point.batch > current):
             best[point.wait] = point.batch
     return best
+
+
+_NOT_REFUSALS = ("error CAPACITY_REACHED", "HTTP 429", "HTTP 503")
+
+
+def is_refusal(label: str) -> bool:
+    """Whether an error label (or sample) is a reset or step the server answered with an error.
+
+    A bad action or an environment that raises: unlike timeouts, lost connections or a
+    full server, no load explains it, and every further run would fail the same way.
+    """
+    phase, _, what = label.partition(": ")
+    if phase not in ("reset", "step") or what.startswith(_NOT_REFUSALS):
+        return False
+    return what.startswith(("error ", "HTTP ", "unparsable reply", "unexpected reply"))
+
+
+def refusal(errors: dict[str, int], samples: Sequence[str], attempted: int) -> str | None:
+    """The first refused request's sample when at least half of ``attempted`` were refused."""
+    refused = sum(count for label, count in errors.items() if is_refusal(label))
+    if not refused or refused * 2 < attempted:
+        return None
+    # a sample is its label, then the reply: the same test applies
+    return next((s for s in samples if is_refusal(s)), None) or next(
+        label for label in errors if is_refusal(label)
+    )
 
 
 def combined_errors(cells: Iterable[SessionsCell | ThroughputCell]) -> dict[str, int]:
@@ -303,6 +310,8 @@ class BenchRun:
     sessions: list[SessionsCell] = field(default_factory=list)
     throughput: list[ThroughputCell] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failure: str | None = None
+    """Why the run stopped early: the first error the server answered most requests with."""
 
     @property
     def points(self) -> list[SessionsPoint]:
@@ -315,12 +324,17 @@ class BenchRun:
         )
 
     @property
+    def cells(self) -> list[SessionsCell | ThroughputCell]:
+        """Every measured run, of either mode."""
+        return [*self.sessions, *self.throughput]
+
+    @property
     def loadgen_cpu_s(self) -> float:
-        return sum(c.loadgen_cpu_s for c in [*self.sessions, *self.throughput])
+        return sum(c.loadgen_cpu_s for c in self.cells)
 
     @property
     def server_cpu_s(self) -> float | None:
-        values = [c.server_cpu_s for c in [*self.sessions, *self.throughput]]
+        values = [c.server_cpu_s for c in self.cells]
         return (
             None
             if not values or any(v is None for v in values)

@@ -21,8 +21,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.client import ClientProtocol
 from websockets.extensions.permessage_deflate import enable_client_permessage_deflate
-from websockets.frames import Opcode
-from websockets.http11 import Response
+from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
@@ -100,7 +99,7 @@ class LeanConnection(asyncio.Protocol):
 
     def _process(self) -> None:
         for event in self.protocol.events_received():
-            if isinstance(event, Response):
+            if not isinstance(event, Frame):  # the handshake's Response
                 if self.opened.done():
                     continue
                 if self.protocol.handshake_exc is not None:
@@ -112,13 +111,13 @@ class LeanConnection(asyncio.Protocol):
             if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
                 if event.fin:
                     self._deliver(
-                        event.data.decode() if opcode is Opcode.TEXT else bytes(event.data)
+                        bytes(event.data).decode() if opcode is Opcode.TEXT else bytes(event.data)
                     )
                 else:
-                    self.fragments = [event.data]
+                    self.fragments = [bytes(event.data)]
                     self.fragment_text = opcode is Opcode.TEXT
             elif opcode is Opcode.CONT:
-                self.fragments.append(event.data)
+                self.fragments.append(bytes(event.data))
                 if event.fin:
                     data = b"".join(self.fragments)
                     self.fragments = []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -13,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -20,6 +23,9 @@ from rich.table import Table
 
 from openenv_cli.console import console
 from openenv_cli.errors import OpenEnvError, UsageError
+
+if TYPE_CHECKING:
+    from openenv_cli.bench.stats import BenchRun
 
 
 def _int_list(raw: str, flag: str) -> list[int]:
@@ -53,8 +59,8 @@ class _LiveObserver:
 
     def __init__(self, bars: Progress) -> None:
         self.bars = bars
-        self.overall: int | None = None
-        self.current: int | None = None
+        self.overall: TaskID | None = None
+        self.current: TaskID | None = None
 
     def cell_started(self, index: int, count: int, label: str, units: int) -> None:
         if self.overall is None:
@@ -81,6 +87,36 @@ class _LiveObserver:
             )
 
 
+BENCH_EXTRA_HINT = (
+    "Install it with: pip install 'openenv-toolkit[bench]' "
+    "(from a checkout: pip install -e '.[bench]')."
+)
+
+
+def _require_bench_extra() -> None:
+    """``openenv bench`` needs the ``bench`` extra (psutil); say so instead of a traceback."""
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        raise OpenEnvError(
+            "`openenv bench` needs the optional `bench` extra (psutil, to read server CPU and memory).",
+            hint=BENCH_EXTRA_HINT,
+        ) from None
+
+
+def _waits(wait_grid: str | None, mode: str, wait_field: bool) -> list[float]:
+    if wait_field:
+        return _float_list(wait_grid or ("1.0,5.0" if mode == "sessions" else "0"), "--wait-grid")
+    waits = _float_list(wait_grid or "0", "--wait-grid")
+    if any(waits):
+        raise UsageError(
+            "--wait-grid applies only to an environment whose action has a `wait` field "
+            "(the built-in one: --serve); this action has none.",
+            hint="Leave out --wait-grid: each step then takes as long as the environment takes.",
+        )
+    return [0.0]
+
+
 def command(
     url: Annotated[
         str | None,
@@ -94,6 +130,18 @@ def command(
         ),
     ] = False,
     workers: Annotated[int, typer.Option(help="With --serve: server worker processes.")] = 1,
+    action: Annotated[
+        str | None,
+        typer.Option(
+            metavar="JSON",
+            help="The action every step sends, as a JSON object \\[default: the project's "
+            "example_action in openenv.yaml, else an example built from the server's /schema].",
+        ),
+    ] = None,
+    action_file: Annotated[
+        Path | None,
+        typer.Option(metavar="PATH", help="Read the action (a JSON object) from this file."),
+    ] = None,
     sync: Annotated[
         bool,
         typer.Option(
@@ -113,7 +161,7 @@ def command(
     wait_grid: Annotated[
         str | None,
         typer.Option(
-            help="Seconds each step waits, comma-separated \\[sessions: 1.0,5.0; throughput: 0]."
+            help="Seconds each step waits (only for an action with a `wait` field, like the built-in one), comma-separated \\[sessions: 1.0,5.0; throughput: 0]."
         ),
     ] = None,
     reps: Annotated[int, typer.Option(help="Repetitions of every run.")] = 3,
@@ -142,7 +190,7 @@ def command(
         list[int] | None,
         typer.Option(
             "--server-pid",
-            help="Server process id(s), to report its CPU from /proc (children included).",
+            help="Server process id(s), to report its CPU time (children included).",
         ),
     ] = None,
     compression: Annotated[
@@ -164,7 +212,7 @@ def command(
         bool,
         typer.Option(
             "--plots/--no-plots",
-            help="Write PNG plots (needs matplotlib: pip install 'openenv-toolkit[plot]').",
+            help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit[bench]').",
         ),
     ] = True,
 ) -> None:
@@ -174,11 +222,16 @@ def command(
 
     Throughput mode: C sessions doing K back-to-back steps; reports steps/s and step latency.
 
+    Every step sends the measured environment's own action: --action or --action-file; with --serve the built-in {"wait": ...}; else the example_action of ./openenv.yaml; else an example built from the server's /schema. When the server answers most steps of a run with an error, the benchmark stops and shows the first one.
+
     Traffic goes only where --url points (or to the server --serve starts on 127.0.0.1).
     """
+    _require_bench_extra()
     from openenv_cli.bench import report
+    from openenv_cli.bench.action import resolve_action
     from openenv_cli.bench.runner import MODES, BenchSettings, run_bench
     from openenv_cli.bench.server import ServerStartError, bench_server
+    from openenv_cli.bench.sessions import Target
 
     if serve == (url is not None):
         raise UsageError(
@@ -194,13 +247,24 @@ def command(
         raise UsageError(f"--client must be lean or websockets, got {client!r}")
     if (workers != 1 or sync) and not serve:
         raise UsageError("--workers and --sync only apply with --serve.")
-    default_wait = "1.0,5.0" if mode == "sessions" else "0"
+    try:
+        base_url = Target.parse(url).http_url if url else ""
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    step_action = resolve_action(
+        action=action,
+        action_file=action_file,
+        serve=serve,
+        base_url=base_url,
+        project_dir=Path.cwd(),
+        timeout=min(timeout, 10.0),
+    )
     settings = BenchSettings(
         url=url or "http://127.0.0.1:1",
         mode=mode,
         transport=transport,
         requests_grid=_int_list(requests_grid, "--requests-grid"),
-        wait_grid=_float_list(wait_grid or default_wait, "--wait-grid"),
+        wait_grid=_waits(wait_grid, mode, step_action.wait_field),
         reps=reps,
         sessions=_int_list(sessions, "--sessions"),
         steps=steps,
@@ -210,6 +274,9 @@ def command(
         compression=compression,
         client=client,
         server_pids=list(server_pid or []),
+        action=step_action.value,
+        wait_field=step_action.wait_field,
+        action_source=step_action.source,
     )
     try:
         settings.check()
@@ -242,6 +309,13 @@ def command(
             f"{processes} load-generator process(es)",
             highlight=False,
         )
+        shown = json.dumps(step_action.value)
+        console.print(
+            f"step action: {escape(shown if len(shown) <= 200 else shown[:200] + '…')}"
+            + (" + wait" if step_action.wait_field else "")
+            + f" ({escape(step_action.source)})",
+            highlight=False,
+        )
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
@@ -254,6 +328,15 @@ def command(
         if server is not None:
             server.stop()
 
+    stem = f"bench-{mode}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if run.failure is not None:
+        _write_reports(report, run, output_dir, stem, plots=False)
+        raise OpenEnvError(
+            "The server answered most steps with an error, so there is nothing to measure. "
+            f"First error: {run.failure}",
+            hint=f"The action came from {step_action.source}. Pass the action the environment "
+            "expects with --action JSON or --action-file PATH.",
+        )
     headers, rows = report.summary_table(run)
     table = Table(*headers, title=f"openenv bench: {mode}", title_justify="left")
     for row in rows:
@@ -271,7 +354,7 @@ def command(
         + (
             f", server {server_cpu:.2f} s"
             if server_cpu is not None
-            else ", server unknown (pass --server-pid to read it from /proc)"
+            else ", server unknown (pass --server-pid to read it)"
         ),
         highlight=False,
     )
@@ -281,28 +364,29 @@ def command(
     for note in run.notes:
         if "deadline" in note:
             console.print(f"[yellow]{escape(note)}[/]", highlight=False)
-    stem = f"bench-{mode}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    paths = _write_reports(report, run, output_dir, stem, plots=plots)
+    if plots and not paths["plots"]:
+        console.print(f"[dim]No plots: matplotlib is not installed. {escape(BENCH_EXTRA_HINT)}[/]")
+    if run.cells and all(c.ok == 0 for c in run.cells):
+        first = run.cells[0]
+        raise OpenEnvError(
+            f"Every session failed (e.g. {', '.join(first.errors) or 'unknown'}).",
+            hint=f"Check that {settings.url} serves an OpenEnv environment, or try --serve.",
+        )
+
+
+def _write_reports(
+    report: ModuleType, run: BenchRun, output_dir: Path, stem: str, *, plots: bool
+) -> dict[str, Any]:
     try:
-        paths = report.write_reports(run, output_dir, stem, plots=plots)
+        paths: dict[str, Any] = report.write_reports(run, output_dir, stem, plots=plots)
     except OSError as exc:
         raise OpenEnvError(
             f"Could not write the reports to {output_dir}: {exc}",
             hint="Choose a writable folder with --output-dir.",
         ) from None
-    written = [paths["json"], paths["csv"], paths["markdown"], *paths["plots"]]  # type: ignore[misc]
+    written = [paths["json"], paths["csv"], paths["markdown"], *paths["plots"]]
     console.print(
         "Reports: " + ", ".join(escape(os.path.relpath(str(p))) for p in written), highlight=False
     )
-    if plots and not paths["plots"]:
-        console.print(
-            "[dim]No plots: matplotlib is not installed (pip install 'openenv-toolkit[plot]').[/]"
-        )
-    if all(c.ok == 0 for c in [*run.sessions, *run.throughput]) and (
-        run.sessions or run.throughput
-    ):
-        first = next(iter([*run.sessions, *run.throughput]))
-        raise OpenEnvError(
-            f"Every session failed (e.g. {', '.join(first.errors) or 'unknown'}).",
-            hint=f"Check that {settings.url} serves an OpenEnv environment whose action accepts `wait`, "
-            "or try --serve.",
-        )
+    return paths

@@ -181,6 +181,8 @@ def test_every_session_failing_is_an_error(tmp_path: Path) -> None:
         "1",
         "--timeout",
         "2",
+        "--action",
+        "{}",
         "--no-plots",
         "--output-dir",
         str(tmp_path),
@@ -194,10 +196,35 @@ def test_every_session_failing_is_an_error(tmp_path: Path) -> None:
     assert "connect: ConnectionRefusedError" in data["sessions"][0]["errors"]
 
 
+def test_without_a_server_nor_an_action_it_says_what_to_do(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = openenv("bench", "--url", url, "--output-dir", str(tmp_path), timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"Could not read {url}/schema" in result.stderr and "--action" in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_without_the_bench_extra_it_names_the_extra(tmp_path: Path) -> None:
+    hide_psutil = (
+        "import sys; sys.modules['psutil'] = None; sys.argv[0] = 'openenv';"
+        "from openenv_cli.main import main; main()"
+    )
+    run = [sys.executable, "-c", hide_psutil]
+    kwargs = {"capture_output": True, "text": True, "timeout": 60, "cwd": ROOT}
+    listed = subprocess.run([*run, "--help"], **kwargs)  # type: ignore[call-overload]
+    assert listed.returncode == 0 and "bench" in listed.stdout
+    result = subprocess.run([*run, "bench", "--serve", "--output-dir", str(tmp_path)], **kwargs)  # type: ignore[call-overload]
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "openenv-toolkit[bench]" in result.stderr and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(
     "args",
     [
         [],
+        ["--serve", "--action", "[1]"],
+        ["--serve", "--action", "{}", "--action-file", "x.json"],
         ["--url", "http://127.0.0.1:1", "--serve"],
         ["--serve", "--requests-grid", "a,b"],
         ["--serve", "--wait-grid", "-1"],

@@ -7,6 +7,7 @@ refresh docs/web-ui.png (the README's picture) as well.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -87,6 +88,7 @@ class Visit:
     requests: list[str] = field(default_factory=list)
     websockets: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    authorization: list[str | None] = field(default_factory=list)
 
     def outside_requests(self) -> list[str]:
         host = urlsplit(self.base_url).netloc
@@ -113,15 +115,18 @@ class Visit:
 def visit(browser: Any) -> Iterator[Callable[..., Visit]]:
     contexts: list[Any] = []
 
-    def open_page(base_url: str, wait_ready: bool = True) -> Visit:
+    def open_page(base_url: str, wait_ready: bool = True, init_script: str = "") -> Visit:
         context = browser.new_context(
             viewport={"width": 1280, "height": 900}, accept_downloads=True
         )
+        if init_script:
+            context.add_init_script(init_script)
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()
         v = Visit(page, base_url)
         page.on("request", lambda r: v.requests.append(r.url))
+        page.on("request", lambda r: v.authorization.append(r.headers.get("authorization")))
         page.on("websocket", lambda ws: v.websockets.append(ws.url))
         page.on(
             "console",
@@ -695,9 +700,26 @@ def test_session_closed_by_the_server_is_explained(visit: Callable[..., Visit]) 
 # ---------------------------------------------------------------- a protected server
 
 
+# Records what the page gives `new WebSocket` and what the server selected.
+RECORD_WEBSOCKETS = """
+(() => {
+  const Native = window.WebSocket;
+  window.__sockets = [];
+  window.WebSocket = class extends Native {
+    constructor(url, protocols) {
+      super(url, protocols);
+      const entry = { url: String(url), offered: protocols || [], selected: null };
+      window.__sockets.push(entry);
+      this.addEventListener("open", () => { entry.selected = this.protocol; });
+    }
+  };
+})();
+"""
+
+
 def test_token_prompt_when_the_server_requires_a_key(visit: Callable[..., Visit]) -> None:
     with running_server(echo_app(api_key="s3cret-key")) as url:
-        v = visit(url, wait_ready=False)
+        v = visit(url, wait_ready=False, init_script=RECORD_WEBSOCKETS)
         page = v.page
         dialog = page.locator("#token-dialog")
         dialog.wait_for()
@@ -715,8 +737,16 @@ def test_token_prompt_when_the_server_requires_a_key(visit: Callable[..., Visit]
         page.wait_for_selector("body[data-ready='true']")
         assert dialog.is_hidden()
         assert page.evaluate("sessionStorage.getItem('openenv.token')") == "s3cret-key"
-        reset(v)  # the WebSocket carries the token as access_token
-        assert any("access_token=s3cret-key" in u for u in v.websockets)
+        reset(v)
+        # the token travels in the subprotocol list, never in a URL; the server picks "openenv"
+        sockets = page.evaluate("window.__sockets")
+        bearer = "openenv.bearer." + base64.urlsafe_b64encode(b"s3cret-key").decode().rstrip("=")
+        assert sockets[-1]["offered"] == ["openenv", bearer]
+        assert sockets[-1]["selected"] == "openenv"
+        for address in v.requests + v.websockets:
+            assert "s3cret" not in address and "access_token" not in address, address
+        # and every HTTP request after the prompt carries it as a bearer header
+        assert "Bearer s3cret-key" in v.authorization
         page.get_by_label("Message").fill("ok")
         page.click("#step-btn")
         wait_rows(v, 2)
@@ -733,6 +763,89 @@ def test_token_prompt_when_the_server_requires_a_key(visit: Callable[..., Visit]
         page.click("#token-btn")
         dialog.wait_for()
         assert page.evaluate("sessionStorage.getItem('openenv.token')") is None
+
+
+# ---------------------------------------------------------------- hostile README, no CSP
+
+HOSTILE_README = """# Hostile
+
+<javascript:alert(1)>
+
+[x](javascript:alert(2)) and [y](JaVaScRiPt:alert(3)) and [v](vbscript:alert(4))
+
+[e](javascript&#58;alert(16)) [f](&#x6A;avascript:alert(17)) [g]( javascript:alert(18) ) [h](<javascript:alert(19)>)
+
+<http://a" onmouseover="alert(5)>
+
+<http://x[a](onmouseover=alert)>
+
+[t](https://ok.example/ "title\\" onmouseover=\\"alert(6)")
+
+<a href="javascript:alert(7)" onclick="alert(8)" onmouseover="alert(9)">raw link</a>
+
+![pic](https://ok.example/p.png) ![q](x" onerror="alert(10))
+
+<img src=x onerror=alert(11)> <svg onload=alert(12)></svg> <iframe src="javascript:alert(13)"></iframe>
+
+[d](data:text/html,<script>alert(14)</script>) [fine](https://ok.example/docs)
+
+<details open><summary onmouseover=alert(15)>s</summary></details>
+"""
+
+
+def test_hostile_markdown_is_neutralised_even_without_the_csp(browser: Any) -> None:
+    """Autolinks, link targets and raw HTML cannot inject script, with the CSP switched off."""
+    app = create_app(EchoEnvironment, EchoAction, EchoObservation, readme=HOSTILE_README)
+    with running_server(app) as url:
+        context = browser.new_context(bypass_csp=True)
+        try:
+            context.add_init_script(
+                "window.__fired = []; for (const f of ['alert', 'confirm', 'prompt'])"
+                " window[f] = (x) => window.__fired.push(String(x));"
+            )
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url + "/web/")
+            page.wait_for_selector("body[data-ready='true']")
+            page.wait_for_selector("#readme h1")
+            # the control: with the CSP off, an inline handler does run here
+            page.evaluate(
+                "document.body.insertAdjacentHTML('beforeend',"
+                " '<img id=control src=x onerror=\"window.__fired.push(\\'control\\')\">')"
+            )
+            page.wait_for_function("window.__fired.includes('control')")
+            page.evaluate("document.getElementById('control').remove()")
+
+            found = page.evaluate(
+                """() => {
+                  const readme = document.getElementById('readme');
+                  const all = [...readme.querySelectorAll('*')];
+                  for (const el of all) {
+                    for (const type of ['mouseover', 'mouseenter', 'focus', 'error', 'load'])
+                      el.dispatchEvent(new Event(type));
+                  }
+                  return {
+                    handlers: all.flatMap(el => [...el.attributes].map(a => a.name))
+                      .filter(n => n.startsWith('on')),
+                    tags: all.map(el => el.tagName.toLowerCase()),
+                    hrefs: [...readme.querySelectorAll('[href]')].map(a => a.href),
+                    schemes: [...readme.querySelectorAll('[href]')]
+                      .map(a => (/^\\s*([a-z][a-z0-9+.-]*):/i.exec(a.getAttribute('href'))
+                                 || [null, 'relative'])[1].toLowerCase()),
+                    text: readme.innerText,
+                  };
+                }"""
+            )
+            page.wait_for_timeout(300)  # let anything that would fire, fire
+            fired = page.evaluate("window.__fired.filter(x => x !== 'control')")
+        finally:
+            context.close()
+    assert fired == []
+    assert found["handlers"] == []
+    assert not {"script", "img", "svg", "iframe", "details", "summary"} & set(found["tags"])
+    assert set(found["schemes"]) <= {"http", "https", "mailto", "relative"}, found["hrefs"]
+    assert "https://ok.example/docs" in found["hrefs"]
+    assert "pic (image)" in found["text"]  # an image became a link, never fetched
 
 
 # ---------------------------------------------------------------- the README picture

@@ -1,4 +1,4 @@
-"""The load generator's plain parts: targets, frames, reply checks, splitting and merging, /proc readings."""
+"""The load generator's plain parts: targets, frames, reply checks, splitting and merging, process readings."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import time
 import pytest
 
 from openenv_cli.bench import procstat
+from openenv_cli.bench.http_sessions import http_step_body
 from openenv_cli.bench.loadgen import merge, split
 from openenv_cli.bench.sessions import (
     Target,
     describe_failure,
-    http_step_body,
+    excerpt,
     reply_problem,
     step_frame,
 )
@@ -50,10 +51,28 @@ class TestTarget:
             Target.parse("http://h:1", timeout=0)
 
 
-def test_frames_are_protocol_json() -> None:
-    assert json.loads(step_frame(1)) == {"type": "step", "data": {"wait": 1.0}}
-    assert json.loads(http_step_body(0.5, "abc")) == {"action": {"wait": 0.5}, "session_id": "abc"}
-    assert json.loads(http_step_body(0.5, None)) == {"action": {"wait": 0.5}}
+def test_frames_of_the_built_in_action_carry_the_wait() -> None:
+    t = Target.parse("http://h:1")
+    assert json.loads(step_frame(t, 1)) == {"type": "step", "data": {"wait": 1.0}}
+    assert json.loads(http_step_body(t, 0.5, "abc")) == {
+        "action": {"wait": 0.5},
+        "session_id": "abc",
+    }
+    assert json.loads(http_step_body(t, 0.5, None)) == {"action": {"wait": 0.5}}
+
+
+def test_frames_send_the_environments_own_action() -> None:
+    action = {"message": 'héllo "x"', "n": [1, 2]}
+    t = Target.parse("http://h:1", action=action, wait_field=False)
+    assert json.loads(step_frame(t, 5.0)) == {"type": "step", "data": action}
+    assert json.loads(http_step_body(t, 5.0, "s")) == {"action": action, "session_id": "s"}
+    both = Target.parse("http://h:1", action={"wait": 2, "x": 1}, wait_field=True)
+    assert json.loads(step_frame(both, 0.25))["data"] == {"wait": 0.25, "x": 1}
+
+
+def test_excerpt_keeps_the_start_of_a_reply() -> None:
+    assert excerpt(b"short") == "short"
+    assert excerpt("x" * 1000, limit=10) == "x" * 10 + "…"
 
 
 class TestReplyProblem:

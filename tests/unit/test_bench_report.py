@@ -85,7 +85,7 @@ def test_csv_has_one_row_per_run() -> None:
     rows = list(csv.reader(io.StringIO(report.csv_text(sessions_run()))))
     assert rows[0] == report.SESSIONS_COLUMNS
     assert len(rows) == 9
-    row = dict(zip(rows[0], rows[3]))  # 128 sessions, wait 1, rep 1
+    row = dict(zip(rows[0], rows[3], strict=True))  # 128 sessions, wait 1, rep 1
     assert row["batch"] == "128" and row["ok"] == "120"
     assert row["errors"] == "connect: timeout ×8"
 

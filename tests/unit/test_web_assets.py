@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,33 @@ from openenv_runtime import create_app
 from openenv_runtime.web import STATIC_DIR
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
-BUDGET_BYTES = 150 * 1024
+BUDGET_BYTES = 150 * 1024  # everything, the vendored libraries included
+# The vendored libraries, byte for byte as their npm packages publish them (see
+# openenv_runtime/web/third_party/README.md): (version in the file's header, sha256).
+VENDORED = {
+    "vendor/marked.esm.js": (
+        "marked v17.0.6",
+        "36d21a2561fe3bf958299f82aedf6572fcd7cebfff4a453e40e3b20aaa219a01",
+    ),
+    "vendor/purify.min.js": (
+        "DOMPurify 3.4.18",
+        "8053ee2a6a09f9d50f7fcd6fb7f07072f52c7f3fa9aa12147cab4feaf65ee970",
+    ),
+}
+LICENSES = ["marked-LICENSE.md", "DOMPurify-LICENSE-Apache-2.0", "DOMPurify-LICENSE-MPL-2.0"]
 # Namespace names, not addresses: nothing is ever fetched from them.
-ALLOWED_URLS = {"http://www.w3.org/2000/svg"}
+ALLOWED_URLS = {
+    "http://www.w3.org/2000/svg",
+    "http://www.w3.org/1999/xhtml",
+    "http://www.w3.org/1998/Math/MathML",
+}
+# Text inside the vendored files (licence headers, an error message), never requested; the
+# page's CSP (connect-src 'self') would refuse them anyway.
+VENDORED_TEXT_URLS = {
+    "https://github.com/markedjs/marked",
+    "https://github.com/markedjs/marked.",
+    "https://github.com/babel/babel/blob/main/packages/babel-helpers/LICENSE",
+}
 URL = re.compile(r"""(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}[^\s"'`)<>]*""")
 
 
@@ -23,13 +48,29 @@ def assets() -> list[Path]:
     return sorted(p for p in STATIC_DIR.rglob("*") if p.is_file())
 
 
+def name(path: Path) -> str:
+    return path.relative_to(STATIC_DIR).as_posix()
+
+
 def test_the_page_is_under_150_kb_in_all() -> None:
     total = sum(p.stat().st_size for p in assets())
     assert total < BUDGET_BYTES, f"web assets weigh {total} bytes; the budget is {BUDGET_BYTES}"
 
 
+def test_vendored_libraries_are_the_published_files_with_their_licences() -> None:
+    for relative, (version, sha256) in VENDORED.items():
+        data = (STATIC_DIR / relative).read_bytes()
+        assert version in data[:400].decode(), f"{relative}: expected {version} in its header"
+        assert hashlib.sha256(data).hexdigest() == sha256, f"{relative} differs from {version}"
+    third_party = STATIC_DIR.parent / "third_party"
+    for licence in LICENSES:
+        assert (third_party / licence).stat().st_size > 1000, licence
+    notes = (third_party / "README.md").read_text(encoding="utf-8")
+    assert all(version.split()[-1].lstrip("v") in notes for version, _ in VENDORED.values())
+
+
 def test_the_expected_files_are_shipped() -> None:
-    names = {p.name for p in assets()}
+    names = {name(p) for p in assets()}
     assert {
         "index.html",
         "app.css",
@@ -38,6 +79,7 @@ def test_the_expected_files_are_shipped() -> None:
         "markdown.js",
         "session.js",
         "favicon.svg",
+        *VENDORED,
     } <= names
 
 
@@ -47,6 +89,7 @@ def test_no_address_of_another_host_in_the_assets() -> None:
         for p in assets()
         for m in URL.finditer(p.read_text(encoding="utf-8"))
         if m.group(0) not in ALLOWED_URLS
+        and not (name(p) in VENDORED and m.group(0) in VENDORED_TEXT_URLS)
     }
     assert not found, f"assets refer to other hosts: {sorted(found)}"
 
@@ -54,7 +97,8 @@ def test_no_address_of_another_host_in_the_assets() -> None:
 def test_no_cdn_font_or_import_from_elsewhere() -> None:
     for p in assets():
         text = p.read_text(encoding="utf-8")
-        assert "@import" not in text and "url(" not in text.replace('url("data:', ""), p.name
+        if p.suffix in (".css", ".html", ".svg"):  # (in JavaScript, `url(` is just a name)
+            assert "@import" not in text and "url(" not in text.replace('url("data:', ""), p.name
         for spec in re.findall(r"""^\s*import\s.*?from\s+["']([^"']+)["']""", text, flags=re.M):
             assert spec.startswith("./"), f"{p.name} imports {spec!r}: only the page's own modules"
             assert (STATIC_DIR / spec[2:]).is_file(), f"{p.name} imports a missing module {spec!r}"
@@ -143,13 +187,15 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(app: Any) -> No
         "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
     )
     assert headers["x-content-type-options"] == "nosniff"
-    for name, kind in (
+    for file, kind in (
         ("app.js", "javascript"),
         ("form.js", "javascript"),
+        ("vendor/marked.esm.js", "javascript"),
+        ("vendor/purify.min.js", "javascript"),
         ("app.css", "text/css"),
     ):
-        status, headers, _ = call(app, f"/web/{name}")
-        assert status == 200 and kind in headers["content-type"], name
+        status, headers, _ = call(app, f"/web/{file}")
+        assert status == 200 and kind in headers["content-type"], file
 
 
 def test_the_page_is_absent_when_disabled() -> None:

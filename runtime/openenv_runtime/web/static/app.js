@@ -610,7 +610,7 @@ function renderInfo() {
   $("action-desc").textContent = desc || "";
   $("action-desc").hidden = !desc;
   const readme = meta.readme_content;
-  if (readme && readme.trim()) $("readme").innerHTML = renderMarkdown(readme);
+  if (readme && readme.trim()) $("readme").replaceChildren(renderMarkdown(readme));
   else $("readme").replaceChildren(h("p", { class: "muted", text: "This environment has no README." }));
   buildActionForm();
 }

@@ -1,7 +1,9 @@
 // Talking to the server: HTTP info routes, the access token, and one /ws session.
 //
 // Every address is built relative to the page (served at <base>/web/), so the page works
-// under a base path and over https (wss) as well as on localhost.
+// under a base path and over https (wss) as well as on localhost. The token is never in a
+// URL (URLs get logged): HTTP sends `Authorization: Bearer`, the WebSocket the subprotocols
+// ["openenv", "openenv.bearer.<unpadded base64url>"] (the server selects "openenv").
 
 const TOKEN_KEY = "openenv.token";
 
@@ -27,13 +29,21 @@ export function httpUrl(route) {
   return new URL(`../${route}`, window.location.href).href;
 }
 
-export function wsUrl(accessToken) {
+export function wsUrl() {
   const url = new URL("../ws", window.location.href);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   url.hash = "";
   url.search = "";
-  if (accessToken) url.searchParams.set("access_token", accessToken);
   return url.href;
+}
+
+/** The WebSocket subprotocols that carry `accessToken` (none without a token). */
+export function wsProtocols(accessToken) {
+  if (!accessToken) return [];
+  const bytes = new TextEncoder().encode(accessToken);
+  const base64 = btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""));
+  const base64url = base64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return ["openenv", `openenv.bearer.${base64url}`];
 }
 
 export class Unauthorized extends Error {}
@@ -80,7 +90,7 @@ export class Session {
     return new Promise((resolve, reject) => {
       let ws;
       try {
-        ws = new WebSocket(wsUrl(token.get()));
+        ws = new WebSocket(wsUrl(), wsProtocols(token.get()));
       } catch (err) {
         reject(new SessionEnd("failed", `Could not open a WebSocket: ${err.message}`));
         return;
