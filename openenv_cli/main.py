@@ -79,6 +79,14 @@ VERBS: dict[str, Verb] = {
             "openenv push -e LOG_LEVEL=debug --secret API_KEY",
         ),
     ),
+    "migrate": Verb(
+        "openenv_cli.commands.migrate",
+        "Rewrite a project written for the reference OpenEnv (openenv.core) to run on openenv-runtime.",
+        (
+            "openenv migrate path/to/my_env --dry-run",
+            "openenv migrate path/to/my_env",
+        ),
+    ),
     "bench": Verb(
         "openenv_cli.commands.bench",
         "Measure a server: concurrent sessions (the scaling-study workload) or steps per second.",

@@ -151,6 +151,9 @@ class Manifest(_Section):
     # Accepted (and ignored) so manifests written by openenv-core load without warnings.
     type: str | None = None
     runtime: str | None = None
+    # The reference's validation block (reward range, resources, capabilities, tags): kept as
+    # written for its `openenv validate`; this CLI reads none of it.
+    validation: dict[str, Any] | None = None
     server: ServerSection = Field(default_factory=ServerSection)
     build: BuildConfig = Field(default_factory=BuildConfig)
     push: PushConfig = Field(default_factory=PushConfig)
