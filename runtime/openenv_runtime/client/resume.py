@@ -186,7 +186,7 @@ class ResumingTransport:
             return await ws.recv()
         try:
             return await asyncio.wait_for(ws.recv(), timeout)
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # noqa: UP041 (distinct on Python 3.10)
             # A late reply would be mistaken for the next one: this session cannot go on.
             self.ws = None
             await ws.close()
