@@ -79,6 +79,14 @@ VERBS: dict[str, Verb] = {
             "openenv push -e LOG_LEVEL=debug --secret API_KEY",
         ),
     ),
+    "migrate": Verb(
+        "openenv_cli.commands.migrate",
+        "Rewrite a project written for the reference OpenEnv (openenv.core) to run on openenv-runtime.",
+        (
+            "openenv migrate path/to/my_env --dry-run",
+            "openenv migrate path/to/my_env",
+        ),
+    ),
     "bench": Verb(
         "openenv_cli.commands.bench",
         "Measure a server: concurrent sessions (the scaling-study workload) or steps per second.",
@@ -86,6 +94,15 @@ VERBS: dict[str, Verb] = {
             "openenv bench --serve --workers 2",
             "openenv bench --url http://127.0.0.1:8000 --mode throughput --sessions 16",
             """openenv bench --url http://127.0.0.1:8000 --action '{"message": "hi"}'""",
+        ),
+    ),
+    "deploy": Verb(
+        "openenv_cli.commands.deploy",
+        "Run the project on several machines behind Envoy: Kubernetes, Docker Swarm, Slurm.",
+        (
+            "openenv deploy kubernetes --replicas 4 --image registry.example.com/my_env:0.1.0",
+            "openenv deploy swarm --replicas 2 --apply --json",
+            "openenv deploy envoy --backend 10.0.0.5:8000 --backend 10.0.0.6:8000 --port 8080",
         ),
     ),
 }

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -113,6 +113,29 @@ class PushConfig(_Section):
         return value
 
 
+# `openenv deploy` (issue 15): the deploy: section.
+class DeployConfig(_Section):
+    """The ``deploy:`` section of ``openenv.yaml`` (every key optional)."""
+
+    replicas: int | None = Field(None, ge=1, description="Server replicas (--replicas).")
+    port: int | None = Field(None, ge=1, le=65535, description="Port of the Envoy front (--port).")
+    image: str | None = Field(None, description="Image the replicas run (--image).")
+    envoy_image: str | None = Field(None, description="Image Envoy runs in (Kubernetes, Swarm).")
+    token: bool | None = Field(
+        None, description="Replicas require the access token OPENENV_API_KEY (--token)."
+    )
+    max_replicas: int | None = Field(None, ge=1, description="Kubernetes autoscaler ceiling.")
+    namespace: str | None = Field(None, description="Kubernetes namespace.")
+    access_log: bool = Field(False, description="Envoy access log on stdout.")
+    balancing: Literal["least_request", "session"] | None = Field(
+        None,
+        description="Envoy balancing: least_request (fewest open sessions) or session (hash of "
+        "X-OpenEnv-Session, so a resumed session reaches its replica).",
+    )
+    cpu: str | None = Field(None, description="CPU request per replica (Kubernetes), e.g. 500m.")
+    memory: str | None = Field(None, description="Memory limit per replica, e.g. 1Gi.")
+
+
 class Manifest(_Section):
     """The contents of ``openenv.yaml``."""
 
@@ -128,9 +151,13 @@ class Manifest(_Section):
     # Accepted (and ignored) so manifests written by openenv-core load without warnings.
     type: str | None = None
     runtime: str | None = None
+    # The reference's validation block (reward range, resources, capabilities, tags): kept as
+    # written for its `openenv validate`; this CLI reads none of it.
+    validation: dict[str, Any] | None = None
     server: ServerSection = Field(default_factory=ServerSection)
     build: BuildConfig = Field(default_factory=BuildConfig)
     push: PushConfig = Field(default_factory=PushConfig)
+    deploy: DeployConfig = Field(default_factory=DeployConfig)
 
     @field_validator("spec_version")
     @classmethod

@@ -9,3 +9,8 @@ prepared, and talking to the Docker engine.
 - :mod:`.context`: staging a context folder (used by ``build`` and ``push``);
 - :mod:`.plan`, :mod:`.stream`, :mod:`.engine`: ``openenv build`` itself.
 """
+
+# Environment variables of ``openenv build``, here so that its ``--help`` can name them
+# without importing the engine (docker) or the manifest model.
+BASE_IMAGE_ENV = "OPENENV_BASE_IMAGE"
+TAG_ENV = "OPENENV_IMAGE_TAG"

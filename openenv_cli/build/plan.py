@@ -18,14 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from openenv_cli.build import BASE_IMAGE_ENV, TAG_ENV
 from openenv_cli.build.runtime_bundle import runtime_version
 from openenv_cli.config import Resolved, parse_assignments, resolve
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import Manifest, load_manifest
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
-BASE_IMAGE_ENV = "OPENENV_BASE_IMAGE"
-TAG_ENV = "OPENENV_IMAGE_TAG"
 BASE_IMAGE_ARG = "BASE_IMAGE"
 
 RUNTIME_LABEL = "io.openenv.runtime.version"

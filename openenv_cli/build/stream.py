@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from openenv_cli.build.plan import BASE_IMAGE_ENV
+from openenv_cli.build import BASE_IMAGE_ENV
 from openenv_cli.errors import OpenEnvError, UsageError
 
 LOG_TAIL_LINES = 15

@@ -6,7 +6,7 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console, Group
@@ -15,12 +15,15 @@ from rich.markup import escape
 from rich.spinner import Spinner
 from rich.text import Text
 
-from openenv_cli.build.context import ContextFolder
-from openenv_cli.build.engine import BuildResult, build_image, connect, human_size, stage_for_build
-from openenv_cli.build.plan import BASE_IMAGE_ENV, TAG_ENV, BuildPlan, plan_build
-from openenv_cli.build.stream import BuildEvent, BuildStep
+from openenv_cli.build import BASE_IMAGE_ENV, TAG_ENV
 from openenv_cli.console import console
 from openenv_cli.errors import UsageError
+
+if TYPE_CHECKING:  # the engine (docker) and the manifest load only when a build runs
+    from openenv_cli.build.context import ContextFolder
+    from openenv_cli.build.engine import BuildResult
+    from openenv_cli.build.plan import BuildPlan
+    from openenv_cli.build.stream import BuildEvent, BuildStep
 
 TAIL_LINES = 8
 
@@ -107,6 +110,9 @@ def command(
             "The build context of openenv build is always the project folder (PATH) plus the runtime; --context is not supported.",
             hint="Shape the context with .dockerignore (or .gitignore), and choose the Dockerfile with --dockerfile.",
         )
+    from openenv_cli.build.engine import build_image, connect, stage_for_build
+    from openenv_cli.build.plan import plan_build
+
     plan = plan_build(
         path,
         tags=tag or (),
@@ -134,6 +140,8 @@ def command(
 
 
 def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool = False) -> None:
+    from openenv_cli.build.engine import human_size
+
     console.print(
         f"[bold]Building[/] {escape(plan.tag)} from {escape(plan.dockerfile)} "
         f"(base image {escape(plan.base_image.value)}, from {escape(plan.base_image.origin or plan.base_image.source)})",
@@ -176,6 +184,8 @@ def print_context(context: ContextFolder) -> None:
 
 
 def print_result(plan: BuildPlan, result: BuildResult) -> None:
+    from openenv_cli.build.engine import human_size
+
     for warning in result.warnings:
         console.print(f"[yellow]Warning:[/] {escape(warning)}", highlight=False)
     also = (

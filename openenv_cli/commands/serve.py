@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from openenv_cli.console import console, err_console
-from openenv_cli.serving import (
-    ServePlan,
-    check_app_imports,
-    check_port_free,
-    open_file_advice,
-    plan_serve,
-    pythonpath_with,
-)
-from openenv_cli.validation.isolation import import_layout
+
+if TYPE_CHECKING:  # the runtime (fastapi) and the manifest load only when serving
+    from openenv_cli.serving import ServePlan
 
 
 def command(
@@ -114,6 +108,14 @@ def command(
     the default; the summary says which. Capacity is per worker: --workers 8
     --max-concurrent-envs 100 holds 800 sessions.
     """
+    from openenv_cli.serving import (
+        check_app_imports,
+        check_port_free,
+        open_file_advice,
+        plan_serve,
+        pythonpath_with,
+    )
+    from openenv_cli.validation.isolation import import_layout
     from openenv_runtime.serve import Launch, hand_over, raise_open_file_limit, run_server
 
     plan = plan_serve(

@@ -38,13 +38,27 @@ Rules the server relies on:
 
 For authors porting from openenv-core, ``reset_async`` / ``step_async`` are honoured too:
 when a subclass defines them, the server calls them instead of ``reset`` / ``step``.
+
+Optional parts, as in the reference OpenEnv: ``Environment(transform=..., rubric=...)``
+keeps a :class:`~openenv_runtime.transforms.Transform` and a
+:class:`~openenv_runtime.rubrics.Rubric` that ``step`` applies with ``_apply_transform`` /
+``_apply_rubric``; ``get_metadata()`` may be overridden to fill ``/metadata``; and
+``REQUIRES_SINGLE_THREAD_EXECUTOR = True`` runs every plain call of a session (its
+constructor included) on one thread of its own, for libraries bound to the thread that
+created them (Playwright, some simulators).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, TypeVar
+import inspect
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .models import Action, Observation, State
+
+if TYPE_CHECKING:
+    from .compat.types import EnvironmentMetadata
+    from .rubrics import Rubric
+    from .transforms import Transform
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
@@ -55,6 +69,17 @@ class Environment(Generic[ActT, ObsT, StateT]):
     """Base class of every environment. See the module docstring for the contract."""
 
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = False
+    REQUIRES_SINGLE_THREAD_EXECUTOR: ClassVar[bool] = False
+
+    # Class-level defaults, so subclasses that skip ``super().__init__()`` still have them.
+    transform: Transform[Any] | None = None
+    rubric: Rubric | None = None
+
+    def __init__(
+        self, transform: Transform[Any] | None = None, rubric: Rubric | None = None
+    ) -> None:
+        self.transform = transform
+        self.rubric = rubric
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
         """Start a new episode and return its first observation."""
@@ -71,6 +96,61 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
     def close(self) -> None:
         """Release what the instance holds. Called exactly once when its session ends."""
+
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> ObsT:
+        """Async ``reset``; by default calls ``reset``. Override for a truly async reset."""
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+    async def step_async(self, action: ActT, timeout_s: float | None = None, **kwargs: Any) -> ObsT:
+        """Async ``step``; by default calls ``step``. Override for a truly async step."""
+        if timeout_s is not None:
+            kwargs["timeout_s"] = timeout_s
+        return self.step(action, **kwargs)
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """What ``/metadata`` reports; override to describe the environment yourself."""
+        from .compat.types import EnvironmentMetadata
+
+        name = type(self).__name__
+        return EnvironmentMetadata(name=name, description=f"{name} environment", version="1.0.0")
+
+    def _apply_transform(self, observation: ObsT) -> ObsT:
+        """``observation`` passed through ``self.transform`` (unchanged when there is none)."""
+        return observation if self.transform is None else self.transform(observation)
+
+    def _apply_rubric(self, action: ActT, observation: ObsT) -> float:
+        """The reward ``self.rubric`` gives ``(action, observation)``; 0.0 without a rubric."""
+        if self.rubric is None:
+            return 0.0
+        score = self.rubric(action, observation)
+        if inspect.isawaitable(score):
+            raise TypeError(
+                f"{type(self.rubric).__name__} is async: call `await self._apply_rubric_async(...)` "
+                "from an async step (`async def step` or `step_async`)."
+            )
+        return float(score)
+
+    async def _apply_rubric_async(self, action: ActT, observation: ObsT) -> float:
+        """Like ``_apply_rubric``, awaiting an async rubric."""
+        if self.rubric is None:
+            return 0.0
+        score = self.rubric(action, observation)
+        return float(await score if inspect.isawaitable(score) else score)
+
+    def _reset_rubric(self) -> None:
+        """Clear the rubric's per-episode state (call it from ``reset``)."""
+        if self.rubric is not None:
+            self.rubric.reset()
+
+    async def _reset_rubric_async(self) -> None:
+        """Like ``_reset_rubric``, awaiting an async ``reset``."""
+        if self.rubric is not None:
+            reset: Any = self.rubric.reset  # an override may be async
+            result = reset()
+            if inspect.isawaitable(result):
+                await result
 
 
 _SNIPPETS = {
@@ -100,7 +180,7 @@ def missing_members(cls: type) -> list[str]:
     missing = []
     for member, alternative in (("reset", "reset_async"), ("step", "step_async"), ("state", None)):
         own = getattr(cls, member, None) is not getattr(Environment, member)
-        alt = alternative is not None and getattr(cls, alternative, None) is not None
+        alt = alternative is not None and overrides(cls, alternative)
         if not (own or alt):
             missing.append(member)
     return missing
@@ -114,3 +194,9 @@ def contract_error_message(cls: type, missing: list[str]) -> str:
         f"{cls.__qualname__} ({cls.__module__}) does not implement {names}. "
         f"Every Environment needs reset(), step() and a state property. Add to the class:\n\n{snippets}\n"
     )
+
+
+def overrides(cls: type, name: str) -> bool:
+    """Whether ``cls`` defines ``name`` itself rather than inheriting ``Environment``'s default."""
+    own = getattr(cls, name, None)
+    return own is not None and own is not getattr(Environment, name, None)

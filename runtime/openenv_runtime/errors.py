@@ -21,8 +21,20 @@ class EnvError(RuntimeError):
     keeps working.
     """
 
+    def __new__(cls, code: str, message: str, details: dict[str, Any] | None = None) -> EnvError:
+        # A connection failure is also a ConnectionError, which the reference's client raises.
+        if cls is EnvError and code == "CONNECTION_ERROR":
+            return EnvConnectionError.__new__(EnvConnectionError, code, message, details)
+        if issubclass(cls, ConnectionError):
+            return ConnectionError.__new__(cls)
+        return super().__new__(cls)
+
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(f"Server error: {message} (code: {code})")
         self.code = code
         self.message = message
         self.details = details or {}
+
+
+class EnvConnectionError(EnvError, ConnectionError):
+    """``EnvError`` with code ``CONNECTION_ERROR``: catchable as ``ConnectionError`` too."""

@@ -65,5 +65,7 @@ class StepResult(Generic[ObsT]):
     """What the client's ``reset()`` and ``step()`` return."""
 
     observation: ObsT
-    reward: float | int | bool | None
-    done: bool
+    reward: float | int | bool | None = None
+    done: bool = False
+    # The envelope's ``metadata`` (sent beside the observation when non-empty), as the reference has it.
+    metadata: dict[str, Any] | None = None

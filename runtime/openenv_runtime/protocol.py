@@ -51,13 +51,20 @@ def observation_message(obs: Observation) -> str:
     """``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}``.
 
     ``reward`` and ``done`` move to the envelope; everything else, ``metadata`` included,
-    stays in the observation body.
+    stays in the observation body. A non-empty ``metadata`` also travels beside
+    ``observation`` (``data.metadata``), where reference clients fill ``StepResult.metadata``.
     """
     # The model's own serializer, called directly: model_dump_json adds ~2 µs of Python per call.
     body = obs.__pydantic_serializer__.to_json(obs, exclude=_EXCLUDE_ENVELOPE).decode()
     reward = obs.reward
     encoded = "null" if reward is None else to_json(reward).decode()
     done = "true" if obs.done else "false"
+    if obs.metadata:
+        meta = to_json(obs.metadata).decode()
+        return (
+            f'{{"type":"observation","data":{{"observation":{body},"reward":{encoded},'
+            f'"done":{done},"metadata":{meta}}}}}'
+        )
     return (
         f'{{"type":"observation","data":{{"observation":{body},"reward":{encoded},"done":{done}}}}}'
     )
@@ -65,11 +72,14 @@ def observation_message(obs: Observation) -> str:
 
 def observation_payload(obs: Observation) -> dict[str, Any]:
     """The ``data`` of an observation message, as a dict (for the HTTP routes)."""
-    return {
+    payload: dict[str, Any] = {
         "observation": obs.model_dump(mode="json", exclude=_EXCLUDE_ENVELOPE),
         "reward": obs.reward,
         "done": obs.done,
     }
+    if obs.metadata:
+        payload["metadata"] = payload["observation"]["metadata"]
+    return payload
 
 
 def state_message(state: BaseModel) -> str:

@@ -78,7 +78,11 @@ def test_reference_client_against_our_server(ours: str, mode: str) -> None:
     )
     assert hello["reward"] == pytest.approx(0.5) and abc["reward"] == pytest.approx(0.3)
     for step in (out["reset"], hello, abc):
-        assert set(step["raw"]) == {"observation", "reward", "done"}  # reward/done in the envelope
+        # reward/done in the envelope; a non-empty metadata also beside the observation (0.10.0)
+        expected = {"observation", "reward", "done"} | (
+            {"metadata"} if step["raw"]["observation"].get("metadata") else set()
+        )
+        assert set(step["raw"]) == expected
     # unlike the reference server, ours sends Observation.metadata, and their client reads it
     assert hello["metadata_on_wire"] is True and hello["metadata"] == {"step": 1}
     assert out["state"]["step_count"] == 2 and isinstance(out["state"]["episode_id"], str)

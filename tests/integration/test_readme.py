@@ -44,6 +44,7 @@ SKIPPED = {
     "openenv serve --workers 8 --max-concurrent-envs 500    # 4,000 sessions on one machine": "minutes of load on 8 workers; the quickstart serves for real",
     "openenv build                      # my_env:0.1.0 and my_env:latest": "needs a Docker engine (tests/integration/test_build.py)",
     "hf auth login                                   # once, with a write token (or pass --token / set HF_TOKEN)": "needs the Hugging Face Hub and a token (tests/integration/test_push.py)",
+    "openenv migrate path/to/my_env --dry-run   # the diff: imports, pyproject, Dockerfile, openenv.yaml": "needs a project written for the reference OpenEnv: tests/integration/test_reference_envs.py migrates and serves six of its own",
     "openenv bench --serve --requests-grid 32,128 --wait-grid 0.1 --reps 1     # the built-in environment": "needs the bench extra and a running server; tests/integration/test_bench.py and test_bench_action.py run these",
 }
 

@@ -91,7 +91,7 @@ def test_http_sessions_count_against_capacity_and_expire(server: str, tracker: T
 
 def test_metadata_schema_health(server: str) -> None:
     status, schema = get_json(server + "/schema")
-    assert set(schema) == {"action", "observation", "state"}
+    assert set(schema) == {"action", "observation", "reset_observation", "state"}
     assert "message" in schema["action"]["properties"]
     status, meta = get_json(server + "/metadata")
     assert {

@@ -1,11 +1,13 @@
-"""The reference implementation (``openenv-core``) in a virtualenv of its own.
+"""The reference implementations in virtualenvs of their own.
 
 Wire-compatibility tests and benchmarks need the real reference server and client, but
-``openenv-core`` must never land in the interpreter that runs our tests. This module
-builds (once, cached, under a file lock) a virtualenv with the pinned reference version,
-and runs the scripts in ``ref_scripts/`` with that virtualenv's python.
+the reference must never land in the interpreter that runs our tests. This module
+builds (once, cached, under a file lock) a virtualenv per pinned reference and runs the
+scripts in ``ref_scripts/`` with that virtualenv's python. Two references are pinned:
+``openenv-core`` 0.3.0 (:func:`reference_python`) and its successor ``openenv`` 0.10.0
+(:func:`openenv_python`, import ``openenv.core``; it pulls Gradio and fastmcp).
 
-    python -m tests.support.reference      # pre-build the virtualenv (prints its python)
+    python -m tests.support.reference      # pre-build both virtualenvs (prints their pythons)
 
 The cache lives in ``$OPENENV_TEST_CACHE`` (default ``~/.cache/openenv-tests``).
 """
@@ -31,6 +33,9 @@ from typing import Any
 
 REFERENCE_VERSION = "0.3.0"
 REFERENCE_REQUIREMENT = f"openenv-core=={REFERENCE_VERSION}"
+# The successor distribution: package ``openenv`` (same import root ``openenv.core``).
+OPENENV_VERSION = "0.10.0"
+OPENENV_REQUIREMENT = f"openenv=={OPENENV_VERSION}"
 
 SCRIPTS_DIR = Path(__file__).resolve().parent / "ref_scripts"
 SERVER_SCRIPT = SCRIPTS_DIR / "ref_echo_server.py"
@@ -51,15 +56,17 @@ def cache_dir() -> Path:
     return Path(root).expanduser() if root else Path.home() / ".cache" / "openenv-tests"
 
 
-def venv_dir() -> Path:
-    return cache_dir() / f"openenv-core-{REFERENCE_VERSION}"
+def venv_dir(distribution: str = "openenv-core", version: str = REFERENCE_VERSION) -> Path:
+    return cache_dir() / f"{distribution}-{version}"
 
 
 def _venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def _is_healthy(venv: Path) -> bool:
+def _is_healthy(
+    venv: Path, distribution: str = "openenv-core", version: str = REFERENCE_VERSION
+) -> bool:
     python = _venv_python(venv)
     if not (venv / _COMPLETE_MARKER).is_file() or not python.exists():
         return False
@@ -67,7 +74,7 @@ def _is_healthy(venv: Path) -> bool:
     # version, and that every module the scripts import can be found.
     probe = (
         "import importlib.metadata as m, importlib.util as u; "
-        f"assert m.version('openenv-core') == {REFERENCE_VERSION!r}; "
+        f"assert m.version({distribution!r}) == {version!r}; "
         "import os; root = os.path.dirname(u.find_spec('openenv').origin); "
         "assert os.path.isfile(os.path.join(root, 'core', 'env_client.py')); "
         "assert os.path.isfile(os.path.join(root, 'core', 'env_server', 'http_server.py')); "
@@ -125,7 +132,7 @@ def _run_step(cmd: Sequence[str], log: Path, deadline: float) -> None:
         raise ReferenceHarnessError(f"`{' '.join(cmd)}` failed (exit {result.returncode}):\n{tail}")
 
 
-def _build(venv: Path) -> None:
+def _build(venv: Path, requirement: str = REFERENCE_REQUIREMENT) -> None:
     if venv.exists():
         shutil.rmtree(venv)
     log = venv.parent / f"{venv.name}.build.log"
@@ -133,11 +140,28 @@ def _build(venv: Path) -> None:
     deadline = time.monotonic() + BUILD_TIMEOUT_S
     _run_step([sys.executable, "-m", "venv", str(venv)], log, deadline)
     python = str(_venv_python(venv))
-    _run_step([python, "-m", "pip", "install", "--quiet", REFERENCE_REQUIREMENT], log, deadline)
-    (venv / _COMPLETE_MARKER).write_text(f"{REFERENCE_REQUIREMENT}\n")
+    _run_step([python, "-m", "pip", "install", "--quiet", requirement], log, deadline)
+    (venv / _COMPLETE_MARKER).write_text(f"{requirement}\n")
 
 
-_cached_python: Path | None = None
+_cached_pythons: dict[str, Path] = {}
+
+
+def _pinned_python(distribution: str, version: str) -> Path:
+    requirement = f"{distribution}=={version}"
+    cached = _cached_pythons.get(requirement)
+    if cached is not None:
+        return cached
+    venv = venv_dir(distribution, version)
+    with _file_lock(venv.parent / f"{venv.name}.lock", LOCK_TIMEOUT_S):
+        if not _is_healthy(venv, distribution, version):
+            _build(venv, requirement)
+            if not _is_healthy(venv, distribution, version):
+                raise ReferenceHarnessError(
+                    f"the freshly built reference virtualenv {venv} is unusable"
+                )
+    _cached_pythons[requirement] = _venv_python(venv)
+    return _cached_pythons[requirement]
 
 
 def reference_python() -> Path:
@@ -146,19 +170,16 @@ def reference_python() -> Path:
     Safe to call from parallel processes (file lock). A virtualenv that is incomplete or
     broken is deleted and rebuilt. The first build takes about a minute.
     """
-    global _cached_python
-    if _cached_python is not None:
-        return _cached_python
-    venv = venv_dir()
-    with _file_lock(venv.parent / f"{venv.name}.lock", LOCK_TIMEOUT_S):
-        if not _is_healthy(venv):
-            _build(venv)
-            if not _is_healthy(venv):
-                raise ReferenceHarnessError(
-                    f"the freshly built reference virtualenv {venv} is unusable"
-                )
-    _cached_python = _venv_python(venv)
-    return _cached_python
+    return _pinned_python("openenv-core", REFERENCE_VERSION)
+
+
+def openenv_python() -> Path:
+    """The python of a virtualenv holding ``openenv==0.10.0`` (import ``openenv.core``).
+
+    Cached in ``openenv-0.10.0`` beside the 0.3.0 one, under its own file lock; the first
+    build downloads Gradio and fastmcp (a few minutes).
+    """
+    return _pinned_python("openenv", OPENENV_VERSION)
 
 
 # --- servers -----------------------------------------------------------------------
@@ -337,4 +358,5 @@ def run_reference_client(
 if __name__ == "__main__":
     started = time.monotonic()
     print(reference_python())
+    print(openenv_python())
     print(f"ready in {time.monotonic() - started:.1f}s", file=sys.stderr)

@@ -20,8 +20,19 @@ def test_observation_message_moves_reward_and_done_to_envelope_and_keeps_metadat
     msg = json.loads(observation_message(Obs(text="hi", reward=0.5, done=True, metadata={"k": 1})))
     assert msg == {
         "type": "observation",
-        "data": {"observation": {"text": "hi", "metadata": {"k": 1}}, "reward": 0.5, "done": True},
+        "data": {
+            "observation": {"text": "hi", "metadata": {"k": 1}},
+            "reward": 0.5,
+            "done": True,
+            # also beside the observation, where reference clients read StepResult.metadata
+            "metadata": {"k": 1},
+        },
     }
+
+
+def test_empty_metadata_stays_out_of_the_envelope() -> None:
+    data = json.loads(observation_message(Obs(text="hi")))["data"]
+    assert "metadata" not in data and data["observation"]["metadata"] == {}
 
 
 def test_null_reward() -> None:

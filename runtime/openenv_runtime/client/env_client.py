@@ -14,6 +14,7 @@ from websockets.exceptions import InvalidURI
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
+from .compat import ReferenceClientMixin, client_mode, install_blocking, reference_options
 from .resume import ResumingTransport
 from .transport import Connection, ConnectionLost, HandshakeRefused, ReplySink
 
@@ -50,7 +51,7 @@ def _default_token(url: str) -> str | None:
     return None
 
 
-class EnvClient(Generic[ActT, ObsT, StateT]):
+class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
     """Async client for one session on an environment server.
 
     Subclass it with your models and you are done::
@@ -88,6 +89,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        install_blocking(cls)  # plain calls block outside an event loop (client/compat.py)
         for base in getattr(cls, "__orig_bases__", ()):
             if typing.get_origin(base) is EnvClient:
                 args = typing.get_args(base)
@@ -109,7 +111,16 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         headers: dict[str, str] | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         resume: bool = True,
+        **reference: Any,
     ) -> None:
+        if reference:  # the reference client's names (connect_timeout_s, ...): client/compat.py
+            mapped = reference_options(reference)
+            connect_timeout = mapped.get("connect_timeout", connect_timeout)
+            message_timeout = mapped.get("message_timeout", message_timeout)
+            ping_interval = mapped.get("ping_interval", ping_interval)
+            ping_timeout = mapped.get("ping_timeout", ping_timeout)
+            max_message_bytes = mapped.get("max_message_bytes", max_message_bytes)
+        self._mode = client_mode(reference.get("mode"))
         self.base_url = base_url
         self.url = ws_url(base_url)
         self.token = token if token is not None else _default_token(base_url)
@@ -357,6 +368,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     # -- hooks (override for custom payloads) -------------------------------------------
     def _action_json(self, action: ActT | dict[str, Any]) -> str:
+        step_payload = getattr(self, "_step_payload", None)  # a reference client's hook
+        if step_payload is not None:
+            return encode(step_payload(action))
         if isinstance(action, dict):
             action = self.action_cls.model_validate(action)  # type: ignore[assignment]
         # The model's own serializer, called directly: model_dump_json adds Python work per call.
@@ -370,7 +384,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             # A newer server may add observation fields; an older client keeps working without them.
             body = {k: v for k, v in body.items() if k in fields}
         obs = self.observation_cls.model_validate({**body, "reward": reward, "done": done})
-        return StepResult(observation=obs, reward=reward, done=done)  # type: ignore[arg-type]
+        return StepResult(observation=obs, reward=reward, done=done, metadata=data.get("metadata"))  # type: ignore[arg-type]
 
     def _parse_state(self, data: dict[str, Any]) -> StateT:
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
@@ -460,3 +474,6 @@ def _feed(sink: ReplySink, done: asyncio.Task[str | bytes]) -> None:
         sink.set_exception(exc if isinstance(exc, ConnectionLost) else ConnectionLost(str(exc)))
     else:
         sink.set_result(done.result())
+
+
+install_blocking(EnvClient)

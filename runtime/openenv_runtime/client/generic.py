@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..models import StepResult
@@ -10,16 +9,33 @@ from ..protocol import encode
 from .env_client import EnvClient
 
 
-@dataclass(frozen=True, slots=True)
-class DictObservation:
-    """An observation as the server sent it: its body, plus reward and done from the envelope."""
+class GenericAction(dict[str, Any]):
+    """An action as a plain dict of fields, for :class:`GenericEnvClient`: ``GenericAction(message="hi")``."""
 
-    data: dict[str, Any]
-    reward: float | int | bool | None
-    done: bool
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(fields)
 
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
+    def __repr__(self) -> str:
+        return f"GenericAction({', '.join(f'{k}={v!r}' for k, v in self.items())})"
+
+
+class DictObservation(dict[str, Any]):
+    """An observation as the server sent it: a dict of its body, plus ``reward`` and ``done``.
+
+    A plain ``dict`` (as the reference's generic client returns) that also carries the
+    envelope's reward and done flag as attributes.
+    """
+
+    def __init__(
+        self, data: dict[str, Any], reward: float | int | bool | None = None, done: bool = False
+    ) -> None:
+        super().__init__(data)
+        self.reward = reward
+        self.done = done
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return dict(self)
 
 
 class GenericEnvClient(EnvClient):  # type: ignore[type-arg]
@@ -29,6 +45,12 @@ class GenericEnvClient(EnvClient):  # type: ignore[type-arg]
         result = await env.step({"message": "hi"})
         result.observation["echoed_message"]
     """
+
+    def _step_payload(self, action: Any) -> dict[str, Any]:
+        """The action's fields as a dict (the reference's hook name)."""
+        if isinstance(action, dict):
+            return dict(action)
+        return dict(action.model_dump())
 
     def _action_json(self, action: Any) -> str:
         if not isinstance(action, dict):
@@ -41,6 +63,7 @@ class GenericEnvClient(EnvClient):  # type: ignore[type-arg]
             observation=DictObservation(data.get("observation", {}), reward, done),
             reward=reward,
             done=done,
+            metadata=data.get("metadata"),
         )
 
     def _parse_state(self, data: dict[str, Any]) -> Any:

@@ -9,6 +9,7 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..models import Action, Observation, State, StepResult
+from .compat import async_call
 
 if TYPE_CHECKING:
     from ..pool import EnvPool, Result
@@ -48,22 +49,45 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def connect(self) -> typing.Self:
-        self._call(self.client.connect())
+        self._call(async_call(self.client, "connect"))
         return self
 
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> StepResult[ObsT]:
-        return self._call(self.client.reset(seed=seed, episode_id=episode_id, **kwargs))
+        return self._call(
+            async_call(self.client, "reset", seed=seed, episode_id=episode_id, **kwargs)
+        )
 
     def step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:
-        return self._call(self.client.step(action))
+        return self._call(async_call(self.client, "step", action))
 
     def state(self) -> StateT:
-        return self._call(self.client.state())
+        state: StateT = self._call(async_call(self.client, "state"))
+        return state
 
     def close(self) -> None:
-        self._call(self.client.close())
+        self._call(async_call(self.client, "close"))
+
+    def __getattr__(self, name: str) -> Any:
+        # Other async methods of the client (MCPToolClient.call_tool, ...) become blocking too.
+        if name == "client":
+            raise AttributeError(name)
+        attr = getattr(self.client, name)
+        if getattr(attr, "__openenv_async__", None) is None and not asyncio.iscoroutinefunction(
+            attr
+        ):
+            return attr
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return self._call(async_call(self.client, name, *args, **kwargs))
+
+        return blocking
+
+    @property
+    def async_client(self) -> EnvClient[ActT, ObsT, StateT]:
+        """The async client this wraps (the reference's name)."""
+        return self.client
 
     def __enter__(self) -> typing.Self:
         try:

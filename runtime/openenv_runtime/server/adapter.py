@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from ..environment import Environment, contract_error_message, missing_members
+from ..environment import Environment, contract_error_message, missing_members, overrides
 from ..errors import EnvironmentContractError
 from ..models import Observation, State
 
@@ -83,7 +83,7 @@ class ClassAdapter:
 
 
 def _overrides(cls: type, name: str) -> bool:
-    return getattr(cls, name, None) is not None and getattr(Environment, name, None) is None
+    return overrides(cls, name)
 
 
 def _duck_missing(cls: type) -> list[str]:
@@ -156,6 +156,12 @@ class EnvRunner:
         self._observation_cls = observation_cls
         self._adapters: dict[type, ClassAdapter] = {}
         self._create_cost = LifecycleCost()
+        # Thread affinity: the one-thread executor of each instance whose class sets
+        # REQUIRES_SINGLE_THREAD_EXECUTOR (keyed by id(instance)); see environment.py.
+        self._own_threads: dict[int, ThreadPoolExecutor] = {}
+
+    def _pool_for(self, env: Any) -> ThreadPoolExecutor:
+        return self._own_threads.get(id(env)) or self._pool
 
     @property
     def _pool(self) -> ThreadPoolExecutor:
@@ -189,9 +195,10 @@ class EnvRunner:
             except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
                 self._later(self._close_quietly(env))
                 raise StepTimeout(self._timeout_message(func)) from None
+        pool = self._own_threads.get(id(env)) or self._pool  # thread affinity, when declared
         if timeout is None:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, func, *args)
-        call = self._pool.submit(func, *args)
+            return await asyncio.get_running_loop().run_in_executor(pool, func, *args)
+        call = pool.submit(func, *args)
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(call)), timeout)
         except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
@@ -250,21 +257,42 @@ class EnvRunner:
         return adapter
 
     async def _run(
-        self, is_async: bool, func: Callable[..., Any], *args: Any, **kwargs: Any
+        self,
+        is_async: bool,
+        func: Callable[..., Any],
+        *args: Any,
+        pool: ThreadPoolExecutor | None = None,
+        **kwargs: Any,
     ) -> Any:
         if is_async:
             return await func(*args, **kwargs)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args)
+            pool or self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args)
         )
 
     async def create(self) -> Any:
         """A new environment instance (the factory may be a class, a function or a coroutine)."""
         if self._factory_is_async:
             env = await self._factory()
+        elif getattr(self._factory, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) is True:
+            # The constructor runs on the session's own thread too (it may create the browser).
+            own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openenv-session")
+            try:
+                env = await asyncio.get_running_loop().run_in_executor(own, self._factory)
+            except BaseException:
+                own.shutdown(wait=False)
+                raise
+            self._own_threads[id(env)] = own
         else:
             env = await self._create_cost.run(self._pool, self._factory)
+        if (
+            getattr(type(env), "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
+            and id(env) not in self._own_threads
+        ):
+            self._own_threads[id(env)] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="openenv-session"
+            )
         self.adapter_for(env)  # checks the contract once per class
         return env
 
@@ -301,11 +329,12 @@ class EnvRunner:
                 return result if isinstance(result, Observation) else check(env, name, result)
         else:
             runner = self
+            own = self._own_threads.get(id(env))  # thread affinity: the session's own thread
 
             async def step(action: Any) -> Observation:
                 # the pool is looked up per call: it is replaced when a step is abandoned
                 result = await asyncio.get_running_loop().run_in_executor(
-                    runner._pool, func, action
+                    own or runner._pool, func, action
                 )
                 return result if isinstance(result, Observation) else check(env, name, result)
 
@@ -317,9 +346,9 @@ class EnvRunner:
             if adapter.state_is_async:
                 result = await env.state
             else:
-                result = await self._run(False, getattr, env, "state")
+                result = await self._run(False, getattr, env, "state", pool=self._pool_for(env))
         else:
-            result = await self._run(adapter.state_is_async, env.state)
+            result = await self._run(adapter.state_is_async, env.state, pool=self._pool_for(env))
         if not isinstance(result, State):
             raise ContractViolation(
                 f"{type(env).__qualname__}.state returned {type(result).__name__}; "
@@ -330,12 +359,19 @@ class EnvRunner:
     async def close(self, env: Any) -> None:
         adapter = self.adapter_for(env)
         method = adapter.close
-        if method is None:
-            return
-        if method.is_async:
-            await getattr(env, method.name)()
-        else:
-            await adapter.close_cost.run(self._pool, getattr(env, method.name))
+        own = self._own_threads.pop(id(env), None)
+        try:
+            if method is None:
+                return
+            if method.is_async:
+                await getattr(env, method.name)()
+            elif own is not None:
+                await asyncio.get_running_loop().run_in_executor(own, getattr(env, method.name))
+            else:
+                await adapter.close_cost.run(self._pool, getattr(env, method.name))
+        finally:
+            if own is not None:
+                own.shutdown(wait=False)
 
     def _check_observation(self, env: Any, method: str, result: Any) -> Observation:
         if isinstance(result, Observation):

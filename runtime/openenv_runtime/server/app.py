@@ -12,26 +12,34 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
-from ..environment import Environment
+from ..compat.types import ConcurrencyConfig, ServerMode
+from ..environment import Environment, overrides
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
 from . import drain
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths
+from .compat import GRADIO_OPTIONS, action_validator, resolve_reference_options
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
 from .lifecycle import LifecycleSettings
 from .limits import BodyLimitMiddleware
 from .logs import install_redaction
+from .mcp import MCPHandler, build_mcp_router, serve_attached
 from .sessions import SessionManager
 from .settings import load_settings
+from .tasks import build_task_router
 from .websocket import WebSocketEndpoint
 
 logger = logging.getLogger("openenv_runtime.server")
+
+# The protocol version published as OpenAPI ``info.version``, where the reference's
+# ``openenv validate --url`` reads it; the environment's own version is in /metadata.
+PROTOCOL_VERSION = "1.0.0"
 
 
 class EnvironmentApp(FastAPI):
@@ -54,10 +62,11 @@ class EnvironmentApp(FastAPI):
 
 def create_app(
     env: type[Environment[Any, Any, Any]] | Callable[[], Any],
-    action_cls: type[Action],
-    observation_cls: type[Observation],
-    state_cls: type[State] = State,
+    action_cls: type[Action] | None,
+    observation_cls: type[Observation] | None,
+    state_cls: type[State] | str = State,
     *,
+    env_name: str | None = None,
     name: str | None = None,
     description: str | None = None,
     version: str | None = None,
@@ -75,6 +84,14 @@ def create_app(
     resume_grace: float | None = None,
     drain_timeout: float | None = None,
     warm_pool: int | None = None,
+    concurrency_config: ConcurrencyConfig | None = None,
+    reset_observation_cls: type[Observation] | None = None,
+    mode: ServerMode | str | None = None,
+    gradio_builder: Callable[..., Any] | None = None,
+    custom_tab_name: str = "Custom",
+    custom_tab_primary: bool = False,
+    show_default_tab: bool = True,
+    title_override: str | None = None,
 ) -> FastAPI:
     """Build the server for an environment.
 
@@ -96,7 +113,31 @@ def create_app(
             ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the
             last word; the server logs when it overrides an argument. An environment with
             ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets one session at a time whatever is set.
+        reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
+        env_name, concurrency_config, mode, gradio_builder, custom_tab_name,
+            custom_tab_primary, show_default_tab, title_override: the reference OpenEnv's
+            options, each mapped to ours (see ``openenv_runtime.server.compat``).
     """
+    gradio = (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab)
+    ref = resolve_reference_options(
+        state_cls,
+        env_name,
+        max_concurrent_envs,
+        concurrency_config,
+        mode,
+        title_override,
+        dict(zip(GRADIO_OPTIONS, gradio, strict=True)),
+    )
+    state_cls, name, max_concurrent_envs = (
+        ref.state_cls,
+        name or ref.env_name,
+        ref.max_concurrent_envs,
+    )
+    if session_timeout is None and ref.session_timeout is not None:
+        session_timeout = ref.session_timeout
+    # The reference allows None for tool-only (MCP) servers.
+    action_cls = action_cls or Action
+    observation_cls = observation_cls or Observation
     factory, env_cls = _check_env(env)
     _check_model(action_cls, Action, "action_cls")
     _check_model(observation_cls, Observation, "observation_cls")
@@ -179,18 +220,22 @@ def create_app(
     schema = {
         "action": action_cls.model_json_schema(),
         "observation": observation_cls.model_json_schema(),
+        "reset_observation": (reset_observation_cls or observation_cls).model_json_schema(),
         "state": state_cls.model_json_schema(),
     }
 
     app = EnvironmentApp(
-        title=f"{env_name} (OpenEnv environment)",
-        version=str(metadata["version"]),
+        title=ref.title or f"{env_name} (OpenEnv environment)",
+        version=PROTOCOL_VERSION,
         lifespan=lifespan,
         description=str(metadata["description"]),
     )
     ws_endpoint = WebSocketEndpoint(
         manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
     )
+    ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
+    mcp_handler = MCPHandler(manager)
+    ws_endpoint.mcp, ws_endpoint.attach = mcp_handler.handle, serve_attached
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
     app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
     app.state.openenv_settings = resolved
@@ -220,34 +265,26 @@ def create_app(
     async def get_schema() -> dict[str, Any]:
         return schema
 
+    own_metadata = env_cls is not None and overrides(env_cls, "get_metadata")
+
     @app.get("/metadata", tags=["info"])
     async def get_metadata() -> dict[str, Any]:
-        return metadata
+        if own_metadata and "custom" not in metadata:
+            # The environment describes itself: ask a short-lived instance once.
+            instance = await runner.create()
+            try:
+                custom = instance.get_metadata()
+            finally:
+                await runner.close(instance)
+            given = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
+            metadata.update({k: v for k, v in given.items() if v is not None}, custom=True)
+        return {k: v for k, v in metadata.items() if k != "custom"}
 
-    app.include_router(build_http_router(manager, action_cls, auth_required=bool(api_key)))
-
-    @app.post("/mcp", tags=["info"], summary="Model Context Protocol (JSON-RPC 2.0): not offered")
-    async def mcp(request: dict[str, Any] | None = None) -> dict[str, Any]:
-        # OpenEnv validators probe this route; answer in JSON-RPC terms that no tools are offered.
-        request_id = request.get("id") if isinstance(request, dict) else None
-        if (
-            not isinstance(request, dict)
-            or request.get("jsonrpc") != "2.0"
-            or "method" not in request
-        ):
-            return {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": {"code": -32600, "message": "Invalid Request"},
-            }
-        return {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "error": {
-                "code": -32601,
-                "message": "Method not found: this environment offers no MCP tools",
-            },
-        }
+    if not ref.production:
+        _add_routes(app, build_http_router(manager, action_cls, auth_required=bool(api_key)))
+    _add_routes(app, build_mcp_router(mcp_handler))
+    # Last: its /{env_name}/... patterns must not shadow the routes above.
+    _add_routes(app, build_task_router(runner, str(env_name)))
 
     public = frozenset({"/health"})
     if config.web_interface:
@@ -285,6 +322,11 @@ async def collect_connection_cycles(
         if manager.total_opened - seen >= every:
             seen = manager.total_opened
             gc.collect()
+
+
+def _add_routes(app: FastAPI, router: APIRouter) -> None:
+    # The routes themselves, not a nested router: code that lists app.routes sees every path.
+    app.router.routes.extend(router.routes)
 
 
 def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:

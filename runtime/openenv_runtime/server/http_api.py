@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..models import Action
 from ..protocol import ErrorCode, observation_payload
 from .adapter import ContractViolation, StepTimeout
+from .compat import action_validator
 from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
 from .sessions import Session, SessionManager
 from .websocket import describe_exception, invalid_action
@@ -50,6 +51,7 @@ class CloseRequest(BaseModel):
 
 
 class StepResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")  # "metadata" beside the observation when non-empty
     observation: dict[str, Any]
     reward: float | int | bool | None = None
     done: bool = False
@@ -71,6 +73,7 @@ def build_http_router(
 ) -> APIRouter:
     router = APIRouter(tags=["HTTP sessions"])
     runner = manager.runner
+    validate_action = action_validator(action_cls)
     max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
 
     def lookup(session_id: str | None) -> Session | JSONResponse:
@@ -119,9 +122,10 @@ def build_http_router(
         http: Request,
         request: ResetRequest | None = Body(default=None),
         x_session_id: str | None = Header(default=None),
+        query_session: str | None = Query(default=None, alias="session_id"),
     ) -> Any:
         request = request or ResetRequest()
-        session_id = request.session_id or x_session_id
+        session_id = request.session_id or query_session or x_session_id
         if session_id:
             found = lookup(session_id)
             if isinstance(found, JSONResponse):
@@ -169,8 +173,12 @@ def build_http_router(
     @router.post(
         "/step", response_model=StepResponse, summary="Step the HTTP session that /reset opened"
     )
-    async def step(request: StepRequest, x_session_id: str | None = Header(default=None)) -> Any:
-        found = lookup(request.session_id or x_session_id)
+    async def step(
+        request: StepRequest,
+        x_session_id: str | None = Header(default=None),
+        query_session: str | None = Query(default=None, alias="session_id"),
+    ) -> Any:
+        found = lookup(request.session_id or query_session or x_session_id)
         if isinstance(found, JSONResponse):
             return found
         session = found
@@ -178,7 +186,7 @@ def build_http_router(
         if too_many is not None:
             return _error(422, ErrorCode.VALIDATION_ERROR, too_many)
         try:
-            action = action_cls.model_validate(request.action)
+            action = validate_action(request.action)
         except ValidationError as exc:
             return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc))
 
@@ -207,8 +215,9 @@ def build_http_router(
     async def close(
         request: CloseRequest | None = Body(default=None),
         x_session_id: str | None = Header(default=None),
+        query_session: str | None = Query(default=None, alias="session_id"),
     ) -> Any:
-        found = lookup((request.session_id if request else None) or x_session_id)
+        found = lookup((request.session_id if request else None) or query_session or x_session_id)
         if isinstance(found, JSONResponse):
             return found
         assert found.lock is not None

@@ -21,6 +21,7 @@ from ..protocol import (
     CLOSE_TRY_AGAIN_LATER,
     ErrorCode,
     decode,
+    encode,
     error_message,
     observation_message,
     state_message,
@@ -72,10 +73,17 @@ class WebSocketEndpoint:
         self.max_message_bytes = max_message_bytes
         self.max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
         self.auth_required = auth_required
+        # Reference features wired by create_app (server/mcp.py): {"type": "mcp"} frames and
+        # /ws?session_id= attaching to a session opened over HTTP.
+        self.mcp: Any = None
+        self.attach: Any = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
         if message["type"] != "websocket.connect":
+            return
+        if self.attach is not None and b"session_id=" in scope.get("query_string", b""):
+            await self.attach(self, scope, receive, send)
             return
         manager = self.manager
         key, token = resume.handshake(scope) if manager.lifecycle.resume_grace > 0 else (None, None)
@@ -378,6 +386,9 @@ class WebSocketEndpoint:
                 return state_message(state)
             if kind == "close":
                 return _CLOSE
+            if kind == "mcp" and self.mcp is not None:
+                reply = await self.mcp(msg.get("data"), current=session)
+                return encode({"type": "mcp", "data": reply})
         except StepTimeout as exc:
             logger.error("session %s ended: %s", session.id, exc)
             self.manager.abandoned += 1
@@ -394,5 +405,5 @@ class WebSocketEndpoint:
             return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
         return error_message(
             ErrorCode.UNKNOWN_TYPE,
-            f"Unknown message type {kind!r}; expected one of reset, step, state, close.",
+            f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp.",
         )

@@ -1,0 +1,143 @@
+"""Render ``templates/deploy/<target>/`` (pure) and write the result (the only side effect).
+
+Every target's files are its own templates plus Envoy's configuration in ``envoy/envoy.yaml``,
+rendered from ``templates/deploy/envoy/`` with the discovery that target uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from openenv_cli.deploy.settings import Backend, DeploySettings
+from openenv_cli.errors import UsageError
+from openenv_cli.scaffold import render_project, write_project
+
+Discovery = Literal["STATIC", "STRICT_DNS", "EDS"]
+HEALTH_INTERVAL = "5s"
+IDLE_MARGIN_S = 60  # Envoy's idle limits stay this far above the server's session timeout
+GRACE_MARGIN_S = 15  # the termination grace period stays this far above the drain timeout
+
+
+def idle_timeout(settings: DeploySettings) -> str:
+    """Envoy's idle limits: above the server's session timeout, or off (0s) when it has none."""
+    if settings.session_timeout <= 0:
+        return "0s"
+    return f"{math.ceil(settings.session_timeout) + IDLE_MARGIN_S}s"
+
+
+def connection_limit(settings: DeploySettings) -> int:
+    """Envoy's connection and request ceilings: the capacity asked for plus a quarter."""
+    return max(1024, settings.capacity + settings.capacity // 4)
+
+
+def base_context(settings: DeploySettings) -> dict[str, Any]:
+    """The variables every deploy template may use."""
+    return {
+        "target": settings.target,
+        "image": settings.image,
+        "envoy_image": settings.envoy_image,
+        "port": settings.port,
+        "front_port": settings.front_port,
+        "replicas": settings.replicas,
+        "workers": settings.workers,
+        "sessions_per_worker": settings.sessions_per_worker,
+        "capacity_per_replica": settings.capacity_per_replica,
+        "capacity": settings.capacity,
+        "session_timeout": _number(settings.session_timeout),
+        "drain_timeout": _number(settings.drain_timeout),
+        "grace_period": math.ceil(settings.drain_timeout) + GRACE_MARGIN_S,
+        "token": settings.token,
+        "access_log": settings.access_log,
+        "balancing": settings.balancing,
+    }
+
+
+def envoy_files(
+    settings: DeploySettings,
+    *,
+    discovery: Discovery,
+    backends: Sequence[Backend] = (),
+    eds_path: str = "",
+    admin_port: int = 0,
+    path: str = "envoy/envoy.yaml",
+) -> dict[str, str]:
+    """Envoy's configuration for ``settings``: ``{path: text}``."""
+    context = base_context(settings) | {
+        "discovery": discovery,
+        "backends": list(backends),
+        "eds_path": eds_path,
+        "admin_address": "127.0.0.1",
+        "admin_port": admin_port,
+        "listen_address": "0.0.0.0",
+        "max_connections": connection_limit(settings),
+        "backlog": max(4096, min(settings.capacity, 65535)),
+        "idle_timeout": idle_timeout(settings),
+        "session_timeout_label": (
+            f"{_number(settings.session_timeout)} s" if settings.session_timeout > 0 else "none"
+        ),
+        "health_interval": HEALTH_INTERVAL,
+        "replicas_label": (
+            f"{settings.replicas} replicas" if not backends else ", ".join(str(b) for b in backends)
+        ),
+    }
+    rendered = render_project(settings.name, context, template="deploy/envoy")
+    return {path: rendered["envoy.yaml"]}
+
+
+def render_target(settings: DeploySettings, extra: Mapping[str, Any]) -> dict[str, str]:
+    """Render ``templates/deploy/<target>/`` with the base context and ``extra``."""
+    return render_project(
+        settings.name, base_context(settings) | dict(extra), template=f"deploy/{settings.target}"
+    )
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What ``write_files`` did: the files written, or that the folder already matched."""
+
+    written: list[Path]
+    unchanged: bool = False
+    kept_edits: bool = False
+
+
+def write_files(
+    files: Mapping[str, str], out: Path, *, force: bool, keep_edits: bool = False
+) -> WriteOutcome:
+    """Write ``files`` under ``out``, all or nothing.
+
+    Files already there with other contents are someone's edits: they are replaced only with
+    ``force``; with ``keep_edits`` (``--apply``) they are kept and used as they are.
+    """
+    differing = [
+        relative
+        for relative, text in files.items()
+        if (out / relative).is_file() and _read(out / relative) != text
+    ]
+    missing = [relative for relative in files if not (out / relative).is_file()]
+    if not differing and not missing:
+        return WriteOutcome([], unchanged=True)
+    if differing and not force:
+        if keep_edits and not missing:
+            return WriteOutcome([], kept_edits=True)
+        raise UsageError(
+            f"{out} holds edited files ({', '.join(sorted(differing))}) that these options would "
+            "replace.",
+            hint="Pass --force to replace them, --out DIR for another folder, or --apply to "
+            "apply the edited files as they are.",
+        )
+    return WriteOutcome(write_project(dict(files), out, force=True))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

@@ -1,0 +1,334 @@
+"""The settings of ``openenv deploy``, resolved once: flag, then environment variable, then
+``openenv.yaml`` (its ``server:`` section and the ``deploy:`` section), then the default.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from openenv_cli.config import parse_bool, parse_float, resolve
+from openenv_cli.errors import UsageError
+from openenv_cli.manifest import DeployConfig, Manifest, load_manifest
+
+Target = Literal["kubernetes", "swarm", "slurm", "envoy"]
+Balancing = Literal["least_request", "session"]
+BALANCINGS: tuple[Balancing, ...] = ("least_request", "session")
+TARGETS: tuple[Target, ...] = ("kubernetes", "swarm", "slurm", "envoy")
+
+DEFAULT_REPLICAS = 2
+DEFAULT_FRONT_PORT = 8080
+DEFAULT_ENVOY_IMAGE = "envoyproxy/envoy:v1.40.0"
+ENVOY_VERSION = "1.40.0"
+LOCAL_ENVOY_IMAGE = f"openenv-envoy:{ENVOY_VERSION}"  # built by `deploy swarm --apply`
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One server behind Envoy."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """Everything the renderers need, resolved."""
+
+    target: Target
+    project_dir: Path | None
+    name: str
+    image: str
+    envoy_image: str
+    port: int  # the port each replica listens on
+    front_port: int
+    replicas: int
+    workers: int
+    sessions_per_worker: int
+    session_timeout: float  # 0: never
+    drain_timeout: float
+    token: bool
+    access_log: bool
+    balancing: Balancing
+    max_replicas: int
+    namespace: str | None
+    cpu: str
+    memory: str
+    backends: tuple[Backend, ...] = ()
+
+    @property
+    def capacity_per_replica(self) -> int:
+        return self.workers * self.sessions_per_worker
+
+    @property
+    def capacity(self) -> int:
+        return self.capacity_per_replica * max(self.replicas, len(self.backends), 1)
+
+
+# What may reach the rendered YAML and shell: nothing that could start a new key or command.
+_HOST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$")
+_DNS_LABEL = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
+_CPU = re.compile(r"^[0-9]+(?:\.[0-9]+)?m?$")
+_MEMORY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:Ki|Mi|Gi|Ti|K|M|G|T)?$")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def check_settings(settings: DeploySettings) -> DeploySettings:
+    """Refuse values that are not what they claim to be before they reach a template."""
+    from openenv_cli.build.plan import is_valid_reference
+
+    if not _DNS_LABEL.match(settings.name):
+        raise UsageError(
+            f"The name {settings.name!r} (from openenv.yaml `name`) cannot name Kubernetes, Swarm "
+            "or Slurm objects.",
+            hint="Use lowercase letters, digits and '_' or '-', at most 40, starting with a letter.",
+        )
+    if settings.namespace is not None and not _DNS_LABEL.match(settings.namespace):
+        raise UsageError(
+            f"deploy.namespace {settings.namespace!r} is not a Kubernetes namespace name.",
+            hint="Use lowercase letters, digits and '-', starting with a letter.",
+        )
+    for what, image in (("image", settings.image), ("envoy image", settings.envoy_image)):
+        if image and not is_valid_reference(image):
+            raise UsageError(
+                f"The {what} {image!r} is not a valid image reference.",
+                hint="Write e.g. registry.example.com/team/my_env:0.1.0.",
+            )
+    if not _CPU.match(settings.cpu):
+        raise UsageError(
+            f"deploy.cpu {settings.cpu!r} is not a CPU quantity.", hint="e.g. 500m or 2."
+        )
+    if not _MEMORY.match(settings.memory):
+        raise UsageError(
+            f"deploy.memory {settings.memory!r} is not a memory quantity.",
+            hint="e.g. 512Mi or 2Gi.",
+        )
+    return settings
+
+
+def runtime_default(name: str) -> float:
+    """The runtime's own default for server setting ``name`` (written once, there)."""
+    from openenv_runtime.server.settings import ServerSettings
+
+    value = ServerSettings.model_fields[name].default
+    return float(value) if value is not None else 0.0
+
+
+def parse_backend(raw: str) -> Backend:
+    """``host:port`` (IPv6 in brackets) → :class:`Backend`; raises :class:`UsageError`."""
+    text = raw.strip()
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(
+            f"Backend {raw!r} is not host:port.", hint="Write e.g. --backend 10.0.0.5:8000."
+        )
+    if not (_HOST.match(host) or _is_ip(host)):
+        raise UsageError(
+            f"Backend host {host!r} is not a host name or an IP address.",
+            hint="Use letters, digits, '.', '-' (and ':' inside [IPv6]), e.g. 10.0.0.5:8000.",
+        )
+    return Backend(host, int(port))
+
+
+def read_backends(values: list[str]) -> tuple[Backend, ...]:
+    """``--backend`` values: ``host:port``, or a file with one ``host:port`` a line (``#`` comments)."""
+    found: list[Backend] = []
+    for value in values:
+        path = Path(value)
+        if ":" not in value or path.is_file():
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise UsageError(
+                    f"--backend {value}: not host:port, and not a readable file ({exc.strerror}).",
+                    hint="Pass host:port, or a file with one host:port a line.",
+                ) from None
+            found.extend(
+                parse_backend(line.split("#", 1)[0])
+                for line in lines
+                if line.split("#", 1)[0].strip()
+            )
+        else:
+            found.append(parse_backend(value))
+    return tuple(dict.fromkeys(found))
+
+
+def default_memory(capacity_per_replica: int) -> str:
+    """A memory limit for one replica: 256 MiB plus 64 KiB a session (idle sessions take ~23 KB)."""
+    return f"{256 + (capacity_per_replica * 64 + 1023) // 1024}Mi"
+
+
+def resolve_settings(
+    target: Target,
+    project_dir: Path | None,
+    *,
+    replicas: int | None = None,
+    image: str | None = None,
+    front_port: int | None = None,
+    token: bool | None = None,
+    backends: list[str] | None = None,
+    balancing: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> DeploySettings:
+    """Resolve the settings of ``openenv deploy TARGET`` for the project in ``project_dir``.
+
+    ``project_dir`` may be None only for the envoy target (a bare Envoy config needs no project).
+    """
+    environ = os.environ if environ is None else environ
+    manifest: Manifest | None = None
+    if project_dir is not None:
+        manifest = load_manifest(project_dir)
+    elif target != "envoy":
+        raise UsageError(
+            f"`openenv deploy {target}` needs a project (no openenv.yaml found).",
+            hint="Run it in the project folder, or pass the folder: openenv deploy TARGET PATH.",
+        )
+    deploy = manifest.deploy if manifest is not None else DeployConfig.model_validate({})
+    parsed_backends = read_backends(backends or [])
+    if target == "envoy" and not parsed_backends:
+        raise UsageError(
+            "The envoy target needs the servers to balance.",
+            hint="Pass --backend host:port (repeatable) or --backend FILE (one host:port a line).",
+        )
+
+    def number(key: str, flag: float | None, env: str | None, where: str, default: float) -> float:
+        value = resolve(
+            key,
+            flag=flag,
+            env=env,
+            manifest=manifest,
+            manifest_key=where,
+            default=default,
+            parse=parse_float,
+            environ=environ,
+        ).value
+        return float(value if value is not None else default)
+
+    workers = int(number("workers", None, "WORKERS", "server.workers", runtime_default("workers")))
+    sessions = int(
+        number(
+            "max_concurrent_envs",
+            None,
+            "MAX_CONCURRENT_ENVS",
+            "server.max_concurrent_envs",
+            runtime_default("max_concurrent_envs"),
+        )
+    )
+    count = int(
+        number("replicas", replicas, "OPENENV_DEPLOY_REPLICAS", "deploy.replicas", DEFAULT_REPLICAS)
+    )
+    if count < 1 or workers < 1 or sessions < 1:
+        raise UsageError(
+            "Replicas, workers and sessions per worker must each be at least 1.",
+            hint="Check --replicas, WORKERS (server.workers) and MAX_CONCURRENT_ENVS.",
+        )
+    envoy_default = DEFAULT_ENVOY_IMAGE if target == "kubernetes" else LOCAL_ENVOY_IMAGE
+    envoy_image = resolve(
+        "envoy_image",
+        env="OPENENV_ENVOY_IMAGE",
+        manifest=manifest,
+        manifest_key="deploy.envoy_image",
+        default=envoy_default,
+        environ=environ,
+    ).value
+    wants_token = resolve(
+        "token",
+        flag=token,
+        env="OPENENV_DEPLOY_TOKEN",
+        manifest=manifest,
+        manifest_key="deploy.token",
+        default=bool(environ.get("OPENENV_API_KEY")),
+        parse=parse_bool,
+        environ=environ,
+    ).value
+    chosen = resolve(
+        "balancing",
+        flag=balancing,
+        env="OPENENV_DEPLOY_BALANCING",
+        manifest=manifest,
+        manifest_key="deploy.balancing",
+        default="least_request",
+        environ=environ,
+    )
+    if chosen.value not in BALANCINGS:
+        raise UsageError(
+            f"Balancing {chosen.value!r} ({chosen.origin}) is not one of {', '.join(BALANCINGS)}.",
+            hint="least_request: fewest open sessions; session: resumed sessions reach their replica.",
+        )
+    settings = DeploySettings(
+        target=target,
+        project_dir=project_dir.resolve() if project_dir is not None else None,
+        name=(manifest.name if manifest is not None else "openenv").replace("_", "-"),
+        image=_image(image, manifest, project_dir, environ),
+        envoy_image=str(envoy_image),
+        port=int(number("port", None, "PORT", "port", runtime_default("port"))),
+        front_port=int(
+            number(
+                "front_port", front_port, "OPENENV_DEPLOY_PORT", "deploy.port", DEFAULT_FRONT_PORT
+            )
+        ),
+        replicas=len(parsed_backends) or count,
+        workers=workers,
+        sessions_per_worker=sessions,
+        session_timeout=max(
+            number(
+                "session_timeout",
+                None,
+                "SESSION_TIMEOUT",
+                "server.session_timeout",
+                runtime_default("session_timeout"),
+            ),
+            0.0,
+        ),
+        drain_timeout=number(
+            "drain_timeout",
+            None,
+            "DRAIN_TIMEOUT",
+            "server.drain_timeout",
+            runtime_default("drain_timeout"),
+        ),
+        token=bool(wants_token),
+        access_log=deploy.access_log,
+        balancing=chosen.value,
+        max_replicas=max(deploy.max_replicas or 4 * count, count),
+        namespace=deploy.namespace,
+        cpu=deploy.cpu or "500m",
+        memory=deploy.memory or default_memory(workers * sessions),
+        backends=parsed_backends,
+    )
+    return check_settings(settings)
+
+
+def _image(
+    flag: str | None,
+    manifest: Manifest | None,
+    project_dir: Path | None,
+    environ: Mapping[str, str],
+) -> str:
+    """--image, else $OPENENV_IMAGE_TAG, else deploy.image, else what `openenv build` tags."""
+    if flag and flag.strip():
+        return flag.strip()
+    if manifest is None or project_dir is None:
+        return ""
+    from openenv_cli.build.plan import project_version, resolve_tags
+
+    if manifest.deploy.image and not (environ.get("OPENENV_IMAGE_TAG") or "").strip():
+        return manifest.deploy.image.strip()
+    tags, _ = resolve_tags((), manifest, project_version(project_dir, manifest), environ)
+    return tags[0]

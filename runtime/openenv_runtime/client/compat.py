@@ -1,0 +1,150 @@
+"""What code written for the reference's client expects of ours.
+
+* Plain blocking calls: ``env.reset()`` / ``env.step(a)`` / ``env.state()`` outside an event
+  loop block and return the result; inside a running loop they return the awaitable as
+  before (``await env.reset()``). ``.sync()`` keeps working. One client is used from one
+  side: a connection opened by blocking calls lives on a background loop.
+* Constructor names ``connect_timeout_s``, ``message_timeout_s``, ``max_message_size_mb``,
+  ``websocket_ping_interval_s``, ``websocket_ping_timeout_s``, ``mode``.
+* ``new_session()``, ``disconnect()``, ``with env:`` and the ``_step_payload`` hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from .env_client import EnvClient
+
+T = TypeVar("T")
+
+# The reference's constructor names → ours (with a unit conversion where needed).
+_RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "connect_timeout_s": ("connect_timeout", lambda v: v),
+    "message_timeout_s": ("message_timeout", lambda v: v),
+    "max_message_size_mb": ("max_message_bytes", lambda v: int(float(v) * 1024 * 1024)),
+    "websocket_ping_interval_s": ("ping_interval", lambda v: v),
+    "websocket_ping_timeout_s": ("ping_timeout", lambda v: v),
+}
+
+BLOCKING_METHODS = ("connect", "reset", "step", "state", "close")
+
+
+def reference_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Our constructor keywords for the reference's; unknown names raise ``TypeError``."""
+    mapped: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in _RENAMES:
+            ours, convert = _RENAMES[key]
+            mapped[ours] = convert(value)
+        elif key == "mode":
+            client_mode(value)  # checked here; stored by EnvClient.__init__
+        elif key == "provider":
+            if value is not None:
+                raise TypeError(
+                    "provider= starts a server for the client in the reference; here start it with "
+                    "`openenv serve` or a container, then pass base_url=."
+                )
+        else:
+            raise TypeError(f"unexpected keyword argument {key!r}")
+    return mapped
+
+
+def client_mode(mode: str | None) -> str:
+    """``simulation`` (reset/step, the default) or ``production`` (tools); ``OPENENV_CLIENT_MODE``."""
+    import os
+
+    value = (mode or os.environ.get("OPENENV_CLIENT_MODE") or "simulation").strip().lower()
+    if value not in ("simulation", "production"):
+        raise ValueError(
+            f"mode must be 'simulation' or 'production' (argument or OPENENV_CLIENT_MODE), got {value!r}"
+        )
+    return value
+
+
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the shared background loop of the sync clients and wait for it."""
+    from .sync import _background_loop
+
+    return asyncio.run_coroutine_threadsafe(coro, _background_loop()).result()
+
+
+def blocking_outside_loop(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Any]:
+    """Wrap an ``async def`` method: a plain call with no running loop blocks for the result."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        coro = method(self, *args, **kwargs)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return run_blocking(coro)
+        return coro
+
+    call.__openenv_async__ = method  # type: ignore[attr-defined]
+    return call
+
+
+def async_call(client: Any, name: str, *args: Any, **kwargs: Any) -> Coroutine[Any, Any, Any]:
+    """The coroutine of ``client.<name>(...)``, whether or not the method was wrapped."""
+    method = getattr(type(client), name)
+    raw = getattr(method, "__openenv_async__", method)
+    return raw(client, *args, **kwargs)  # type: ignore[no-any-return]
+
+
+def install_blocking(cls: type) -> None:
+    """Wrap ``cls``'s own async request methods (subclasses' overrides included)."""
+    for name in BLOCKING_METHODS + tuple(getattr(cls, "BLOCKING_EXTRA", ())):
+        method = cls.__dict__.get(name)
+        if method is not None and asyncio.iscoroutinefunction(method):
+            setattr(cls, name, blocking_outside_loop(method))
+
+
+class ReferenceClientMixin:
+    """Methods the reference's client has and ours lacks; mixed into ``EnvClient``."""
+
+    BLOCKING_EXTRA: tuple[str, ...] = ("new_session", "disconnect")
+
+    @property
+    def _mode(self) -> str:
+        """``simulation`` or ``production``, fixed when the client is made."""
+        return str(self.__dict__.get("_openenv_mode", "simulation"))
+
+    @_mode.setter
+    def _mode(self, value: str) -> None:
+        if "_openenv_mode" in self.__dict__:
+            raise AttributeError("a client's mode is fixed when it is made; create another client")
+        self.__dict__["_openenv_mode"] = value
+
+    async def new_session(self) -> EnvClient[Any, Any, Any]:
+        """Another connected client (its own server session) with the same settings."""
+        client: Any = self
+        other = type(client)(
+            client.base_url,
+            token=client.token,
+            connect_timeout=client.connect_timeout,
+            message_timeout=client.message_timeout,
+            ping_interval=client.ping_interval,
+            ping_timeout=client.ping_timeout,
+            headers=client.headers,
+            max_message_bytes=client.max_message_bytes,
+        )
+        await async_call(other, "connect")
+        return other  # type: ignore[no-any-return]
+
+    async def disconnect(self) -> None:
+        """End the session and close the connection (``close`` under the reference's name)."""
+        await async_call(self, "close")
+
+    def __enter__(self) -> Any:
+        run_blocking(async_call(self, "connect"))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        run_blocking(async_call(self, "close"))
+
+
+install_blocking(ReferenceClientMixin)

@@ -1,0 +1,1 @@
+"""Alias of the reference's ``openenv.core.containers``: see ``containers.runtime``."""

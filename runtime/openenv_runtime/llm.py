@@ -1,0 +1,358 @@
+"""Clients of chat-completion endpoints, for LLM judges and agents.
+
+``OpenAIClient`` speaks to any OpenAI-compatible endpoint (OpenAI, vLLM, TGI, Ollama,
+llama.cpp's server, a Hugging Face router, ...) through the ``openai`` package
+(``pip install "openenv-runtime[llm]"``); ``AnthropicClient`` to Anthropic's API through the
+``anthropic`` package. The helpers turn MCP tool listings into each provider's tool format.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+try:  # a module global, so tests and callers can substitute the class
+    from openai import AsyncOpenAI
+except ModuleNotFoundError:  # the [llm] extra is not installed
+    AsyncOpenAI = None  # type: ignore[misc,assignment]
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass
+class LLMResponse:
+    """A reply: its text and the tools it asks to call."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def to_message_dict(self) -> dict[str, Any]:
+        """The reply as an assistant message for the next request."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.args)},
+                }
+                for c in self.tool_calls
+            ]
+        return message
+
+
+def join_endpoint(endpoint: str, port: int | None) -> str:
+    """``endpoint`` with ``port`` set when given (``http://h`` + 8000 → ``http://h:8000``)."""
+    if port is None:
+        return endpoint.rstrip("/")
+    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=f"{host}:{port}")).rstrip("/")
+
+
+class LLMClient(ABC):
+    """An endpoint that completes prompts; ``LLMJudge`` needs only ``complete``."""
+
+    def __init__(self, endpoint: str, port: int | None) -> None:
+        self.endpoint = endpoint
+        self.port = port
+
+    @property
+    def base_url(self) -> str:
+        return join_endpoint(self.endpoint, self.port)
+
+    @abstractmethod
+    async def complete(self, prompt: str, **kwargs: Any) -> str:
+        """The model's reply to ``prompt``."""
+
+    async def complete_with_tools(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
+    ) -> LLMResponse:
+        """A reply to ``messages`` (OpenAI format) that may call ``tools`` (MCP listings)."""
+        raise NotImplementedError(f"{type(self).__name__} does not call tools")
+
+
+class OpenAIClient(LLMClient):
+    """Chat completions of ``model`` at an OpenAI-compatible ``endpoint`` (``/v1`` appended if missing)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        port: int | None,
+        model: str,
+        api_key: str | None = None,
+        system_prompt: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        use_max_completion_tokens: bool = False,
+    ) -> None:
+        super().__init__(endpoint, port)
+        if AsyncOpenAI is None:
+            raise ModuleNotFoundError(
+                'OpenAIClient needs the openai package: pip install "openenv-runtime[llm]"'
+            )
+        base = self.base_url
+        if not urlsplit(base).path.rstrip("/").endswith("/v1"):
+            base += "/v1"
+        self.model = model
+        self.system_prompt = system_prompt
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._token_key = "max_completion_tokens" if use_max_completion_tokens else "max_tokens"
+        # Local servers take any key; the openai package refuses to start without one.
+        self._client = AsyncOpenAI(base_url=base, api_key=api_key or "not-needed")
+
+    def _request(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        if self.system_prompt and not any(m.get("role") == "system" for m in messages):
+            messages = [{"role": "system", "content": self.system_prompt}, *messages]
+        return {
+            "model": self.model,
+            "messages": messages,
+            "temperature": kwargs.pop("temperature", self.temperature),
+            self._token_key: kwargs.pop("max_tokens", self.max_tokens),
+            **kwargs,
+        }
+
+    async def complete(self, prompt: str, **kwargs: Any) -> str:
+        reply = await self._client.chat.completions.create(
+            **self._request([{"role": "user", "content": prompt}], **kwargs)
+        )
+        return reply.choices[0].message.content or ""
+
+    async def complete_with_tools(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
+    ) -> LLMResponse:
+        reply = await self._client.chat.completions.create(
+            **self._request(messages, tools=mcp_tools_to_openai(tools), **kwargs)
+        )
+        message = reply.choices[0].message
+        calls = [
+            ToolCall(id=c.id, name=c.function.name, args=json.loads(c.function.arguments or "{}"))
+            for c in message.tool_calls or []
+            if getattr(c, "function", None) is not None
+        ]
+        return LLMResponse(content=message.content or "", tool_calls=calls)
+
+
+class AnthropicClient(LLMClient):
+    """Messages of ``model`` through Anthropic's API (needs the ``anthropic`` package)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        port: int | None,
+        model: str,
+        api_key: str | None = None,
+        system_prompt: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+    ) -> None:
+        super().__init__(endpoint, port)
+        try:
+            import anthropic  # type: ignore[import-not-found]
+        except ImportError:
+            raise ImportError(
+                "AnthropicClient needs the anthropic package: pip install anthropic"
+            ) from None
+        self.model = model
+        self.system_prompt = system_prompt
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=self.base_url)
+
+    def _request(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        system, converted = openai_messages_to_anthropic(messages)
+        system = "\n\n".join(p for p in (self.system_prompt, system) if p)
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": converted,
+            "temperature": kwargs.pop("temperature", self.temperature),
+            "max_tokens": kwargs.pop("max_tokens", self.max_tokens),
+            **kwargs,
+        }
+        if system:
+            request["system"] = system
+        return request
+
+    async def complete(self, prompt: str, **kwargs: Any) -> str:
+        reply = await self._client.messages.create(
+            **self._request([{"role": "user", "content": prompt}], **kwargs)
+        )
+        return "".join(b.text for b in reply.content if getattr(b, "type", None) == "text")
+
+    async def complete_with_tools(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
+    ) -> LLMResponse:
+        reply = await self._client.messages.create(
+            **self._request(messages, tools=mcp_tools_to_anthropic(tools), **kwargs)
+        )
+        text = "".join(b.text for b in reply.content if getattr(b, "type", None) == "text")
+        calls = [
+            ToolCall(id=b.id, name=b.name, args=dict(b.input or {}))
+            for b in reply.content
+            if getattr(b, "type", None) == "tool_use"
+        ]
+        return LLMResponse(content=text, tool_calls=calls)
+
+
+def create_llm_client(
+    provider: str,
+    model: str,
+    api_key: str,
+    *,
+    system_prompt: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 4096,
+    endpoint: str = "https://api.openai.com",
+) -> LLMClient:
+    """A client for ``provider``: ``"openai"`` (any OpenAI-compatible ``endpoint``) or ``"anthropic"``."""
+    kind = provider.lower()
+    if kind == "anthropic":
+        return AnthropicClient(
+            "https://api.anthropic.com",
+            None,
+            model,
+            api_key=api_key,
+            system_prompt=system_prompt,
+            temperature=temperature,
+            max_tokens=max_tokens,
+        )
+    if kind != "openai":
+        raise ValueError(
+            f"provider {provider!r} is not offered; use 'openai' (with endpoint= for any "
+            "OpenAI-compatible API) or 'anthropic'."
+        )
+    return OpenAIClient(
+        endpoint,
+        None,
+        model,
+        api_key=api_key,
+        system_prompt=system_prompt,
+        temperature=temperature,
+        max_tokens=max_tokens,
+    )
+
+
+def clean_mcp_schema(schema: Any) -> dict[str, Any]:
+    """An MCP input schema as a plain object schema providers accept (a new dict).
+
+    ``allOf`` parts are merged; from ``oneOf`` / ``anyOf`` the first object alternative is
+    taken; ``type`` defaults to ``object`` and ``properties`` / ``required`` are present.
+    """
+    if not isinstance(schema, dict):
+        return {"type": "object", "properties": {}, "required": []}
+    result = dict(schema)
+    if isinstance(result.get("allOf"), list):
+        properties: dict[str, Any] = dict(result.get("properties") or {})
+        required: list[str] = list(result.get("required") or [])
+        for part in result.pop("allOf"):
+            if isinstance(part, dict):
+                properties.update(part.get("properties") or {})
+                required.extend(r for r in part.get("required") or [] if r not in required)
+        result["properties"], result["required"] = properties, required
+    for key in ("oneOf", "anyOf"):
+        options = result.get(key)
+        if isinstance(options, list):
+            chosen = next(
+                (
+                    o
+                    for o in options
+                    if isinstance(o, dict) and (o.get("type") == "object" or "properties" in o)
+                ),
+                None,
+            )
+            if chosen is not None:
+                result.pop(key)
+                result.update({k: v for k, v in chosen.items() if k not in result or k == "type"})
+    result.setdefault("type", "object")
+    result["properties"] = dict(result.get("properties") or {})
+    result["required"] = list(result.get("required") or [])
+    return result
+
+
+def _schema_of(tool: dict[str, Any]) -> dict[str, Any]:
+    return clean_mcp_schema(tool.get("inputSchema", tool.get("input_schema")))
+
+
+def mcp_tools_to_openai(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """MCP tool listings (``name``, ``description``, ``inputSchema``) as OpenAI function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": _schema_of(t),
+            },
+        }
+        for t in tools
+    ]
+
+
+def mcp_tools_to_anthropic(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """MCP tool listings as Anthropic tools (``name``, ``description``, ``input_schema``)."""
+    return [
+        {
+            "name": t["name"],
+            "description": t.get("description") or "",
+            "input_schema": _schema_of(t),
+        }
+        for t in tools
+    ]
+
+
+def openai_messages_to_anthropic(
+    messages: list[dict[str, Any]],
+) -> tuple[str, list[dict[str, Any]]]:
+    """OpenAI chat messages as ``(system text, Anthropic messages)``.
+
+    System messages are joined into the system text; an assistant's ``tool_calls`` become
+    ``tool_use`` blocks, and ``tool`` messages become ``tool_result`` blocks of a user turn.
+    """
+    system: list[str] = []
+    result: list[dict[str, Any]] = []
+    for message in messages:
+        role, content = message.get("role"), message.get("content")
+        if role == "system":
+            system.append(str(content or ""))
+        elif role == "tool":
+            block = {
+                "type": "tool_result",
+                "tool_use_id": message.get("tool_call_id"),
+                "content": str(content or ""),
+            }
+            if result and result[-1]["role"] == "user" and isinstance(result[-1]["content"], list):
+                result[-1]["content"].append(block)
+            else:
+                result.append({"role": "user", "content": [block]})
+        elif role == "assistant" and message.get("tool_calls"):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+            for call in message["tool_calls"]:
+                function = call.get("function") or {}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id"),
+                        "name": function.get("name"),
+                        "input": json.loads(function.get("arguments") or "{}"),
+                    }
+                )
+            result.append({"role": "assistant", "content": blocks})
+        else:
+            result.append({"role": role, "content": content})
+    return "\n\n".join(system), result
+
+
+# The reference's names for the helpers.
+_clean_mcp_schema = clean_mcp_schema
+_mcp_tools_to_openai = mcp_tools_to_openai
+_mcp_tools_to_anthropic = mcp_tools_to_anthropic
+_openai_msgs_to_anthropic = openai_messages_to_anthropic

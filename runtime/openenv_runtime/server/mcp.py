@@ -1,0 +1,270 @@
+"""MCP over the environment server: ``POST /mcp``, ``WS /mcp`` and ``mcp`` frames on ``/ws``.
+
+JSON-RPC 2.0 with ``tools/list`` and ``tools/call``, plus OpenEnv's session methods
+``openenv/session/create`` / ``openenv/session/close``: a session created so holds a slot
+and an environment instance like an HTTP session (``POST /reset``), is named by
+``params.session_id`` in later calls, and can be attached to a WebSocket with
+``/ws?session_id=``. A call that names no session runs on a short-lived instance, as in
+the reference. Environments offer tools either by being an ``MCPEnvironment`` (or any
+object with async ``list_tools`` / ``call_tool``), or by answering ``ListToolsAction`` /
+``CallToolAction`` in ``step``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..mcp.types import (
+    SESSION_CLOSE,
+    SESSION_CREATE,
+    CallToolAction,
+    CallToolObservation,
+    JsonRpcErrorCode,
+    JsonRpcRequest,
+    JsonRpcResponse,
+    ListToolsAction,
+    ListToolsObservation,
+    McpMethod,
+)
+from ..protocol import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, ErrorCode, decode, encode, error_message
+from .sessions import Session, SessionManager
+from .websocket import _CLOSE, WebSocketEndpoint, _Final, describe_exception
+
+logger = logging.getLogger("openenv_runtime.server")
+
+Reply = dict[str, Any]
+
+
+def _error(code: JsonRpcErrorCode, message: str, request_id: Any = None, data: Any = None) -> Reply:
+    return JsonRpcResponse.error_response(code, message, data, request_id).model_dump()
+
+
+def _ok(result: Any, request_id: Any) -> Reply:
+    return JsonRpcResponse.success(result, request_id).model_dump()
+
+
+class MCPHandler:
+    """Answers JSON-RPC requests for one app, on a session's environment or a short-lived one."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+        self.runner = manager.runner
+
+    async def open_session(self) -> Session | Reply:
+        session = self.manager.open("http")
+        if session is None:
+            return _error(
+                JsonRpcErrorCode.SERVER_ERROR,
+                f"Server is at capacity ({self.manager.capacity} sessions); retry later.",
+                data={
+                    "active_sessions": self.manager.active,
+                    "max_sessions": self.manager.capacity,
+                },
+            )
+        try:
+            session.env = await self.manager.new_instance()
+        except Exception as exc:
+            await self.manager.release(session)
+            return _error(JsonRpcErrorCode.SERVER_ERROR, describe_exception(exc))
+        return session
+
+    async def handle(self, payload: Any, current: Session | None = None) -> Reply:
+        try:
+            request = JsonRpcRequest.model_validate(payload)
+        except ValidationError as exc:
+            request_id = payload.get("id") if isinstance(payload, dict) else None
+            return _error(JsonRpcErrorCode.INVALID_REQUEST, f"Invalid request: {exc}", request_id)
+        rid, params = request.id, request.params
+        if request.method == SESSION_CREATE:
+            if current is not None:
+                return _ok({"session_id": current.id}, rid)
+            opened = await self.open_session()
+            if isinstance(opened, dict):
+                return {**opened, "id": rid}
+            return _ok({"session_id": opened.id}, rid)
+        if request.method == SESSION_CLOSE:
+            return await self._close(params.get("session_id"), current, rid)
+        if request.method not in (McpMethod.TOOLS_LIST.value, McpMethod.TOOLS_CALL.value):
+            return _error(
+                JsonRpcErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}", rid
+            )
+        if request.method == McpMethod.TOOLS_CALL.value and not params.get("name"):
+            return _error(
+                JsonRpcErrorCode.INVALID_PARAMS, "params.name (the tool) is required", rid
+            )
+        session = current
+        named = params.get("session_id")
+        if session is None and named:
+            session = self.manager.sessions.get(str(named))
+            if session is None or session.env is None:
+                return _error(JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {named}", rid)
+        if session is not None:
+            session.busy = True
+            try:
+                return await self._tools(session.env, request.method, params, rid)
+            finally:
+                session.busy = False
+                session.last_active = time.monotonic()
+        env = await self.runner.create()
+        try:
+            return await self._tools(env, request.method, params, rid)
+        finally:
+            await self.runner.close(env)
+
+    async def _close(self, target: Any, current: Session | None, rid: Any) -> Reply:
+        if not target:
+            return _error(JsonRpcErrorCode.INVALID_PARAMS, "params.session_id is required", rid)
+        if current is not None and target == current.id:
+            return _error(
+                JsonRpcErrorCode.INVALID_REQUEST,
+                "This WebSocket's own session ends when the socket closes; send a close message.",
+                rid,
+            )
+        session = self.manager.sessions.get(str(target))
+        if session is None:
+            return _error(JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {target}", rid)
+        await self.manager.release(session)
+        return _ok({"session_id": session.id, "closed": True}, rid)
+
+    async def _tools(self, env: Any, method: str, params: dict[str, Any], rid: Any) -> Reply:
+        try:
+            if method == McpMethod.TOOLS_LIST.value:
+                return _ok({"tools": await self._list(env)}, rid)
+            return _ok(await self._call(env, params), rid)
+        except _NoTools:
+            return _error(
+                JsonRpcErrorCode.INTERNAL_ERROR,
+                "This environment offers no MCP tools (it is not an MCPEnvironment).",
+                rid,
+            )
+        except Exception as exc:
+            logger.info("MCP %s failed: %s", method, exc)
+            return _error(JsonRpcErrorCode.INTERNAL_ERROR, describe_exception(exc), rid)
+
+    async def _list(self, env: Any) -> list[dict[str, Any]]:
+        if callable(getattr(env, "list_tools", None)):
+            tools = await env.list_tools()
+        else:
+            obs = await self._step(env, ListToolsAction())
+            if not isinstance(obs, ListToolsObservation):
+                raise _NoTools
+            tools = obs.tools
+        return [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+            for t in tools
+        ]
+
+    async def _call(self, env: Any, params: dict[str, Any]) -> Any:
+        from ..mcp.environment import tool_result_payload
+
+        name, arguments = str(params["name"]), params.get("arguments") or {}
+        if callable(getattr(env, "call_tool", None)):
+            return tool_result_payload(await env.call_tool(name, arguments))
+        obs = await self._step(env, CallToolAction(tool_name=name, arguments=arguments))
+        if not isinstance(obs, CallToolObservation):
+            raise _NoTools
+        if obs.error is not None:
+            raise RuntimeError(f"{obs.error.error_type.value}: {obs.error.message}")
+        return obs.result
+
+    async def _step(self, env: Any, action: Any) -> Any:
+        try:
+            return await self.runner.step(env, action)
+        except (ValidationError, TypeError, ValueError, AttributeError):
+            raise _NoTools from None
+
+
+class _NoTools(Exception):
+    pass
+
+
+def build_mcp_router(handler: MCPHandler) -> APIRouter:
+    router = APIRouter(tags=["MCP"])
+
+    @router.post("/mcp", summary="Model Context Protocol (JSON-RPC 2.0): tools/list, tools/call")
+    async def mcp_http(request: Request) -> Reply:
+        try:
+            payload = decode(await request.body())
+        except ValueError:
+            return _error(JsonRpcErrorCode.PARSE_ERROR, "Parse error: the body is not JSON")
+        return await handler.handle(payload)
+
+    @router.websocket("/mcp")
+    async def mcp_ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        opened = await handler.open_session()
+        if isinstance(opened, dict):
+            await websocket.send_text(encode(opened))
+            await websocket.close()
+            return
+        try:
+            while True:
+                try:
+                    frame = await websocket.receive_text()
+                except WebSocketDisconnect:
+                    return
+                try:
+                    payload = decode(frame)
+                except ValueError:
+                    reply = _error(
+                        JsonRpcErrorCode.PARSE_ERROR, "Parse error: the frame is not JSON"
+                    )
+                else:
+                    reply = await handler.handle(payload, current=opened)
+                await websocket.send_text(encode(reply))
+        finally:
+            await handler.manager.release(opened)
+
+    return router
+
+
+async def serve_attached(
+    endpoint: WebSocketEndpoint, scope: dict[str, Any], receive: Any, send: Any
+) -> None:
+    """``/ws?session_id=``: a WebSocket on a session opened over HTTP; the session outlives it."""
+    from urllib.parse import parse_qs
+
+    wanted = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_id") or [""])[
+        0
+    ]
+    session = endpoint.manager.sessions.get(wanted)
+    await send({"type": "websocket.accept"})
+    if session is None or session.kind != "http" or session.env is None or session.lock is None:
+        text = f"Unknown session_id: {wanted}; open one with POST /reset or openenv/session/create."
+        await send({"type": "websocket.send", "text": error_message(ErrorCode.SESSION_ERROR, text)})
+        await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+        return
+    if session.step is None:
+        session.step = endpoint.runner.bind_step(session.env)
+    try:
+        while True:
+            message = await receive()
+            if message["type"] != "websocket.receive" or session.released:
+                return
+            frame = message.get("text") or message.get("bytes") or b""
+            async with session.lock:  # HTTP calls on the same session wait their turn
+                session.busy = True
+                try:
+                    reply = await endpoint._handle(session, frame)
+                finally:
+                    session.busy = False
+                    session.last_active = time.monotonic()
+            if reply is _CLOSE:
+                await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+                return
+            if not isinstance(reply, str):  # any other sentinel (a drain): end this socket
+                await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+                return
+            await send({"type": "websocket.send", "text": reply})
+            if type(reply) is _Final:
+                await endpoint.manager.release(session)
+                await send({"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR})
+                return
+    except OSError:
+        pass

@@ -1,0 +1,196 @@
+"""Every public name of the reference's ``openenv.core`` imports from ``openenv_runtime``.
+
+The lists are the reference 0.10.0's ``openenv.core.__all__`` and
+``openenv.core.env_server.__all__`` (facts of its public surface), plus the names its
+environments import from submodules; renaming the module prefix must be the whole port.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import openenv_runtime
+from openenv_runtime.errors import EnvError
+
+CORE_NAMES = [
+    "EnvClient",
+    "SyncEnvClient",
+    "GenericEnvClient",
+    "GenericAction",
+    "MCPClientBase",
+    "MCPToolClient",
+    "AnthropicClient",
+    "LLMClient",
+    "LLMResponse",
+    "OpenAIClient",
+    "ToolCall",
+    "create_llm_client",
+    "Environment",
+    "Transform",
+    "Message",
+    "ModelTokenizer",
+    "TaskProvider",
+    "Action",
+    "Observation",
+    "State",
+    "SchemaResponse",
+    "HealthResponse",
+    "HealthStatus",
+    "ServerMode",
+    "WSErrorCode",
+    "BaseMessage",
+    "WSIncomingMessage",
+    "WSResetMessage",
+    "WSStepMessage",
+    "WSStateMessage",
+    "WSCloseMessage",
+    "WSObservationResponse",
+    "WSStateResponse",
+    "WSErrorResponse",
+    "ConcurrencyConfig",
+    "ServerCapacityStatus",
+    "SessionInfo",
+    "OpenEnvError",
+    "ConcurrencyConfigurationError",
+    "SessionCapacityError",
+    "SessionNotFoundError",
+    "SessionCreationError",
+    "EnvironmentFactoryError",
+    "CompositeTransform",
+    "NullTransform",
+    "HTTPEnvServer",
+    "create_app",
+    "create_fastapi_app",
+    "create_web_interface_app",
+    "WebInterfaceManager",
+    "deserialize_action",
+    "deserialize_action_with_preprocessing",
+    "serialize_observation",
+    "GetEndpointConfig",
+    "Tool",
+    "ToolError",
+    "ToolErrorType",
+    "ListToolsAction",
+    "CallToolAction",
+    "ListToolsObservation",
+    "CallToolObservation",
+    "WSMCPMessage",
+    "WSMCPResponse",
+    "RESERVED_TOOL_NAMES",
+    "MCPEnvironment",
+    "JsonRpcErrorCode",
+    "JsonRpcError",
+    "JsonRpcRequest",
+    "JsonRpcResponse",
+    "McpMethod",
+    "ListTasksRequest",
+    "NumTasksRequest",
+    "GetTaskRequest",
+    "GetTaskRangeRequest",
+    "Rubric",
+    "Sequential",
+    "Gate",
+    "WeightedSum",
+    "RubricList",
+    "RubricDict",
+    "TrajectoryRubric",
+    "ExponentialDiscountingTrajectoryRubric",
+    "LLMJudge",
+    "CodeExecResult",
+    "EnvironmentMetadata",
+    "StepResult",
+    "AutoEnv",
+    "AutoAction",
+    "load_environment_metadata",
+]
+
+# module (after the rename) → names the reference's environments and tests import from it
+MODULE_NAMES = {
+    "env_server": ["create_app", "Action", "Observation", "State", "Environment", "MCPEnvironment"],
+    "env_server.types": [
+        "Action",
+        "Observation",
+        "State",
+        "CodeExecResult",
+        "EnvironmentMetadata",
+        "ConcurrencyConfig",
+        "HealthStatus",
+        "ServerMode",
+        "WSErrorCode",
+        "HealthResponse",
+    ],
+    "env_server.interfaces": [
+        "Environment",
+        "Transform",
+        "Message",
+        "ModelTokenizer",
+        "Action",
+        "Observation",
+        "State",
+    ],
+    "env_server.http_server": ["create_app", "create_fastapi_app", "HTTPEnvServer"],
+    "env_server.mcp_types": [
+        "CallToolAction",
+        "ListToolsAction",
+        "Tool",
+        "JsonRpcRequest",
+        "RESERVED_TOOL_NAMES",
+    ],
+    "env_server.mcp_environment": ["MCPEnvironment"],
+    "env_server.serialization": ["serialize_observation", "deserialize_action"],
+    "env_server.base_transforms": ["CompositeTransform", "NullTransform"],
+    "env_server.web_interface": ["create_web_interface_app", "load_environment_metadata"],
+    "env_server.exceptions": ["OpenEnvError", "SessionCapacityError"],
+    "env_server.route_config": ["GetEndpointConfig"],
+    "client_types": ["StepResult"],
+    "env_client": ["EnvClient"],
+    "generic_client": ["GenericEnvClient", "GenericAction"],
+    "sync_client": ["SyncEnvClient"],
+    "mcp_client": ["MCPToolClient", "MCPClientBase"],
+    "llm_client": ["LLMClient", "OpenAIClient", "create_llm_client"],
+    "rubrics": ["Rubric", "LLMJudge"],
+    "rubrics.base": ["Rubric"],
+    "rubrics.containers": ["Sequential", "Gate", "WeightedSum", "RubricList", "RubricDict"],
+    "rubrics.trajectory": ["TrajectoryRubric", "ExponentialDiscountingTrajectoryRubric"],
+    "rubrics.llm_judge": ["LLMJudge"],
+    "containers.runtime": ["ContainerProvider"],
+    "tools.git_server_client": ["GitServerClient"],
+    "evals": ["EvalHarness"],
+}
+
+
+@pytest.mark.parametrize("name", CORE_NAMES)
+def test_reference_name_is_importable_from_the_top_level(name: str) -> None:
+    assert getattr(openenv_runtime, name) is not None
+    assert name in dir(openenv_runtime)
+
+
+@pytest.mark.parametrize("module", sorted(MODULE_NAMES))
+def test_reference_module_paths_have_aliases(module: str) -> None:
+    loaded = importlib.import_module(f"openenv_runtime.{module}")
+    for name in MODULE_NAMES[module]:
+        assert hasattr(loaded, name), f"openenv_runtime.{module} lacks {name}"
+
+
+def test_internals_without_an_equivalent_say_what_to_use() -> None:
+    from openenv_runtime.containers.runtime import ContainerProvider
+    from openenv_runtime.env_server import WebInterfaceManager
+
+    with pytest.raises(NotImplementedError, match="openenv serve"):
+        ContainerProvider()
+    with pytest.raises(NotImplementedError, match="/web"):
+        WebInterfaceManager()
+
+
+def test_unknown_names_still_raise_attribute_error() -> None:
+    with pytest.raises(AttributeError):
+        _ = openenv_runtime.NotAThing  # type: ignore[attr-defined]
+
+
+def test_env_error_is_what_reference_users_catch() -> None:
+    assert isinstance(EnvError("VALIDATION_ERROR", "bad"), RuntimeError)
+    refused = EnvError("CONNECTION_ERROR", "cannot connect")
+    assert isinstance(refused, ConnectionError) and isinstance(refused, RuntimeError)
+    assert refused.code == "CONNECTION_ERROR" and str(refused).startswith("Server error:")
