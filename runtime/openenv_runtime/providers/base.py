@@ -35,6 +35,9 @@ _hooks_installed = False
 class ProviderError(EnvError):
     """A provider could not start (or reach) its servers; the message says what to do."""
 
+    def __new__(cls, message: str) -> ProviderError:
+        return RuntimeError.__new__(cls)  # EnvError.__new__ wants a code first
+
     def __init__(self, message: str) -> None:
         super().__init__("PROVIDER_ERROR", message)
 
