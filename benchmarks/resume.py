@@ -32,7 +32,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,17 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from openenv_runtime import EnvError  # noqa: E402
+from openenv_runtime.testing import free_port  # noqa: E402
 from tests.fixtures.counter import CounterAction, CounterClient  # noqa: E402
 from tests.support.envoy import envoy_binary, envoy_config  # noqa: E402
 from tests.support.tcp_proxy import CuttingProxy  # noqa: E402
 
 APP = "tests.fixtures.counter:app"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_status(url: str) -> int:

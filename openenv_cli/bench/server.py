@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,17 +23,13 @@ from typing import Any
 
 import psutil
 
+from openenv_runtime.testing import free_port
+
 from . import procstat
 
 
 class ServerStartError(RuntimeError):
     """The server did not become healthy (its log tail is in the message)."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def get_json(url: str, timeout: float = 2.0) -> Any:

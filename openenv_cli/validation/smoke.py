@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,13 +15,7 @@ from openenv_cli.manifest import Manifest
 from openenv_cli.validation import wire
 from openenv_cli.validation.isolation import import_layout
 from openenv_cli.validation.results import CheckResult, failed, passed
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from openenv_runtime.testing import free_port
 
 
 def _tail(path: Path, lines: int = 12) -> str:

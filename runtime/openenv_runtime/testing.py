@@ -15,6 +15,18 @@ import uvicorn
 from .server.logs import install_redaction
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now (the kernel's choice), for a server to bind.
+
+    Another process may take it before yours binds it; prefer ``running_server``, which keeps
+    the socket it found, where you can.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 @contextmanager
 def running_server(
     app: Any, host: str = "127.0.0.1", timeout: float = 15.0, **uvicorn_options: Any

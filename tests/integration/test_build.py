@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ import pytest
 from docker.models.containers import Container
 
 import openenv_runtime
+from openenv_runtime.testing import free_port
 from tests.support.docker_engine import base_image, client, run_once, started_container  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -70,12 +70,6 @@ def openenv(
         timeout=timeout,
         check=False,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url: str) -> dict:  # type: ignore[type-arg]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +13,7 @@ import docker
 import docker.errors
 import pytest
 
+from openenv_runtime.testing import free_port as _free_port
 from tests.support.base_image import ensure_base_image
 from tests.support.docker_engine import base_image, client, run_once, started_container  # noqa: F401 (fixtures)
 
@@ -46,12 +46,6 @@ def _build(client: docker.DockerClient, dockerfile: str, tag: str) -> str:
         log = "".join(str(c.get("stream") or c.get("error") or "") for c in exc.build_log)
         pytest.fail(f"docker build failed: {exc}\n{log}")
     return "".join(str(c.get("stream", "")) for c in chunks)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _fetch(url: str, deadline_s: float = 30) -> str:

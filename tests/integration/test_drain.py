@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from openenv_runtime.testing import running_server
+from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
 from tests.support.servers import get_json, post_json, wait_until
 
@@ -98,12 +97,6 @@ def test_ready_says_full() -> None:
             status, body = get_json(url + "/ready")
             assert (status, body["status"]) == (503, "full")
         assert wait_until(lambda: get_json(url + "/ready")[0] == 200)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(

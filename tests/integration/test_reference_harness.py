@@ -100,7 +100,7 @@ def _ws_exchange(
                 await ws.send(frame)
             try:
                 for _ in range(replies):
-                    got.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+                    got.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))  # noqa: PERF401 (each awaits)
                 await asyncio.wait_for(ws.recv(), 10)
             except websockets.ConnectionClosed:
                 pass

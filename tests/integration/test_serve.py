@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 
 from openenv_cli.scaffold import render_project, write_project
+from openenv_runtime.testing import free_port
 from tests.support.servers import get_json, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

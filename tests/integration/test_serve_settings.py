@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from openenv_cli.scaffold import render_project, write_project
+from openenv_runtime.testing import free_port
 from tests.support.servers import wait_until
 
 pytestmark = pytest.mark.integration
@@ -56,12 +56,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("settings") / "settings_env"
     write_project(render_project("settings_env", {}), dest, force=False)
     return dest
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def launch(

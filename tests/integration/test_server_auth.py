@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -16,6 +15,7 @@ from websockets.sync.client import connect
 
 from openenv_runtime import create_app
 from openenv_runtime.server.auth import bearer_subprotocol
+from openenv_runtime.testing import free_port as _free_port
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
@@ -101,12 +101,6 @@ def test_an_open_server_still_selects_the_subprotocol_the_page_offers() -> None:
         offered = ["openenv", bearer_subprotocol("anything")]
         with connect(url.replace("http", "ws") + "/ws", subprotocols=offered) as conn:  # type: ignore[arg-type]
             assert conn.subprotocol == "openenv"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_credentials_in_urls_never_reach_the_log(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from openenv_runtime.server.auth import bearer_subprotocol
 from openenv_runtime import EnvClient, EnvError, State, create_app
+from openenv_runtime.server.auth import bearer_subprotocol
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
@@ -91,9 +91,11 @@ def test_http_sessions_count_against_capacity_and_expire(server: str, tracker: T
 
 def test_metadata_schema_health(server: str) -> None:
     status, schema = get_json(server + "/schema")
+    assert status == 200
     assert set(schema) == {"action", "observation", "reset_observation", "state"}
     assert "message" in schema["action"]["properties"]
     status, meta = get_json(server + "/metadata")
+    assert status == 200
     assert {
         "name",
         "description",
@@ -102,7 +104,7 @@ def test_metadata_schema_health(server: str) -> None:
         "author",
         "documentation_url",
     } <= set(meta)
-    status, health = get_json(server + "/health")
+    _, health = get_json(server + "/health")
     assert (
         health["status"] == "healthy"
         and health["max_sessions"] == 2

@@ -81,12 +81,13 @@ def test_a_long_step_is_not_reaped_as_idle() -> None:
 
 def test_long_step_survives_keepalive_pings() -> None:
     tracker = Tracker()
-    with running_server(make_app(tracker), ws_ping_interval=0.1, ws_ping_timeout=0.2) as url:
-        with connect(ws_url(url), ping_interval=0.1, ping_timeout=0.2) as conn:
-            conn.send(json.dumps({"type": "step", "data": {"message": "slow", "wait": 1.5}}))
-            assert (
-                json.loads(conn.recv(timeout=10))["data"]["observation"]["echoed_message"] == "slow"
-            )
+    app = make_app(tracker)
+    with (
+        running_server(app, ws_ping_interval=0.1, ws_ping_timeout=0.2) as url,
+        connect(ws_url(url), ping_interval=0.1, ping_timeout=0.2) as conn,
+    ):
+        conn.send(json.dumps({"type": "step", "data": {"message": "slow", "wait": 1.5}}))
+        assert json.loads(conn.recv(timeout=10))["data"]["observation"]["echoed_message"] == "slow"
 
 
 def _raw_handshake(port: int) -> socket.socket:

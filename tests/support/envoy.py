@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+from openenv_runtime.testing import free_port as _free_port
 
 _CONFIG = """
 static_resources:
@@ -93,12 +94,6 @@ def envoy_binary() -> str | None:
 def envoy_config(front: int, backends: Sequence[int], admin: int) -> str:
     endpoints = "\n".join(_ENDPOINT.format(port=p) for p in backends)
     return _CONFIG.format(front=front, admin=admin, endpoints=endpoints)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _healthy(url: str) -> bool:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from openenv_runtime.testing import free_port
 
 REFERENCE_VERSION = "0.3.0"
 REFERENCE_REQUIREMENT = f"openenv-core=={REFERENCE_VERSION}"
@@ -183,12 +184,6 @@ def openenv_python() -> Path:
 
 
 # --- servers -----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_reference_server(

@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ import urllib.request
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from openenv_runtime.testing import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 # What a user's pip talks to for everything that is not ours.
@@ -69,13 +70,6 @@ def build_distributions(out: Path) -> list[Path]:
 def wheel_names(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as archive:
         return archive.namelist()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_http(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> bytes:

@@ -19,14 +19,14 @@ Scalar = int | float | bool
 WSErrorCode = ErrorCode
 
 
-class ServerMode(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
+class ServerMode(str, Enum):
     """``simulation`` serves reset/step/state; ``production`` only tools, health and schemas."""
 
     SIMULATION = "simulation"
     PRODUCTION = "production"
 
 
-class HealthStatus(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
+class HealthStatus(str, Enum):
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"
     DEGRADED = "degraded"

@@ -142,7 +142,7 @@ class MCPEnvironment(Environment[Action, Observation, State]):
         name = action.tool_name
         try:
             result = await self.call_tool(name, action.arguments, timeout_s)
-        except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
+        except asyncio.TimeoutError:
             limit = timeout_s or TOOL_CALL_TIMEOUT_S
             error = ToolError(
                 error_type=ToolErrorType.TIMEOUT, message=f"{name} took over {limit}s"

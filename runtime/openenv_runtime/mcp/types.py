@@ -50,7 +50,7 @@ _DEFAULT_MESSAGES = {
 }
 
 
-class McpMethod(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
+class McpMethod(str, Enum):
     TOOLS_LIST = "tools/list"
     TOOLS_CALL = "tools/call"
 
@@ -127,7 +127,7 @@ class Tool(BaseModel):
     input_schema: dict[str, Any]
 
 
-class ToolErrorType(str, Enum):  # noqa: UP042 (StrEnum is 3.11+; the runtime supports 3.10)
+class ToolErrorType(str, Enum):
     EXECUTION_ERROR = "execution_error"
     INVALID_ARGS = "invalid_args"
     TRANSPORT_ERROR = "transport_error"

@@ -192,7 +192,7 @@ class EnvRunner:
         if is_async:
             try:
                 return await asyncio.wait_for(func(*args), timeout)
-            except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
+            except asyncio.TimeoutError:
                 self._later(self._close_quietly(env))
                 raise StepTimeout(self._timeout_message(func)) from None
         pool = self._own_threads.get(id(env)) or self._pool  # thread affinity, when declared
@@ -201,7 +201,7 @@ class EnvRunner:
         call = pool.submit(func, *args)
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(call)), timeout)
-        except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
+        except asyncio.TimeoutError:
             self._abandon(env, call)
             raise StepTimeout(self._timeout_message(func)) from None
 
