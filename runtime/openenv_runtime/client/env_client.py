@@ -281,7 +281,7 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
                 f"the handshake with {self.url} failed: {exc}",
                 {"dropped": True},
             ) from None
-        except (OSError, TimeoutError, asyncio.TimeoutError, ValueError, InvalidURI) as exc:  # noqa: UP041 (3.10)
+        except (OSError, TimeoutError, asyncio.TimeoutError, ValueError, InvalidURI) as exc:
             reason = str(exc) or type(exc).__name__
             raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
         except Exception as exc:  # an invalid handshake reply (websockets' InvalidHandshake)
@@ -413,7 +413,7 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
             )
         except ConnectionLost as exc:
             raise self._lost(exc) from None
-        except (TimeoutError, asyncio.TimeoutError):  # noqa: UP041 (distinct on Python 3.10)
+        except (TimeoutError, asyncio.TimeoutError):
             raise self._timed_out() from None
         return self._unwrap(raw)
 

@@ -202,7 +202,7 @@ class ResumingTransport:
             return await reply
         try:
             return await asyncio.wait_for(reply, timeout)
-        except (TimeoutError, asyncio.TimeoutError):  # noqa: UP041 (distinct on Python 3.10)
+        except (TimeoutError, asyncio.TimeoutError):
             # A late reply would be mistaken for the next one: this session cannot go on.
             self.ws = None
             ws.abort()

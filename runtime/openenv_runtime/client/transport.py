@@ -353,7 +353,7 @@ class Connection(asyncio.Protocol):
             self._flush()
         try:
             await asyncio.wait_for(asyncio.shield(self.lost), timeout)
-        except (TimeoutError, asyncio.TimeoutError):  # noqa: UP041 (distinct on Python 3.10)
+        except (TimeoutError, asyncio.TimeoutError):
             self.abort()
 
     def abort(self) -> None:
