@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.reference import OPENENV_REQUIREMENT, SCRIPTS_DIR, free_port  # noqa: E402
+from openenv_runtime.testing import free_port  # noqa: E402
+from tests.support.reference import OPENENV_REQUIREMENT, SCRIPTS_DIR  # noqa: E402
 
 OUR_APP = """
 from uuid import uuid4

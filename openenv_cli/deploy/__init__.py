@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openenv_cli.build.plan import BASE_IMAGE_ENV, DEFAULT_BASE_IMAGE, is_valid_reference
+from openenv_cli.build import BASE_IMAGE_ENV
+from openenv_cli.build.plan import DEFAULT_BASE_IMAGE, is_valid_reference
 from openenv_cli.config import resolve
 from openenv_cli.deploy import envoy, kubernetes, slurm, swarm
 from openenv_cli.deploy.render import WriteOutcome, write_files

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.bench.server import bench_server, free_port, get_json, running
+from openenv_cli.bench.server import bench_server, get_json, running
 from openenv_cli.bench.wsclient import open_connection
+from openenv_runtime.testing import free_port
 
 pytestmark = pytest.mark.integration
 

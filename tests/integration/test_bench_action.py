@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.bench.server import ServerProcess, free_port, running, serve_command
+from openenv_cli.bench.server import ServerProcess, running, serve_command
+from openenv_runtime.testing import free_port
 
 pytestmark = pytest.mark.integration
 

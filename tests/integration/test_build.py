@@ -28,7 +28,7 @@ from docker.models.containers import Container
 
 import openenv_runtime
 from openenv_runtime.testing import free_port
-from tests.support.docker_engine import base_image, client, run_once, started_container  # noqa: F401 (fixtures)
+from tests.support.docker_engine import run_once, started_container
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

@@ -24,7 +24,6 @@ import docker.errors
 import pytest
 
 from openenv_cli.scaffold import render_project, write_project
-from tests.support.docker_engine import base_image, client  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -91,8 +90,8 @@ def openenv(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def built(
-    client: docker.DockerClient,  # noqa: F811
-    base_image: str,  # noqa: F811
+    client: docker.DockerClient,
+    base_image: str,
     project: Path,
 ) -> Iterator[subprocess.CompletedProcess[str]]:
     done = openenv("build", "--base-image", base_image, "-t", TAG, cwd=project)
@@ -104,7 +103,7 @@ def built(
             client.images.remove(TAG, force=True)
 
 
-def app_folder(client: docker.DockerClient, image: str) -> dict[str, bytes]:  # noqa: F811
+def app_folder(client: docker.DockerClient, image: str) -> dict[str, bytes]:
     """Every regular file under /home/user/app in ``image``, by relative path."""
     container = client.containers.create(image, "true")
     try:
@@ -126,7 +125,7 @@ def app_folder(client: docker.DockerClient, image: str) -> dict[str, bytes]:  # 
 
 
 def test_the_image_holds_nothing_from_outside_and_no_secret(
-    client: docker.DockerClient,  # noqa: F811
+    client: docker.DockerClient,
     built: subprocess.CompletedProcess[str],
 ) -> None:
     files = app_folder(client, TAG)

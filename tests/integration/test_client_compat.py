@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from openenv_runtime import EnvClient, State, StepResult, create_app
-from openenv_runtime.testing import running_server
+from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
-from tests.support.reference import free_port
 from tests.support.servers import active_sessions, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

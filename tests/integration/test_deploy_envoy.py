@@ -13,12 +13,12 @@ from openenv_cli.deploy import plan_deploy
 from openenv_cli.deploy.render import write_files
 from openenv_cli.deploy.slurm import EDS_PLACEHOLDER
 from openenv_cli.scaffold import render_project, write_project
+from openenv_runtime.testing import free_port
 from tests.support.deploy_tools import (
     CLI_ENV,
     envoy_process,
     envoy_validate,
     episode,
-    free_port,
     openenv,
     server_process,
     stop,

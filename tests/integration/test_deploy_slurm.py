@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from openenv_cli.scaffold import render_project, write_project
-from tests.support.deploy_tools import episode, free_port, openenv, tool, wait_for
+from openenv_runtime.testing import free_port
+from tests.support.deploy_tools import episode, openenv, tool, wait_for
 from tests.support.servers import get_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.envoy]

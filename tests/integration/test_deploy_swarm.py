@@ -16,7 +16,8 @@ import pytest
 
 from openenv_cli.deploy.swarm import remove
 from openenv_cli.scaffold import render_project, write_project
-from tests.support.deploy_tools import episode, free_port, missing, openenv
+from openenv_runtime.testing import free_port
+from tests.support.deploy_tools import episode, missing, openenv
 from tests.support.docker_engine import docker_client
 from tests.support.servers import get_json
 

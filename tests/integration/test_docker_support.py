@@ -15,7 +15,7 @@ import pytest
 
 from openenv_runtime.testing import free_port as _free_port
 from tests.support.base_image import ensure_base_image
-from tests.support.docker_engine import base_image, client, run_once, started_container  # noqa: F401 (fixtures)
+from tests.support.docker_engine import run_once, started_container
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 

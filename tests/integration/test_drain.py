@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from websockets.sync.client import connect
 
 from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
-from tests.support.servers import get_json, post_json, wait_until
+from tests.support.servers import get_json, post_json, spawn_server, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,36 +102,14 @@ def start_server(
 ) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
     log = tmp_path / "closes.log"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "openenv_runtime.serve",
-            "tests.fixtures.counter:app",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-        ],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "COUNTER_CLOSE_LOG": str(log),
-            "LOG_LEVEL": "warning",
-            **env,
-        },
+    process = spawn_server(
+        "tests.fixtures.counter:app",
+        port,
+        workers=workers,
+        env={"COUNTER_CLOSE_LOG": str(log), **env},
+        output=None,
     )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return get_json(url + "/health")[0] == 200
-        except OSError:
-            return False
-
-    assert wait_until(up, timeout=30), "the server did not start"
-    return process, url, log
+    return process, f"http://127.0.0.1:{port}", log
 
 
 def test_sigterm_with_long_steps_closes_every_instance_once_and_exits_0(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.validation.smoke import free_port
+from openenv_runtime.testing import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 

@@ -23,7 +23,6 @@ from openenv_runtime.providers import DockerProvider, ProviderError
 from openenv_runtime.providers.base import health
 from openenv_runtime.providers.docker import RUN_LABEL
 from openenv_runtime.providers.space import space_image
-from tests.support.docker_engine import base_image, client  # noqa: F401 (fixtures)
 from tests.support.provider_images import (  # noqa: F401 (fixtures)
     CRASH_LINE,
     PREFIX,
@@ -42,7 +41,7 @@ NAME = f"{PREFIX}-{RUN_ID}"
 
 
 @pytest.fixture(autouse=True)
-def nothing_left(client: docker.DockerClient) -> Iterator[None]:  # noqa: F811
+def nothing_left(client: docker.DockerClient) -> Iterator[None]:
     """Every test leaves no container of ours behind (removed by id if it did, then failed)."""
     yield
     left = containers_named(client, NAME)
@@ -112,7 +111,7 @@ def test_from_docker_image_sync_and_async(client: docker.DockerClient, env_image
 
 
 def test_from_env_with_docker_runs_the_space_image(
-    client: docker.DockerClient,  # noqa: F811
+    client: docker.DockerClient,
     env_image: str,  # noqa: F811
 ) -> None:
     repo_id = f"{PREFIX}/space-{RUN_ID}"

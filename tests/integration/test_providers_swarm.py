@@ -14,7 +14,7 @@ from openenv_runtime import GenericEnvClient
 from openenv_runtime.providers import ProviderError, SwarmProvider
 from openenv_runtime.providers.base import health
 from openenv_runtime.providers.docker import RUN_LABEL
-from tests.support.docker_engine import base_image, client, in_ci  # noqa: F401 (fixtures)
+from tests.support.docker_engine import in_ci
 from tests.support.provider_images import (  # noqa: F401 (fixtures)
     CRASH_LINE,
     PREFIX,
@@ -29,7 +29,7 @@ NAME = f"{PREFIX}-{RUN_ID}"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def swarm(client: docker.DockerClient) -> None:  # noqa: F811
+def swarm(client: docker.DockerClient) -> None:
     """The engine is a swarm (initialised here if it is not; left as it is afterwards)."""
     if client.info().get("Swarm", {}).get("LocalNodeState") == "active":
         return
@@ -47,7 +47,7 @@ def swarm(client: docker.DockerClient) -> None:  # noqa: F811
 
 
 @pytest.fixture(autouse=True)
-def nothing_left(client: docker.DockerClient) -> Iterator[None]:  # noqa: F811
+def nothing_left(client: docker.DockerClient) -> Iterator[None]:
     yield
     services = [s for s in client.services.list() if s.name.startswith(NAME)]
     for service in services:

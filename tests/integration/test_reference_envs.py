@@ -34,9 +34,10 @@ import pytest
 
 from openenv_cli.migrate import apply_migration, plan_migration
 from openenv_cli.scaffold import render_project
-from tests.support.docker_engine import base_image, client, started_container  # noqa: F401 (fixtures)
+from openenv_runtime.testing import free_port
+from tests.support.docker_engine import started_container
 from tests.support.ref_snapshot import SnapshotMissing, materialize
-from tests.support.reference import free_port, wait_until_healthy
+from tests.support.reference import wait_until_healthy
 
 pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(300)]
 
@@ -174,8 +175,8 @@ def test_reference_env_ported_by_migrate_runs_an_episode(snapshot: Path, name: s
 @pytest.mark.timeout(900)
 def test_migrated_reference_env_builds_and_runs_in_a_container(
     tmp_path: Path,
-    client: Any,  # noqa: F811 (the Docker engine: fails in CI, skips elsewhere, without one)
-    base_image: str,  # noqa: F811
+    client: Any,
+    base_image: str,
 ) -> None:
     try:
         materialize(["envs/connect4_env"], tmp_path)

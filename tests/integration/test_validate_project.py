@@ -267,7 +267,7 @@ def test_url_mode_against_a_plain_server() -> None:
 
 
 def test_url_mode_unreachable() -> None:
-    from openenv_cli.validation.smoke import free_port
+    from openenv_runtime.testing import free_port
 
     report = validate_url(f"http://127.0.0.1:{free_port()}", timeout=2)
     assert not report.ok and "Cannot reach" in report.checks[0].message

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,9 @@ import pytest
 
 from openenv_runtime.client.generic import GenericEnvClient
 from tests.support.docker_engine import in_ci
-from tests.support.servers import get_json
+from tests.support.servers import get_json, server_process, stop_process
+
+__all__ = ["server_process"]  # re-exported: the deploy tests start servers through here
 
 REPO = Path(__file__).resolve().parents[2]
 # What the CLI reads; the developer's shell must not change what the tests render.
@@ -111,37 +112,6 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
 
 
 @contextmanager
-def server_process(app: str, port: int, **env: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m openenv_runtime.serve APP`` on 127.0.0.1:port; stopped by its pid at the end."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "openenv_runtime.serve",
-            app,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        cwd=REPO,
-        env=cli_env(PYTHONPATH=str(REPO), LOG_LEVEL="warning", **env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(
-            lambda: healthy(f"http://127.0.0.1:{port}") or process.poll() is not None,
-            30,
-            f"server on {port}",
-        )
-        assert process.poll() is None, f"the server on port {port} exited"
-        yield process
-    finally:
-        stop(process)
-
-
-@contextmanager
 def envoy_process(config: Path, front: str) -> Iterator[subprocess.Popen[bytes]]:
     """Envoy with ``config``; stopped by its pid at the end."""
     process = subprocess.Popen(
@@ -157,14 +127,7 @@ def envoy_process(config: Path, front: str) -> Iterator[subprocess.Popen[bytes]]
         stop(process)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+stop = stop_process
 
 
 def episode(url: str, message: str = "hello", token: str | None = None) -> float:

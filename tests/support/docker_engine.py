@@ -94,22 +94,3 @@ def started_container(
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
-
-
-# -- fixtures shared by the Docker test modules (import them: `from tests.support.docker_engine import client, base_image`)
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[docker.DockerClient]:
-    """A connected engine client for one test module (fails in CI, skips elsewhere, without an engine)."""
-    engine = docker_client()
-    yield engine
-    engine.close()
-
-
-@pytest.fixture(scope="module")
-def base_image(client: docker.DockerClient) -> str:
-    """The local python:3.11-slim stand-in, built once and cached."""
-    from tests.support.base_image import ensure_base_image
-
-    return ensure_base_image(client=client)

@@ -67,7 +67,7 @@ def resolve_target(target: str | os.PathLike[str]) -> AppTarget:
 
 def _manifest(text: str) -> dict[str, Any]:
     try:
-        import yaml  # type: ignore[import-untyped]  # PyYAML comes with the CLI; the runtime only needs the `app:` line without it
+        import yaml  # PyYAML comes with the CLI; the runtime only needs the `app:` line without it
     except ImportError:
         match = _APP_LINE.search(text)
         return {"app": match.group(1)} if match else {}
