@@ -45,6 +45,8 @@ SKIPPED = {
     "openenv build                      # my_env:0.1.0 and my_env:latest": "needs a Docker engine (tests/integration/test_build.py)",
     "hf auth login                                   # once, with a write token (or pass --token / set HF_TOKEN)": "needs the Hugging Face Hub and a token (tests/integration/test_push.py)",
     "openenv migrate path/to/my_env --dry-run   # the diff: imports, pyproject, Dockerfile, openenv.yaml": "needs a project written for the reference OpenEnv: tests/integration/test_reference_envs.py migrates and serves six of its own",
+    "openenv build -t registry.example.com/my_env:0.1.0 && docker push registry.example.com/my_env:0.1.0": "needs an image registry the cluster pulls from; tests/integration/test_deploy_swarm.py builds and deploys an image locally",
+    "from openenv_runtime import EnvError, EnvPool": "a function a trainer calls with its policy and a Docker image; tests/integration/test_pool.py and test_providers_docker.py run the same EnvPool and DockerProvider calls against real servers and containers",
     "openenv bench --serve --requests-grid 32,128 --wait-grid 0.1 --reps 1     # the built-in environment": "needs the bench extra and a running server; tests/integration/test_bench.py and test_bench_action.py run these",
 }
 
