@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
 from compare_measure import METRICS, RESULTS, SERVERS, Plan, log, run_all  # noqa: E402
 from compare_report import collect_notes, comparison, describe_setup, markdown_report  # noqa: E402
 
-from openenv_cli.bench.loadgen import raise_open_file_limit  # noqa: E402
+from openenv_cli.bench.worker import raise_open_file_limit  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> Plan:
