@@ -15,6 +15,7 @@ from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
 from .compat import ReferenceClientMixin, client_mode, install_blocking, reference_options
+from .constructors import ProviderConstructors
 from .resume import ResumingTransport
 from .transport import Connection, ConnectionLost, HandshakeRefused, ReplySink
 
@@ -51,7 +52,7 @@ def _default_token(url: str) -> str | None:
     return None
 
 
-class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
+class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
     """Async client for one session on an environment server.
 
     Subclass it with your models and you are done::
@@ -137,93 +138,6 @@ class EnvClient(ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
         self._lock = asyncio.Lock()  # one request at a time while resuming (numbered requests)
         # Reconnect and resume after a dropped connection (see client/resume.py).
         self._resumer = ResumingTransport(self) if resume else None
-
-    # -- constructors that start the server too -----------------------------------------------
-    @classmethod
-    def from_provider(cls, provider: Provider, **client_kwargs: Any) -> typing.Self:
-        """Start ``provider`` and return a client of its first server that owns it.
-
-        Closing the client (``close()``, leaving ``with`` / ``async with``) stops the
-        provider; if starting fails or is interrupted, nothing is left running.
-        """
-        urls = provider.start()
-        try:
-            client = cls(urls[0], **client_kwargs)
-        except BaseException:
-            provider.stop()
-            raise
-        client._provider = provider
-        return client
-
-    @classmethod
-    def from_project(
-        cls, path: str | os.PathLike[str] = ".", workers: int = 1, **client_kwargs: Any
-    ) -> typing.Self:
-        """Serve the project in ``path`` (or a ``module:app`` path) locally, then connect.
-
-        Usable as written in plain code (``env = MyEnv.from_project(".").sync()``), with
-        ``await MyEnv.from_project(".")`` and with ``async with``; closing the client stops
-        the server.
-        """
-        from ..providers.process import ProcessProvider
-
-        return cls.from_provider(ProcessProvider(path, workers=workers), **client_kwargs)
-
-    @classmethod
-    def from_docker_image(
-        cls,
-        image: str,
-        provider: Provider | None = None,
-        *,
-        env_vars: dict[str, str] | None = None,
-        port: int | None = None,
-        **client_kwargs: Any,
-    ) -> typing.Self:
-        """Run a container of ``image`` (needs ``openenv-runtime[docker]``), then connect.
-
-        ``env_vars`` go to the container, ``port`` is its host port (default: a free one);
-        ``provider`` replaces the default :class:`~openenv_runtime.providers.DockerProvider`
-        (the reference's argument order). Closing the client removes the container.
-        """
-        if provider is None:
-            from ..providers.docker import DockerProvider
-
-            provider = DockerProvider(image, env=env_vars, host_port=port)
-        return cls.from_provider(provider, **client_kwargs)
-
-    @classmethod
-    def from_env(
-        cls,
-        repo_id: str,
-        use_docker: bool = False,
-        *,
-        token: str | None = None,
-        env_vars: dict[str, str] | None = None,
-        provider: Provider | None = None,
-        **client_kwargs: Any,
-    ) -> typing.Self:
-        """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private).
-
-        The Hub is ``HF_ENDPOINT`` (default https://huggingface.co). With ``use_docker=True``
-        the Space's image ``registry.hf.space/org-name:latest`` runs locally instead (pulled
-        when missing). ``provider`` replaces the default one (e.g. a ``SpaceProvider`` with
-        its own ``url``).
-        """
-        from ..providers.space import SpaceProvider, hf_token, space_image
-
-        if provider is not None:
-            if isinstance(provider, SpaceProvider):
-                token = hf_token(token)
-            return cls.from_provider(provider, token=token, **client_kwargs)
-        if use_docker:
-            from ..providers.docker import DockerProvider
-
-            docker = DockerProvider(space_image(repo_id), env=env_vars, pull=True)
-            return cls.from_provider(docker, **client_kwargs)
-        space = SpaceProvider(repo_id, token=token)
-        return cls.from_provider(space, token=hf_token(token), **client_kwargs)
-
-    from_hub = from_env
 
     # -- connection: opened here, and only here ------------------------------------------------
     async def connect(self) -> typing.Self:

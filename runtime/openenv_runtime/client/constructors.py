@@ -1,0 +1,111 @@
+"""The constructors that start a server and hand back a client owning it.
+
+``EnvClient.from_project``, ``from_docker_image``, ``from_env`` / ``from_hub`` and
+``from_provider``: each starts a provider (:mod:`openenv_runtime.providers`), connects to its
+first server, and gives the client the provider to stop when the client closes.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..providers.base import Provider
+
+
+class ProviderConstructors:
+    """Mixed into :class:`~openenv_runtime.EnvClient`; the provider lives in ``_provider``."""
+
+    _provider: Provider | None
+
+    if TYPE_CHECKING:
+
+        def __init__(self, base_url: str, **client_kwargs: Any) -> None: ...
+
+    @classmethod
+    def from_provider(cls, provider: Provider, **client_kwargs: Any) -> typing.Self:
+        """Start ``provider`` and return a client of its first server that owns it.
+
+        Closing the client (``close()``, leaving ``with`` / ``async with``) stops the
+        provider; if starting fails or is interrupted, nothing is left running.
+        """
+        urls = provider.start()
+        try:
+            client = cls(urls[0], **client_kwargs)
+        except BaseException:
+            provider.stop()
+            raise
+        client._provider = provider
+        return client
+
+    @classmethod
+    def from_project(
+        cls, path: str | os.PathLike[str] = ".", workers: int = 1, **client_kwargs: Any
+    ) -> typing.Self:
+        """Serve the project in ``path`` (or a ``module:app`` path) locally, then connect.
+
+        Usable as written in plain code (``env = MyEnv.from_project(".").sync()``), with
+        ``await MyEnv.from_project(".")`` and with ``async with``; closing the client stops
+        the server.
+        """
+        from ..providers.process import ProcessProvider
+
+        return cls.from_provider(ProcessProvider(path, workers=workers), **client_kwargs)
+
+    @classmethod
+    def from_docker_image(
+        cls,
+        image: str,
+        provider: Provider | None = None,
+        *,
+        env_vars: dict[str, str] | None = None,
+        port: int | None = None,
+        **client_kwargs: Any,
+    ) -> typing.Self:
+        """Run a container of ``image`` (needs ``openenv-runtime[docker]``), then connect.
+
+        ``env_vars`` go to the container, ``port`` is its host port (default: a free one);
+        ``provider`` replaces the default :class:`~openenv_runtime.providers.DockerProvider`
+        (the reference's argument order). Closing the client removes the container.
+        """
+        if provider is None:
+            from ..providers.docker import DockerProvider
+
+            provider = DockerProvider(image, env=env_vars, host_port=port)
+        return cls.from_provider(provider, **client_kwargs)
+
+    @classmethod
+    def from_env(
+        cls,
+        repo_id: str,
+        use_docker: bool = False,
+        *,
+        token: str | None = None,
+        env_vars: dict[str, str] | None = None,
+        provider: Provider | None = None,
+        **client_kwargs: Any,
+    ) -> typing.Self:
+        """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private).
+
+        The Hub is ``HF_ENDPOINT`` (default https://huggingface.co). With ``use_docker=True``
+        the Space's image ``registry.hf.space/org-name:latest`` runs locally instead (pulled
+        when missing). ``provider`` replaces the default one (e.g. a ``SpaceProvider`` with
+        its own ``url``).
+        """
+        from ..providers.space import SpaceProvider, hf_token, space_image
+
+        if provider is not None:
+            if isinstance(provider, SpaceProvider):
+                token = hf_token(token)
+            return cls.from_provider(provider, token=token, **client_kwargs)
+        if use_docker:
+            from ..providers.docker import DockerProvider
+
+            docker = DockerProvider(space_image(repo_id), env=env_vars, pull=True)
+            return cls.from_provider(docker, **client_kwargs)
+        space = SpaceProvider(repo_id, token=token)
+        return cls.from_provider(space, token=hf_token(token), **client_kwargs)
+
+    from_hub = from_env
