@@ -16,22 +16,31 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
-
-from pydantic import TypeAdapter, ValidationError
+from functools import cache
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from openenv_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 T = TypeVar("T")
 Source = Literal["flag", "env", "manifest", "default"]
 
-_BOOL = TypeAdapter(bool)
+
+@cache
+def _bool_adapter() -> TypeAdapter[bool]:
+    from pydantic import TypeAdapter  # 50 ms: loaded when a boolean is parsed, not for --help
+
+    return TypeAdapter(bool)
 
 
 def parse_bool(raw: str) -> bool:
     """pydantic's boolean rules, the same the runtime's settings use (1/0, true/false, yes/no, on/off)."""
+    from pydantic import ValidationError
+
     try:
-        return _BOOL.validate_strings(raw.strip())
+        return _bool_adapter().validate_strings(raw.strip())
     except ValidationError:
         raise ValueError("expected one of 1/0, true/false, yes/no, on/off") from None
 
