@@ -75,12 +75,12 @@ def _prepare(dest: Path, port: bool) -> None:
                 path.write_text(new, encoding="utf-8")
 
 
-def _run(python: Path, folder: Path, junit: Path, timeout_s: float) -> None:
+def _run(python: Path, folder: Path, junit: Path, timeout_s: float, suites: list[str]) -> None:
     cmd = [
         str(python),
         "-m",
         "pytest",
-        *SUITES,
+        *suites,
         "-q",
         "-p",
         "no:cacheprovider",
@@ -127,18 +127,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "reference_tests.json")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=SUITES,
+        metavar="PATH",
+        help="run these test paths of the reference only (e.g. tests/core/test_evals)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep both copies (reference/ and ours/) in DIR, to rerun single tests by hand",
+    )
     args = parser.parse_args()
     ref_python = openenv_python()
     _ensure_test_tools(ref_python)
     with tempfile.TemporaryDirectory(prefix="openenv-reftests-") as tmp:
-        ref_dir, our_dir = Path(tmp) / "reference", Path(tmp) / "ours"
+        base = args.keep or Path(tmp)
+        ref_dir, our_dir = base / "reference", base / "ours"
         _prepare(ref_dir, port=False)
         _prepare(our_dir, port=True)
         started = time.monotonic()
-        _run(ref_python, ref_dir, ref_dir / "junit.xml", args.timeout)
+        _run(ref_python, ref_dir, ref_dir / "junit.xml", args.timeout, args.only)
         ref_seconds = time.monotonic() - started
         started = time.monotonic()
-        _run(Path(sys.executable), our_dir, our_dir / "junit.xml", args.timeout)
+        _run(Path(sys.executable), our_dir, our_dir / "junit.xml", args.timeout, args.only)
         our_seconds = time.monotonic() - started
         theirs, ours = _outcomes(ref_dir / "junit.xml"), _outcomes(our_dir / "junit.xml")
     passing = sorted(k for k, v in theirs.items() if v == "passed")
@@ -155,7 +169,7 @@ def main() -> None:
     print(f"{'total':<48} {len(passing):>18} {len(both):>13}   ({share:.1%})")
     report = {
         "reference": "openenv==0.10.0",
-        "suites": SUITES,
+        "suites": args.only,
         "passing_on_reference": len(passing),
         "also_passing_on_ours": len(both),
         "share": round(share, 4),
