@@ -80,7 +80,9 @@ def _base_kind(cls: type) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _describe_models(module: Any, expected: dict[str, str]) -> dict[str, Any]:
+def _describe_models(
+    module: Any, expected: dict[str, str], chosen_out: dict[str, type]
+) -> dict[str, Any]:
     from pydantic import BaseModel
 
     found: dict[str, list[type]] = {k: [] for k in KINDS}
@@ -103,11 +105,30 @@ def _describe_models(module: Any, expected: dict[str, str]) -> dict[str, Any]:
         )
         entry: dict[str, Any] = {"candidates": [c.__name__ for c in local], "plain": plain[kind]}
         if chosen is not None:
-            entry.update(name=chosen.__name__, origin=_base_kind(chosen)[1])
-            try:
-                entry["schema"] = chosen.model_json_schema()  # type: ignore[attr-defined]
-            except Exception as exc:
-                entry["schema_error"] = f"{type(exc).__name__}: {exc}"
+            chosen_out[kind] = chosen
+            entry.update(_describe_class(chosen))
+        out[kind] = entry
+    return out
+
+
+def _describe_class(cls: type) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": cls.__name__, "origin": _base_kind(cls)[1]}
+    try:
+        entry["schema"] = cls.model_json_schema()  # type: ignore[attr-defined]
+    except Exception as exc:
+        entry["schema_error"] = f"{type(exc).__name__}: {exc}"
+    return entry
+
+
+def _describe_served(served: dict[str, type], chosen_out: dict[str, type]) -> dict[str, Any]:
+    """The classes an app was built with (projects without models.py, e.g. MCP tool servers)."""
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        cls = served.get(kind)
+        entry: dict[str, Any] = {"candidates": [], "plain": []}
+        if isinstance(cls, type):
+            chosen_out[kind] = cls
+            entry.update(_describe_class(cls), candidates=[cls.__name__], origin="app")
         out[kind] = entry
     return out
 
@@ -139,6 +160,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         return result
 
     models_module = request["models_module"]
+    classes: dict[str, type] = {}
+    missing: dict[str, Any] = {}
     try:
         module = importlib.import_module(models_module)
         result["models"] = {
@@ -146,32 +169,14 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
             "module": models_module,
             "file": getattr(module, "__file__", None),
         }
-        result["classes"] = _describe_models(module, request.get("expected", {}))
+        result["classes"] = _describe_models(module, request.get("expected", {}), classes)
+    except ModuleNotFoundError as exc:
+        missing = {"ok": False, "module": models_module, "error": _error(exc, project_dir)}
+        if exc.name != models_module:
+            result["models"] = missing
+        # else no models.py (tool-only environments): the app's own classes are checked below
     except BaseException as exc:
         result["models"] = {"ok": False, "module": models_module, "error": _error(exc, project_dir)}
-
-    action = result.get("classes", {}).get("action", {})
-    if action.get("name"):
-        cls = getattr(module, action["name"])
-        example = request.get("example_action")
-        source = "manifest"
-        if example is None and "schema" in action:
-            from openenv_cli.validation.example import example_action
-
-            example, source = example_action(action["schema"]), "schema"
-        entry: dict[str, Any] = {"source": source, "value": example}
-        try:
-            cls.model_validate(example)
-            entry["ok"] = True
-        except Exception as exc:
-            entry["ok"] = False
-            errors = getattr(exc, "errors", None)
-            entry["errors"] = (
-                [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors()]
-                if callable(errors)
-                else [str(exc)]
-            )
-        result["example_action"] = entry
 
     app_path = request["app"]
     module_name, _, attribute = app_path.partition(":")
@@ -190,9 +195,42 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:
             entry["schema_error"] = f"{type(exc).__name__}: {exc}"
         result["app"] = entry
+        served = getattr(getattr(app, "state", None), "openenv_models", None)
+        if "models" not in result and isinstance(served, dict):
+            result["models"] = {"ok": True, "module": None, "source": "app"}
+            result["classes"] = _describe_served(served, classes)
     except BaseException as exc:
         result["app"] = {"ok": False, "error": _error(exc, project_dir)}
+    if "models" not in result:
+        result["models"] = missing
+    action = result.get("classes", {}).get("action", {})
+    if action.get("name") and "action" in classes:
+        result["example_action"] = _example_action(
+            classes["action"], action, request.get("example_action")
+        )
     return result
+
+
+def _example_action(cls: Any, action: dict[str, Any], example: Any) -> dict[str, Any]:
+    """Whether ``example`` (from openenv.yaml, else made up from the schema) is a valid action."""
+    source = "manifest"
+    if example is None and "schema" in action:
+        from openenv_cli.validation.example import example_action
+
+        example, source = example_action(action["schema"]), "schema"
+    entry: dict[str, Any] = {"source": source, "value": example}
+    try:
+        cls.model_validate(example)
+        entry["ok"] = True
+    except Exception as exc:
+        entry["ok"] = False
+        errors = getattr(exc, "errors", None)
+        entry["errors"] = (
+            [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors()]
+            if callable(errors)
+            else [str(exc)]
+        )
+    return entry
 
 
 def main() -> None:

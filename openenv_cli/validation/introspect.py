@@ -174,6 +174,12 @@ def _checks(
                 details={"traceback": error.get("traceback")},
             )
         )
+    elif models.get("source") == "app":
+        classes = data.get("classes") or {}
+        names = ", ".join(classes[k]["name"] for k in KINDS if (classes.get(k) or {}).get("name"))
+        checks.append(passed("models", f"No models.py: the app serves {names}."))
+        checks.append(_schemas(classes))
+        checks.append(_example(data.get("example_action"), manifest))
     else:
         checks.append(_model_classes(data.get("classes") or {}))
         checks.append(_schemas(data.get("classes") or {}))
@@ -294,7 +300,7 @@ def _example(entry: dict[str, Any] | None, manifest: Manifest) -> CheckResult:
         return failed(
             "example_action",
             f"openenv.yaml example_action {value} does not validate: {errors}.",
-            "Make `example_action:` in openenv.yaml match the Action fields in models.py.",
+            "Make `example_action:` in openenv.yaml match the fields of the action class (models.py).",
             file="openenv.yaml",
         )
     return failed(

@@ -61,12 +61,12 @@ def app_file(project_dir: Path, manifest: Manifest) -> Path:
 def check_files(project_dir: Path, manifest: Manifest) -> list[CheckResult]:
     """The files serve, build, push and validate rely on."""
     required = {
-        "models.py": "the Action, Observation and State models",
         app_file(project_dir, manifest)
         .relative_to(project_dir)
         .as_posix(): f"the app `{manifest.app}`",
     }
     recommended = {
+        "models.py": "the Action, Observation and State models (else the app's are checked)",
         "__init__.py": "makes the project folder the package (pip install builds it)",
         "server/__init__.py": "makes server/ a subpackage",
         "client.py": "the typed client users import",

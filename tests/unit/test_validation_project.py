@@ -46,6 +46,55 @@ def test_fresh_project_passes_without_smoke(project: Path) -> None:
     assert by_name["smoke"] is Status.SKIP
 
 
+TOOL_ONLY_ENVIRONMENT = """\
+from typing import Any
+
+from openenv_runtime import Environment, State
+from openenv_runtime.mcp import CallToolAction, CallToolObservation
+
+
+class MyEnvironment(Environment[CallToolAction, CallToolObservation, State]):
+    def reset(self, **kwargs: Any) -> CallToolObservation:
+        return CallToolObservation(tool_name="", result=None)
+
+    def step(self, action: CallToolAction, **kwargs: Any) -> CallToolObservation:
+        return CallToolObservation(tool_name=action.tool_name, result=action.arguments)
+
+    @property
+    def state(self) -> State:
+        return State()
+"""
+
+TOOL_ONLY_APP = """\
+from openenv_runtime import create_app
+from openenv_runtime.mcp import CallToolAction, CallToolObservation
+
+from my_env.server.my_env_environment import MyEnvironment
+
+app = create_app(MyEnvironment, CallToolAction, CallToolObservation)
+"""
+
+
+def test_tool_only_project_without_models_checks_the_apps_classes(project: Path) -> None:
+    (project / "models.py").unlink()
+    (project / "client.py").unlink()
+    (project / "__init__.py").write_text('"""A tool-only environment."""\n')
+    (project / "server" / "my_env_environment.py").write_text(TOOL_ONLY_ENVIRONMENT)
+    (project / "server" / "app.py").write_text(TOOL_ONLY_APP)
+    edit(project / "openenv.yaml", "  message: Hello, world", "  tool_name: echo")
+    report, result = check(project, "models")
+    assert result.status is Status.PASS and "CallToolAction" in result.message, result.message
+    assert report.get("example_action").status is Status.PASS
+    assert report.ok, [c.message for c in report.checks if c.status is Status.FAIL]
+
+
+def test_no_models_and_no_app_fails_on_the_models(project: Path) -> None:
+    (project / "models.py").unlink()
+    (project / "server" / "app.py").write_text("raise RuntimeError('boom')\n")
+    _, result = check(project, "models")
+    assert result.status is Status.FAIL and "models" in result.message
+
+
 def test_project_folder_name_differs_from_package(tmp_path: Path) -> None:
     write_project(render_project("my_env"), tmp_path / "checkout-123")
     assert validate_project(tmp_path / "checkout-123", smoke=False).ok

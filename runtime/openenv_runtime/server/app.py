@@ -240,6 +240,11 @@ def create_app(
     app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
     app.state.openenv_settings = resolved
     app.state.openenv_sessions = manager
+    app.state.openenv_models = {
+        "action": action_cls,
+        "observation": observation_cls,
+        "state": state_cls,
+    }
 
     @app.get("/health", tags=["info"])
     async def health() -> dict[str, Any]:
@@ -337,9 +342,9 @@ def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:
         return env, None
     cls = type(env).__qualname__
     raise EnvironmentContractError(
-        f"create_app() got an instance of {cls}; pass the class (or a factory) instead, because every "
-        f"session gets its own instance: create_app({cls}, ...). To pass arguments, use a factory: "
-        f"create_app(lambda: {cls}(...), ...)."
+        f"create_app()'s environment must be a callable that makes one instance per session (a "
+        f"class or a factory), got an instance of {cls}: pass the class, create_app({cls}, ...), or for "
+        f"arguments a factory, create_app(lambda: {cls}(...), ...)."
     )
 
 
