@@ -127,11 +127,10 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def check_app_imports(plan: ServePlan, import_path: str) -> None:
-    """Import the app in this process (with ``import_path`` on sys.path) to fail early and briefly."""
+def check_app_imports(plan: ServePlan, import_paths: list[str]) -> None:
+    """Import the app in this process (``import_paths`` first on sys.path) to fail early and briefly."""
     module_name, _, attribute = plan.manifest.app.partition(":")
-    if import_path not in sys.path:
-        sys.path.insert(0, import_path)
+    sys.path[:0] = [path for path in import_paths if path and path not in sys.path]
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -158,8 +157,3 @@ def open_file_advice(soft_limit: int, plan: ServePlan) -> str | None:
             "sessions per worker need; raise it (`ulimit -n 65536`) or lower --max-concurrent-envs."
         )
     return None
-
-
-def pythonpath_with(path: str) -> str:
-    current = os.environ.get("PYTHONPATH")
-    return path if not current else os.pathsep.join([path, current])

@@ -113,7 +113,6 @@ def command(
         check_port_free,
         open_file_advice,
         plan_serve,
-        pythonpath_with,
     )
     from openenv_cli.validation.isolation import import_layout
     from openenv_runtime.serve import Launch, hand_over, raise_open_file_limit, run_server
@@ -142,8 +141,8 @@ def command(
     with import_layout(plan.project_dir, plan.manifest.name, plan.manifest.app) as layout:
         # Before the app is imported (below, and in each worker): create_app reads them.
         hand_over(plan.flags, plan.manifest_path)
-        os.environ["PYTHONPATH"] = pythonpath_with(str(layout.root))  # for worker processes
-        check_app_imports(plan, str(layout.root))
+        os.environ["PYTHONPATH"] = layout.env["PYTHONPATH"]  # for worker processes
+        check_app_imports(plan, layout.env["PYTHONPATH"].split(os.pathsep))
         soft, _ = raise_open_file_limit()
         advice = open_file_advice(soft, plan)
         if advice:

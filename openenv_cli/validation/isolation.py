@@ -2,8 +2,10 @@
 
 A temporary folder holds a symlink ``<package>`` → the project folder and goes first on
 ``PYTHONPATH``, so ``import my_env.models`` finds the working tree even when the project is
-not installed (or an older copy is). Projects whose app path is relative to the project
-root (openenv-core's ``server.app:app``) also get the project folder itself on the path.
+not installed (or an older copy is). The project folder itself follows it on the path, as
+in the built image (whose working directory it is) and as the reference runs projects:
+``server.app:app`` app paths and the reference environments' ``from models import ...``
+fallbacks need it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def import_layout(
         paths = [str(root)] + ([str(project_dir)] if add_root else [])
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
+        if not add_root:
+            paths.append(str(project_dir))
         env["PYTHONPATH"] = os.pathsep.join(paths)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.pop("PYTHONSAFEPATH", None)

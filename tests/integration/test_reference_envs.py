@@ -3,18 +3,20 @@
 Each environment is copied at test time from a snapshot of the reference's repository
 (``tests/support/ref_snapshot.py``; nothing of it is committed here), rewritten by
 ``openenv migrate``, served by ``openenv serve``, and driven through one episode by its own
-client. Environments left out need engines this machine lacks:
+client: echo (MCP), connect4, maze, wildfire, chess (rubrics), coding, snake, reasoning gym,
+carla (its mock mode), repl. Environments left out need engines or data this machine lacks:
 
 * atari_env (ale_py ROMs), browsergym_env / openapp_env (Playwright browsers and their sites),
-  carla_env (the CARLA simulator; its mock mode needs networkx/shapely), dm_control_env
-  (MuJoCo), unity_env (Unity ML-Agents), sumo_rl_env (SUMO), julia_env (a Julia toolchain),
-  kernrl (CUDA, Triton), tbench2_env (Docker-in-Docker and terminal-bench), finrl_env
-  (FinRL), textarena_env (TextArena + NLTK data), openspiel_env (OpenSpiel build),
-  calendar_env / agent_world_model_env (their own databases and MCP services), git_env (a
-  Gitea server), websearch_env (the web), chat_env (a tokenizer download), repl_env
-  (Gradio UI and an LLM), reasoning_gym_env (reasoning-gym datasets), snake_env (marlenv).
+  carla_env's real mode (the CARLA simulator), dm_control_env (MuJoCo), unity_env (Unity
+  ML-Agents), sumo_rl_env (SUMO), julia_env (a Julia toolchain), kernrl (CUDA, Triton),
+  tbench2_env (Docker-in-Docker and terminal-bench), finrl_env (FinRL), finqa_env and
+  dipg_safety_env (their datasets), textarena_env (TextArena + NLTK data), openspiel_env
+  (OpenSpiel build), calendar_env / agent_world_model_env (their own databases and MCP
+  services), git_env (a Gitea server), websearch_env (the web), chat_env (a tokenizer
+  download).
 * grid_world_env runs on neither: its client builds ``StepResult(info=...)``, a field the
   reference's ``StepResult`` does not have either.
+* No reference environment serves the Task API; test_reference_server.py covers its routes.
 """
 
 from __future__ import annotations
@@ -90,6 +92,44 @@ def _episode_coding(pkg: Any, url: str) -> dict[str, Any]:
         return {"stdout": result.observation.stdout, "exit_code": result.observation.exit_code}
 
 
+def _episode_snake(pkg: Any, url: str) -> dict[str, Any]:
+    with pkg.SnakeEnv(base_url=url) as env:
+        result = env.reset()
+        steps = 0
+        while not result.done and steps < 20:
+            result = env.step(pkg.SnakeAction(action=0))  # keep going straight
+            steps += 1
+        return {"steps": steps, "grid": result.observation.grid, "reward": result.reward}
+
+
+def _episode_reasoning_gym(pkg: Any, url: str) -> dict[str, Any]:
+    with pkg.ReasoningGymEnv(base_url=url) as env:
+        result = env.reset(dataset_name="leg_counting", seed=42, size=3)
+        question = result.observation.question
+        result = env.step(pkg.ReasoningGymAction(answer="4"))
+        return {
+            "question": question,
+            "answer": result.observation.correct_answer,
+            "score": result.observation.score,
+            "done": result.done,
+        }
+
+
+def _episode_carla(pkg: Any, url: str) -> dict[str, Any]:
+    with pkg.CarlaEnv(base_url=url) as env:  # the server's mock mode: no simulator needed
+        env.reset()
+        result = env.step(pkg.CarlaAction(action_type="emergency_stop"))
+        return {"done": result.done, "reward": result.reward}
+
+
+def _episode_repl(pkg: Any, url: str) -> dict[str, Any]:
+    with pkg.REPLEnv(base_url=url) as env:  # the reference's async client, called plainly
+        env.reset()
+        result = env.step(pkg.REPLAction(code="x = 6 * 7\nprint(x)"))
+        final = env.step(pkg.REPLAction(code="print('FINAL(42)')"))
+        return {"stdout": result.observation.result.stdout, "done": final.done}
+
+
 # name → (episode, what the episode must show)
 EPISODES: dict[
     str, tuple[Callable[[Any, str], dict[str, Any]], Callable[[dict[str, Any]], bool]]
@@ -101,6 +141,13 @@ EPISODES: dict[
     # these two need their engines' packages (CI installs them: .ci/reference-envs.sh)
     "chess_env": (_episode_chess, lambda r: r["fen"] and r["moved"]),  # rewards from its rubric
     "coding_env": (_episode_coding, lambda r: r["stdout"].strip() == "42" and r["exit_code"] == 0),
+    "snake_env": (_episode_snake, lambda r: r["steps"] > 0 and r["grid"]),  # marlenv + gym 0.24
+    "reasoning_gym_env": (  # reasoning-gym's generated datasets (no download)
+        _episode_reasoning_gym,
+        lambda r: r["question"] and r["answer"] is not None and r["done"],
+    ),
+    "carla_env": (_episode_carla, lambda r: r["reward"] is not None),
+    "repl_env": (_episode_repl, lambda r: r["stdout"].strip() == "42" and r["done"]),  # gradio
 }
 
 
