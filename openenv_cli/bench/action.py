@@ -68,18 +68,27 @@ def project_example(project_dir: Path) -> dict[str, Any] | None:
     return manifest.example_action if manifest is not None else None
 
 
-def served_action_schema(base_url: str, timeout: float) -> dict[str, Any]:
-    """The action's JSON schema from ``GET /schema``; :class:`OpenEnvError` when unreadable."""
+def served_action_schema(
+    base_url: str, timeout: float, token: str | None = None, token_source: str | None = None
+) -> dict[str, Any]:
+    """The action's JSON schema from ``GET /schema`` (sent with ``token``, if any).
+
+    :class:`.auth.Unauthorized` when the server refuses the token (or its absence), else
+    :class:`OpenEnvError` when the schema is unreadable.
+    """
+    import urllib.error
+
+    from .auth import AUTH_STATUSES, Unauthorized, auth_headers
     from .server import get_json
 
     try:
-        schema = get_json(f"{base_url}/schema", timeout=timeout)
+        schema = get_json(f"{base_url}/schema", timeout=timeout, headers=auth_headers(token))
+    except urllib.error.HTTPError as exc:
+        if exc.code in AUTH_STATUSES:
+            raise Unauthorized(base_url, f"HTTP {exc.code} on /schema", token_source) from None
+        raise _unreadable(base_url, f"HTTP {exc.code}") from None
     except Exception as exc:
-        raise OpenEnvError(
-            f"Could not read {base_url}/schema to build an action to step with: {exc}",
-            hint="Check that --url points at a running OpenEnv server, "
-            "or give the action yourself with --action JSON or --action-file PATH.",
-        ) from None
+        raise _unreadable(base_url, str(exc)) from None
     action = schema.get("action") if isinstance(schema, dict) else None
     if not isinstance(action, dict):
         raise OpenEnvError(
@@ -87,6 +96,14 @@ def served_action_schema(base_url: str, timeout: float) -> dict[str, Any]:
             hint="Give the action with --action JSON or --action-file PATH.",
         )
     return action
+
+
+def _unreadable(base_url: str, why: str) -> OpenEnvError:
+    return OpenEnvError(
+        f"Could not read {base_url}/schema to build an action to step with: {why}",
+        hint="Check that --url points at a running OpenEnv server, "
+        "or give the action yourself with --action JSON or --action-file PATH.",
+    )
 
 
 def _has_wait(schema: dict[str, Any] | None) -> bool:
@@ -102,8 +119,16 @@ def resolve_action(
     base_url: str,
     project_dir: Path,
     timeout: float = 10.0,
+    token: str | None = None,
+    token_source: str | None = None,
 ) -> StepAction:
-    """Choose the action (see the module's docstring); reads ``/schema`` only with ``--url``."""
+    """Choose the action (see the module's docstring); reads ``/schema`` only with ``--url``.
+
+    ``token`` goes with that read; a refused one (or none where one is needed) raises
+    :class:`.auth.Unauthorized` here, before any run, also when the action is given.
+    """
+    from .auth import Unauthorized
+
     if action is not None and action_file is not None:
         raise UsageError("Give either --action or --action-file, not both.")
     explicit: dict[str, Any] | None = None
@@ -120,12 +145,16 @@ def resolve_action(
 
     if explicit is not None:
         try:
-            schema: dict[str, Any] | None = served_action_schema(base_url, timeout)
+            schema: dict[str, Any] | None = served_action_schema(
+                base_url, timeout, token, token_source
+            )
+        except Unauthorized:
+            raise
         except OpenEnvError:
             schema = None  # the runs will say what is wrong with the server
         return StepAction(explicit, source, wait_field=_has_wait(schema) and "wait" not in explicit)
 
-    schema = served_action_schema(base_url, timeout)
+    schema = served_action_schema(base_url, timeout, token, token_source)
     example = project_example(project_dir)
     if example is not None:
         value, source = example, f"example_action of {project_dir / 'openenv.yaml'}"

@@ -15,6 +15,7 @@ from time import perf_counter
 
 import h11
 
+from .auth import auth_headers
 from .sessions import (
     Collector,
     Guard,
@@ -35,16 +36,21 @@ class HttpConnection:
     """One keep-alive HTTP/1.1 connection that sends JSON and reads (status, body)."""
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        token: str | None = None,
     ) -> None:
         self.reader, self.writer = reader, writer
         self.http = h11.Connection(h11.CLIENT)
         self.headers = [("Host", host), ("User-Agent", USER_AGENT)]
+        self.headers.extend(auth_headers(token).items())
 
     @classmethod
     async def open(cls, target: Target) -> HttpConnection:
         reader, writer = await asyncio.open_connection(target.host, target.port)
-        return cls(reader, writer, f"{target.host}:{target.port}")
+        return cls(reader, writer, f"{target.host}:{target.port}", target.token)
 
     def prepare(self, method: str, path: str, body: bytes) -> Prepared:
         """The h11 events of one request with a JSON body, built (and validated) once.

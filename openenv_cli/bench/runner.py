@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from . import procstat
+from .auth import auth_headers, mostly_unauthorized
 from .loadgen import LoadGenerator
 from .server import get_json
 from .sessions import Target
@@ -51,6 +52,8 @@ class BenchSettings:
     server_pids: list[int] = field(default_factory=list)
     loadgen_cpus: list[int] | None = None
     settle: float = 0.5
+    token: str | None = field(default=None, repr=False)
+    """The access token (see ``bench.auth``): sent, never recorded or shown."""
 
     def check(self) -> None:
         """Raise ``ValueError`` with a readable message for settings that cannot work."""
@@ -81,6 +84,7 @@ class BenchSettings:
             client=self.client,
             action=self.action,
             wait_field=self.wait_field,
+            token=self.token,
         )
 
     def cells(self) -> list[tuple[int, float, int]]:
@@ -147,7 +151,7 @@ def _settle(settings: BenchSettings) -> None:
     until = time.monotonic() + 10
     while time.monotonic() < until:
         try:
-            health = get_json(f"{base}/health", timeout=2)
+            health = get_json(f"{base}/health", timeout=2, headers=auth_headers(settings.token))
         except Exception:
             return
         if not isinstance(health, dict) or not health.get("active_sessions"):
@@ -165,7 +169,8 @@ def run_bench(
     settings.check()
     observer = observer or _Silent()
     target = settings.target()
-    recorded = {k: v for k, v in asdict(settings).items() if k not in ("server_pids",)}
+    recorded = {k: v for k, v in asdict(settings).items() if k not in ("server_pids", "token")}
+    recorded["token"] = settings.token is not None  # whether one was sent, never its value
     run = BenchRun(
         mode=settings.mode,
         url=settings.url,
@@ -236,6 +241,14 @@ def run_bench(
                 )
                 run.throughput.append(cell)
             observer.cell_finished(cell)
+            run.unauthorized = mostly_unauthorized(cell.errors, size)
+            if run.unauthorized is not None:
+                run.failure = run.unauthorized
+                run.notes.append(
+                    f"stopped after run {index + 1} of {len(cells)}: "
+                    "the server refused the access token (or its absence)"
+                )
+                break
             run.failure = refusal(cell.errors, cell.error_samples, size)
             if run.failure is not None:
                 run.notes.append(

@@ -17,7 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,19 @@ class ServerStartError(RuntimeError):
     """The server did not become healthy (its log tail is in the message)."""
 
 
-def get_json(url: str, timeout: float = 2.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a redirect is an error (HTTPError 30x): the token stays with --url's host
+
+
+# No proxy from the environment and no redirects: requests (and the token) go only to --url.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+def get_json(url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None) -> Any:
+    """GET ``url`` and parse its JSON body (``headers`` carry the access token, if any)."""
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    with _OPENER.open(request, timeout=timeout) as response:
         return json.loads(response.read().decode("utf-8"))
 
 

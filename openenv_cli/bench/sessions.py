@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from .auth import auth_headers
 from .wsclient import CLIENTS, ConnectionLost, open_connection
 
 RESET_FRAME = '{"type":"reset","data":{}}'
@@ -44,6 +45,8 @@ class Target:
     """The action every step sends, as JSON object text."""
     wait_field: bool = True
     """Put each run's wait into the action as ``wait`` (the built-in environment's field)."""
+    token: str | None = field(default=None, repr=False)
+    """The access token every handshake and request carries (see ``bench.auth``); never shown."""
 
     @classmethod
     def parse(
@@ -56,9 +59,16 @@ class Target:
         client: str = "lean",
         action: Mapping[str, Any] | None = None,
         wait_field: bool = True,
+        token: str | None = None,
     ) -> Target:
         """``http://host:port[/prefix]`` or ``ws://host:port[/prefix][/ws]``; raises ``ValueError``."""
         parts = urlsplit(url.strip())
+        if parts.username is not None or parts.password is not None or parts.query:
+            # never echoed: it may hold a secret, and reports and logs record the URL
+            raise ValueError(
+                "--url must be a plain base URL, without user:password@ or a ?query "
+                "(the access token comes from OPENENV_API_KEY and travels in a header)."
+            )
         if parts.scheme not in ("http", "ws"):
             raise ValueError(
                 f"--url must start with http:// or ws:// (got {url!r}); TLS is not supported by the load generator."
@@ -83,6 +93,7 @@ class Target:
             client,
             _compact(dict(action or {})),
             wait_field,
+            token or None,
         )
 
     @property
@@ -147,7 +158,7 @@ def describe_failure(exc: BaseException) -> str:
     if isinstance(exc, InvalidStatus):
         return f"HTTP {exc.response.status_code}"
     if isinstance(exc, ConnectionLost):
-        return "connection lost"
+        return f"connection closed ({exc.code})" if exc.code is not None else "connection lost"
     if isinstance(exc, ConnectionClosed):
         code = exc.rcvd.code if exc.rcvd is not None else None
         return f"connection closed ({code})" if code is not None else "connection lost"
@@ -211,7 +222,10 @@ class Collector:
 async def ws_open(target: Target) -> Any:
     async with asyncio.timeout(target.timeout):
         return await open_connection(
-            target.ws_url, client=target.client, compression=target.compression
+            target.ws_url,
+            client=target.client,
+            compression=target.compression,
+            headers=auth_headers(target.token),
         )
 
 

@@ -312,6 +312,8 @@ class BenchRun:
     notes: list[str] = field(default_factory=list)
     failure: str | None = None
     """Why the run stopped early: the first error the server answered most requests with."""
+    unauthorized: str | None = None
+    """Set (to the refusal, e.g. ``connect: HTTP 403``) when the server refused the token."""
 
     @property
     def points(self) -> list[SessionsPoint]:

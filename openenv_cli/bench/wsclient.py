@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -31,15 +32,25 @@ CLIENTS = ("lean", "websockets")
 
 
 class ConnectionLost(ConnectionError):
-    """The connection ended while a reply was awaited."""
+    """The connection ended while a reply was awaited; ``code``: the server's close code, if it sent one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class LeanConnection(asyncio.Protocol):
     """One WebSocket connection driven by websockets' sans-I/O protocol."""
 
-    def __init__(self, protocol: ClientProtocol, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        protocol: ClientProtocol,
+        loop: asyncio.AbstractEventLoop,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.protocol = protocol
         self.loop = loop
+        self.headers = headers or {}
         self.transport: asyncio.Transport | None = None
         self.opened: asyncio.Future[None] = loop.create_future()
         self.lost: asyncio.Future[None] = loop.create_future()
@@ -49,8 +60,13 @@ class LeanConnection(asyncio.Protocol):
         self.fragment_text = False
 
     @classmethod
-    async def open(cls, url: str, *, compression: bool) -> LeanConnection:
-        """Connect and complete the opening handshake (bound it with a timeout outside)."""
+    async def open(
+        cls, url: str, *, compression: bool, headers: Mapping[str, str] | None = None
+    ) -> LeanConnection:
+        """Connect and complete the opening handshake (bound it with a timeout outside).
+
+        ``headers`` go into the handshake request (the access token's ``Authorization``).
+        """
         loop = asyncio.get_running_loop()
         uri = parse_uri(url)
         protocol = ClientProtocol(
@@ -59,7 +75,7 @@ class LeanConnection(asyncio.Protocol):
             max_size=None,
         )
         _, connection = await loop.create_connection(
-            lambda: cls(protocol, loop), uri.host, uri.port
+            lambda: cls(protocol, loop, headers), uri.host, uri.port
         )
         try:
             await connection.opened
@@ -74,6 +90,8 @@ class LeanConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         request = self.protocol.connect()
         request.headers["User-Agent"] = USER_AGENT
+        for name, value in self.headers.items():
+            request.headers[name] = value
         self.protocol.send_request(request)
         self._flush()
 
@@ -87,7 +105,9 @@ class LeanConnection(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        error = ConnectionLost(f"connection lost ({self.protocol.close_code or 'no close frame'})")
+        received = self.protocol.close_rcvd
+        code = received.code if received is not None else None
+        error = ConnectionLost(f"connection lost ({code or 'no close frame'})", code)
         if not self.opened.done():
             self.opened.set_exception(self.protocol.handshake_exc or error)
         if self.waiter is not None and not self.waiter.done():
@@ -148,7 +168,9 @@ class LeanConnection(asyncio.Protocol):
     async def request(self, text: str) -> str | bytes:
         """Send ``text`` and return the next message."""
         if self.protocol.state is not State.OPEN:
-            raise ConnectionLost(f"connection closed ({self.protocol.close_code})")
+            received = self.protocol.close_rcvd
+            code = received.code if received is not None else None
+            raise ConnectionLost(f"connection closed ({code})", code)
         self.protocol.send_text(text.encode())
         self._flush()
         if self.pending:
@@ -178,7 +200,9 @@ class AsyncioConnection:
         self.ws = ws
 
     @classmethod
-    async def open(cls, url: str, *, compression: bool) -> AsyncioConnection:
+    async def open(
+        cls, url: str, *, compression: bool, headers: Mapping[str, str] | None = None
+    ) -> AsyncioConnection:
         ws = await connect(
             url,
             compression="deflate" if compression else None,
@@ -189,6 +213,7 @@ class AsyncioConnection:
             max_size=None,
             max_queue=None,
             user_agent_header=USER_AGENT,
+            additional_headers=dict(headers or {}),
         )
         return cls(ws)
 
@@ -205,10 +230,19 @@ class AsyncioConnection:
             self.ws.transport.abort()
 
 
-async def open_connection(url: str, *, client: str = "lean", compression: bool = True) -> Any:
-    """A connected, handshaken :class:`LeanConnection` or :class:`AsyncioConnection`."""
+async def open_connection(
+    url: str,
+    *,
+    client: str = "lean",
+    compression: bool = True,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """A connected, handshaken :class:`LeanConnection` or :class:`AsyncioConnection`.
+
+    ``headers`` are added to the handshake request (e.g. ``Authorization: Bearer ...``).
+    """
     if client == "lean":
-        return await LeanConnection.open(url, compression=compression)
+        return await LeanConnection.open(url, compression=compression, headers=headers)
     if client == "websockets":
-        return await AsyncioConnection.open(url, compression=compression)
+        return await AsyncioConnection.open(url, compression=compression, headers=headers)
     raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r}")

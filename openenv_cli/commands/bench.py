@@ -21,37 +21,18 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from openenv_cli.bench.options import (
+    BENCH_EXTRA_HINT,
+    check_choices,
+    int_list,
+    require_bench_extra,
+    waits,
+)
 from openenv_cli.console import console
 from openenv_cli.errors import OpenEnvError, UsageError
 
 if TYPE_CHECKING:
     from openenv_cli.bench.stats import BenchRun
-
-
-def _int_list(raw: str, flag: str) -> list[int]:
-    try:
-        values = [int(part) for part in raw.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise UsageError(
-            f"{flag} takes whole numbers separated by commas, got {raw!r}",
-            hint=f"For example: {flag} 32,128,512",
-        ) from None
-    if not values or min(values) < 1:
-        raise UsageError(f"{flag} needs positive numbers, got {raw!r}")
-    return values
-
-
-def _float_list(raw: str, flag: str) -> list[float]:
-    try:
-        values = [float(part) for part in raw.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise UsageError(
-            f"{flag} takes numbers of seconds separated by commas, got {raw!r}",
-            hint=f"For example: {flag} 1.0,5.0",
-        ) from None
-    if not values or min(values) < 0:
-        raise UsageError(f"{flag} needs waits of 0 seconds or more, got {raw!r}")
-    return values
 
 
 class _LiveObserver:
@@ -85,36 +66,6 @@ class _LiveObserver:
             self.bars.console.print(
                 f"  [yellow]{success * 100:.1f}% success[/] {escape(errors)}", highlight=False
             )
-
-
-BENCH_EXTRA_HINT = (
-    "Install it with: pip install 'openenv-toolkit[bench]' "
-    "(from a checkout: pip install -e '.[bench]')."
-)
-
-
-def _require_bench_extra() -> None:
-    """``openenv bench`` needs the ``bench`` extra (psutil); say so instead of a traceback."""
-    try:
-        import psutil  # noqa: F401
-    except ImportError:
-        raise OpenEnvError(
-            "`openenv bench` needs the optional `bench` extra (psutil, to read server CPU and memory).",
-            hint=BENCH_EXTRA_HINT,
-        ) from None
-
-
-def _waits(wait_grid: str | None, mode: str, wait_field: bool) -> list[float]:
-    if wait_field:
-        return _float_list(wait_grid or ("1.0,5.0" if mode == "sessions" else "0"), "--wait-grid")
-    waits = _float_list(wait_grid or "0", "--wait-grid")
-    if any(waits):
-        raise UsageError(
-            "--wait-grid applies only to an environment whose action has a `wait` field "
-            "(the built-in one: --serve); this action has none.",
-            hint="Leave out --wait-grid: each step then takes as long as the environment takes.",
-        )
-    return [0.0]
 
 
 def command(
@@ -215,6 +166,15 @@ def command(
             help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit[bench]').",
         ),
     ] = True,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Access token for a server started with OPENENV_API_KEY \\[default: "
+            "$OPENENV_API_KEY; prefer it: a flag shows in ps and shell history].",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Measure a server: concurrent sessions (the scaling-study workload) or steps per second.
 
@@ -224,29 +184,27 @@ def command(
 
     Every step sends the measured environment's own action: --action or --action-file; with --serve the built-in {"wait": ...}; else the example_action of ./openenv.yaml; else an example built from the server's /schema. When the server answers most steps of a run with an error, the benchmark stops and shows the first one.
 
-    Traffic goes only where --url points (or to the server --serve starts on 127.0.0.1).
+    Traffic goes only where --url points (or to the server --serve starts on 127.0.0.1). A server started with OPENENV_API_KEY needs its key: export OPENENV_API_KEY=... before running; it is sent as `Authorization: Bearer` and never shown or written to the reports.
     """
-    _require_bench_extra()
+    require_bench_extra()
     from openenv_cli.bench import report
     from openenv_cli.bench.action import resolve_action
-    from openenv_cli.bench.runner import MODES, BenchSettings, run_bench
+    from openenv_cli.bench.auth import TOKEN_ENV, Unauthorized, resolve_token
+    from openenv_cli.bench.runner import BenchSettings, run_bench
     from openenv_cli.bench.server import ServerStartError, bench_server
     from openenv_cli.bench.sessions import Target
 
-    if serve == (url is not None):
-        raise UsageError(
-            "Give either --url URL (a running server) or --serve (start the built-in benchmark environment)."
-        )
-    if mode in ("ws", "http"):  # the scaling study's own wording: --mode ws|http
-        mode, transport = "sessions", mode
-    if mode not in MODES:
-        raise UsageError(f"--mode must be sessions, throughput, ws or http, got {mode!r}")
-    if transport not in ("ws", "http"):
-        raise UsageError(f"--transport must be ws or http, got {transport!r}")
-    if client not in ("lean", "websockets"):
-        raise UsageError(f"--client must be lean or websockets, got {client!r}")
-    if (workers != 1 or sync) and not serve:
-        raise UsageError("--workers and --sync only apply with --serve.")
+    mode, transport = check_choices(
+        url=url,
+        serve=serve,
+        mode=mode,
+        transport=transport,
+        client=client,
+        workers=workers,
+        sync=sync,
+    )
+    resolved = resolve_token(token)
+    token_source = resolved.origin if resolved.value else None
     try:
         base_url = Target.parse(url).http_url if url else ""
     except ValueError as exc:
@@ -258,15 +216,17 @@ def command(
         base_url=base_url,
         project_dir=Path.cwd(),
         timeout=min(timeout, 10.0),
+        token=resolved.value,
+        token_source=token_source,
     )
     settings = BenchSettings(
         url=url or "http://127.0.0.1:1",
         mode=mode,
         transport=transport,
-        requests_grid=_int_list(requests_grid, "--requests-grid"),
-        wait_grid=_waits(wait_grid, mode, step_action.wait_field),
+        requests_grid=int_list(requests_grid, "--requests-grid"),
+        wait_grid=waits(wait_grid, mode, step_action.wait_field),
         reps=reps,
-        sessions=_int_list(sessions, "--sessions"),
+        sessions=int_list(sessions, "--sessions"),
         steps=steps,
         timeout=timeout,
         deadline=deadline,
@@ -277,6 +237,7 @@ def command(
         action=step_action.value,
         wait_field=step_action.wait_field,
         action_source=step_action.source,
+        token=resolved.value,
     )
     try:
         settings.check()
@@ -286,7 +247,9 @@ def command(
     server = None
     description = None
     if serve:
-        server = bench_server(workers=workers, sync=sync)
+        # the server gets the token in its environment (never argv), so both sides agree
+        server_env = {TOKEN_ENV: resolved.value} if resolved.value else None
+        server = bench_server(workers=workers, sync=sync, env=server_env)
         settings.url = server.url
         description = (
             f"built-in benchmark environment ({'sync' if sync else 'async'}), "
@@ -328,6 +291,8 @@ def command(
         if server is not None:
             server.stop()
 
+    if run.unauthorized is not None:
+        raise Unauthorized(settings.url, run.unauthorized, token_source)
     stem = f"bench-{mode}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if run.failure is not None:
         _write_reports(report, run, output_dir, stem, plots=False)

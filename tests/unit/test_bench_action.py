@@ -28,7 +28,10 @@ WAIT_SCHEMA = {"type": "object", "properties": {"wait": {"type": "number", "defa
 def schema(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     served: dict[str, Any] = {"action": ECHO_SCHEMA}
 
-    def fake(base_url: str, timeout: float) -> dict[str, Any]:
+    def fake(
+        base_url: str, timeout: float, token: str | None = None, token_source: str | None = None
+    ) -> dict[str, Any]:
+        served["token"] = token
         if served["action"] is None:
             raise OpenEnvError("Could not read /schema")
         return dict(served["action"])
