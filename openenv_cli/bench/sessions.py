@@ -64,8 +64,7 @@ class Target:
         """``http://host:port[/prefix]`` or ``ws://host:port[/prefix][/ws]``; raises ``ValueError``."""
         parts = urlsplit(url.strip())
         if parts.username is not None or parts.password is not None or parts.query:
-            # never echoed: it may hold a secret, and reports and logs record the URL
-            raise ValueError(
+            raise ValueError(  # not echoed: it may hold a secret
                 "--url must be a plain base URL, without user:password@ or a ?query "
                 "(the access token comes from OPENENV_API_KEY and travels in a header)."
             )
