@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from openenv_cli.config import Resolved, Setting, parse_str
-from openenv_cli.errors import OpenEnvError
+from openenv_cli.errors import OpenEnvError, UsageError
 
 TOKEN_ENV = "OPENENV_API_KEY"
 TOKEN = Setting("token", env=TOKEN_ENV, parse=parse_str)
@@ -34,8 +34,20 @@ _REFUSED = frozenset(
 
 
 def resolve_token(flag: str | None) -> Resolved[str]:
-    """The token (``--token``, then ``$OPENENV_API_KEY``) and where it came from; value None when neither."""
-    return TOKEN.resolve(flag=flag or None)
+    """The token (``--token``, then ``$OPENENV_API_KEY``) and where it came from; value None when neither.
+
+    A token a header cannot carry (spaces, control or non-ASCII characters: a newline would
+    inject a header) is a :class:`UsageError` that names its source, never its value.
+    """
+    resolved = TOKEN.resolve(flag=flag or None)
+    value = resolved.value
+    if value is not None and not all("!" <= char <= "~" for char in value):
+        raise UsageError(
+            f"The access token from {resolved.origin} has characters an HTTP header cannot "
+            "carry (spaces, line breaks or non-ASCII characters).",
+            hint=f"Set {TOKEN_ENV} to the key exactly as the server has it, without a trailing newline.",
+        )
+    return resolved
 
 
 def auth_headers(token: str | None) -> dict[str, str]:

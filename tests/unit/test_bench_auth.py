@@ -12,6 +12,7 @@ from openenv_cli.bench.http_sessions import HttpConnection
 from openenv_cli.bench.runner import BenchSettings
 from openenv_cli.bench.sessions import Target, describe_failure
 from openenv_cli.bench.wsclient import ConnectionLost
+from openenv_cli.errors import UsageError
 
 SECRET = "unit-secret-7f3a"
 
@@ -35,6 +36,16 @@ class TestResolve:
             monkeypatch.setenv("OPENENV_API_KEY", value)
         assert auth.resolve_token(None).value is None
         assert auth.resolve_token("").value is None
+
+
+@pytest.mark.parametrize("bad", [SECRET + "\n", f"{SECRET}\r\nX-Evil: 1", "tok en", "clé"])
+def test_a_token_a_header_cannot_carry_is_refused_without_echo(
+    monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    monkeypatch.setenv("OPENENV_API_KEY", bad)
+    with pytest.raises(UsageError) as caught:
+        auth.resolve_token(None)
+    assert "OPENENV_API_KEY" in str(caught.value) and bad not in str(caught.value)
 
 
 def test_headers() -> None:
