@@ -78,7 +78,7 @@ def test_replicas_scale_and_removal(client: docker.DockerClient, env_image: str)
     with pytest.raises(docker.errors.NotFound):
         client.services.get(service_id)
     label = {"label": f"{RUN_LABEL}={provider.run_id}"}
-    assert client.containers.list(all=True, filters=label) == []
+    assert client.containers.list(all=True, filters=label, ignore_removed=True) == []
 
 
 def test_task_exiting_at_start_shows_its_log(crashing_image: str) -> None:  # noqa: F811

@@ -191,7 +191,9 @@ class DockerProvider(Provider):
         if client is None:
             return
         docker = docker_module()
-        found = client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"})
+        found = client.containers.list(
+            all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}, ignore_removed=True
+        )
         for container in {c.id: c for c in [*self.containers, *found]}.values():
             # NotFound, or a removal already in progress: either way it is going.
             with contextlib.suppress(docker.errors.APIError):

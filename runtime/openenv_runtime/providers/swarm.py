@@ -200,7 +200,10 @@ class SwarmProvider(Provider):
         # Removing a service stops its containers asynchronously; wait so nothing outlives us.
         deadline = time.monotonic() + 30
         label = {"label": f"{RUN_LABEL}={self.run_id}"}
-        while client.containers.list(all=True, filters=label) and time.monotonic() < deadline:
+        while (
+            client.containers.list(all=True, filters=label, ignore_removed=True)
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.2)
         self.service = None
         client.close()
