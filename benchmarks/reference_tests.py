@@ -42,21 +42,16 @@ markers =
 
 
 def _ensure_test_tools(python: Path) -> None:
+    """pytest and the reference environments' engine packages, as on our side (CI installs them)."""
     probe = subprocess.run(
-        [str(python), "-c", "import pytest, pytest_asyncio, pytest_timeout"], capture_output=True
+        [str(python), "-c", "import pytest, pytest_asyncio, pytest_timeout, chess, reasoning_gym"],
+        capture_output=True,
     )
     if probe.returncode != 0:
+        requirements = ROOT / "tests" / "support" / "reference-envs.txt"
+        tools = ["pytest", "pytest-asyncio", "pytest-timeout"]
         subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "pytest",
-                "pytest-asyncio",
-                "pytest-timeout",
-            ],
+            [str(python), "-m", "pip", "install", "-q", *tools, "-r", str(requirements)],
             check=True,
         )
 
