@@ -157,7 +157,10 @@ MODULE_NAMES = {
     "rubrics.llm_judge": ["LLMJudge"],
     "containers.runtime": ["ContainerProvider"],
     "tools.git_server_client": ["GitServerClient"],
-    "evals": ["EvalHarness"],
+    "evals": ["EvalHarness", "EvalConfig", "EvalResult", "InspectAIHarness"],
+    "evals.base": ["EvalHarness"],
+    "evals.types": ["EvalConfig", "EvalResult"],
+    "evals.inspect_harness": ["InspectAIHarness"],
 }
 
 

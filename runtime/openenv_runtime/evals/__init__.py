@@ -1,13 +1,11 @@
-"""Alias of the reference's ``openenv.core.evals``: evaluation harnesses are not part of this runtime."""
+"""Evaluation harnesses (the reference's ``openenv.core.evals``).
 
-from ..compat.unavailable import unavailable
+:class:`EvalHarness` is the interface, :class:`EvalConfig` / :class:`EvalResult` the records,
+and :class:`InspectAIHarness` runs Inspect AI tasks (extra ``openenv-runtime[evals]``).
+"""
 
-_ADVICE = (
-    "Run evaluations with your trainer's tooling (or the reference's harness) against this server."
-)
-EvalConfig = unavailable("EvalConfig", _ADVICE)
-EvalHarness = unavailable("EvalHarness", _ADVICE)
-EvalResult = unavailable("EvalResult", _ADVICE)
-InspectAIHarness = unavailable("InspectAIHarness", _ADVICE)
+from .base import EvalHarness
+from .inspect_harness import InspectAIHarness
+from .types import EvalConfig, EvalResult
 
 __all__ = ["EvalConfig", "EvalHarness", "EvalResult", "InspectAIHarness"]
