@@ -126,6 +126,9 @@ class Environment(Generic[ActT, ObsT, StateT]):
             return 0.0
         score = self.rubric(action, observation)
         if inspect.isawaitable(score):
+            close = getattr(score, "close", None)
+            if close is not None:
+                close()  # never awaited: close it rather than leave a "never awaited" warning
             raise TypeError(
                 f"{type(self.rubric).__name__} is async: call `await self._apply_rubric_async(...)` "
                 "from an async step (`async def step` or `step_async`)."
@@ -145,9 +148,10 @@ class Environment(Generic[ActT, ObsT, StateT]):
             self.rubric.reset()
 
     async def _reset_rubric_async(self) -> None:
-        """Like ``_reset_rubric``, awaiting an async ``reset``."""
+        """Like ``_reset_rubric``: the rubric's ``reset_async`` when it has one, else ``reset``
+        (awaited when async)."""
         if self.rubric is not None:
-            reset: Any = self.rubric.reset  # an override may be async
+            reset: Any = getattr(self.rubric, "reset_async", None) or self.rubric.reset
             result = reset()
             if inspect.isawaitable(result):
                 await result

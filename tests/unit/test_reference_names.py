@@ -197,3 +197,15 @@ def test_env_error_is_what_reference_users_catch() -> None:
     refused = EnvError("CONNECTION_ERROR", "cannot connect")
     assert isinstance(refused, ConnectionError) and isinstance(refused, RuntimeError)
     assert refused.code == "CONNECTION_ERROR" and str(refused).startswith("Server error:")
+
+
+def test_chat_message_type_works_in_models_before_python_312() -> None:
+    # chat environments keep list[Message] in their observations; typing.TypedDict fails there
+    from pydantic import BaseModel
+
+    from openenv_runtime.env_server.interfaces import Message
+
+    class History(BaseModel):
+        messages: list[Message]
+
+    assert History(messages=[{"role": "user", "content": "hi"}]).messages[0]["role"] == "user"

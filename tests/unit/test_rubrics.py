@@ -90,6 +90,27 @@ def test_async_children_make_the_combinator_awaitable() -> None:
     assert asyncio.run(Sequential(AsyncConst(0.0), Const(1.0))(None, None)) == 0.0
 
 
+def test_sequential_and_gate_are_awaitable_from_async_code_with_async_hooks() -> None:
+    seen: list[str] = []
+
+    async def pre(rubric: Rubric, action: Any, observation: Any) -> None:
+        seen.append("pre")
+
+    async def main() -> tuple[float, float, float]:
+        sequential, gate = Sequential(Const(1.0), Const(0.8)), Gate(Const(0.8), threshold=0.5)
+        sequential.register_forward_pre_hook(pre)
+        gate.register_forward_pre_hook(pre)
+        return await sequential(None, None), await gate(None, None), await Sequential()(None, None)
+
+    assert asyncio.run(main()) == (0.8, 0.8, 1.0) and seen == ["pre", "pre"]
+    assert Sequential(Const(1.0), Const(0.8))(None, None) == 0.8  # plain code: the score itself
+
+
+def test_weighted_sum_lengths_must_match() -> None:
+    with pytest.raises(ValueError, match="must match"):
+        WeightedSum([Const(0.5), Const(0.5)], [1.0])
+
+
 class Length(TrajectoryRubric):
     def score_trajectory(self, trajectory: list[tuple[Any, Any]]) -> float:
         return float(len(trajectory))
@@ -158,3 +179,15 @@ def test_async_rubric_needs_the_async_helper() -> None:
     with pytest.raises(TypeError, match="_apply_rubric_async"):
         env._apply_rubric(None, Obs())
     assert asyncio.run(env._apply_rubric_async(None, Obs())) == 0.3
+
+
+def test_async_reset_prefers_the_rubrics_reset_async() -> None:
+    class Episodic(Const):
+        async def reset_async(self) -> None:
+            self.calls = -1
+
+    env = Graded()
+    env.rubric = rubric = Episodic(1.0)
+    rubric.calls = 5
+    asyncio.run(env._reset_rubric_async())
+    assert rubric.calls == -1

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
+
+# typing_extensions' TypedDict (a pydantic dependency): pydantic refuses typing.TypedDict in
+# model fields before Python 3.12, and chat environments put Message lists in their models.
+from typing_extensions import TypedDict
 
 
 class Message(TypedDict):

@@ -10,7 +10,30 @@ from typing import Any
 from .base import Rubric, ScoreGen, drive
 
 
-class Sequential(Rubric):
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _AwaitableInAsyncCode(Rubric):
+    """A container that, called from a running event loop, always returns an awaitable.
+
+    As in the reference: async code can ``await`` a ``Sequential`` or ``Gate`` whatever its
+    children are, and its pre- and post-hooks may be ``async def``. Called from plain code
+    (a sync ``step`` runs in a worker thread) it returns the score itself when every child
+    is sync.
+    """
+
+    def __call__(self, action: Any, observation: Any) -> Any:
+        if _in_event_loop():
+            return self._call_async(action, observation)
+        return super().__call__(action, observation)
+
+
+class Sequential(_AwaitableInAsyncCode):
     """Runs its rubrics in order and stops at the first that scores 0 (then 0); else the last score."""
 
     def __init__(self, *rubrics: Rubric) -> None:
@@ -38,7 +61,7 @@ class Sequential(Rubric):
         return self._items[index]
 
 
-class Gate(Rubric):
+class Gate(_AwaitableInAsyncCode):
     """The wrapped rubric's score when it reaches ``threshold``, else 0."""
 
     def __init__(self, rubric: Rubric, threshold: float = 1.0) -> None:
@@ -61,7 +84,8 @@ class WeightedSum(Rubric):
         super().__init__()
         if len(rubrics) != len(weights):
             raise ValueError(
-                f"{len(rubrics)} rubrics but {len(weights)} weights; give one weight each"
+                f"rubrics and weights must match in length: {len(rubrics)} rubrics but "
+                f"{len(weights)} weights; give one weight each"
             )
         if abs(sum(weights) - 1.0) > 1e-6:
             raise ValueError(f"weights must sum to 1.0, they sum to {sum(weights)}")
