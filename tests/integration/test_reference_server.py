@@ -242,6 +242,46 @@ def test_mcp_json_rpc_over_http_and_ws() -> None:
         assert called["result"]["data"] == 4
 
 
+class CountingTools(ToolEchoEnvironment):
+    """Counts steps like the reference's echo env, and has a simulation-only tool."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mode = "simulation"
+
+        @self.tool(mode="simulation")
+        def weather(city: str) -> str:
+            return f"sunny in {city}"
+
+    async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        self._state.step_count += 1
+        return await super().step_async(action, timeout_s=timeout_s, **kwargs)
+
+
+def test_tool_calls_of_the_mcp_client_are_steps_of_the_episode() -> None:
+    from openenv_runtime import MCPToolClient
+
+    app = create_app(CountingTools, CallToolAction, CallToolObservation, enable_web_interface=False)
+    with running_server(app) as url, MCPToolClient(base_url=url).sync() as env:
+        env.reset()
+        assert {t.name for t in env.list_tools()} == {"echo", "add", "weather"}
+        assert env.call_tool("add", a=2, b=3) == 5
+        assert env.call_tool("weather", city="Oslo") == "sunny in Oslo"
+        assert env.state().step_count == 3  # list_tools and both calls went through step
+        with pytest.raises(RuntimeError, match="nope"):
+            env.call_tool("nope")
+        rpc = post_json(
+            url + "/mcp",
+            {
+                "jsonrpc": "2.0",
+                "method": "tools/call",
+                "params": {"name": "weather", "arguments": {"city": "Rome"}},
+                "id": 1,
+            },
+        )[1]
+        assert rpc["result"]["data"] == "sunny in Rome"  # mode tools over JSON-RPC too
+
+
 def test_plain_environment_answers_tools_list_with_a_json_rpc_error() -> None:
     with running_server(
         create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)

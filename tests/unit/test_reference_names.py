@@ -209,3 +209,20 @@ def test_chat_message_type_works_in_models_before_python_312() -> None:
         messages: list[Message]
 
     assert History(messages=[{"role": "user", "content": "hi"}]).messages[0]["role"] == "user"
+
+
+def test_mcp_types_are_routed_only_for_tool_servers() -> None:
+    # a server whose action class is its own validates everything itself, as in the reference
+    from pydantic import ValidationError
+
+    from openenv_runtime import Action
+    from openenv_runtime.env_server.serialization import deserialize_action
+    from openenv_runtime.mcp import CallToolAction, ListToolsAction
+
+    class Move(Action):
+        value: str = "x"
+
+    assert isinstance(deserialize_action({"type": "list_tools"}, Action), ListToolsAction)
+    assert isinstance(deserialize_action({"type": "list_tools"}, CallToolAction), ListToolsAction)
+    with pytest.raises(ValidationError):
+        deserialize_action({"type": "call_tool", "tool_name": "x", "arguments": {}}, Move)

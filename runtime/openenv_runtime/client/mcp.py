@@ -1,8 +1,11 @@
 """``MCPToolClient``: list and call an environment's MCP tools over its WebSocket session.
 
-Works against our server and the reference's alike: requests travel as
-``{"type": "mcp", "data": <JSON-RPC>}`` frames on ``/ws``, so tool calls share the
-session (and environment instance) of ``reset`` / ``step``::
+Works against our server and the reference's alike. As in the reference, a tool call is
+a step (``step(CallToolAction(...))``), so it counts in the episode (``state().step_count``,
+rubrics, transforms) and shares the session's environment instance with ``reset``.
+With ``use_production_mode = True`` calls go as JSON-RPC instead
+(``{"type": "mcp", "data": ...}`` frames on ``/ws``), straight to the tools. A server whose
+action class refuses tool steps is asked over JSON-RPC too::
 
     with MCPToolClient(base_url="http://127.0.0.1:8000") as env:
         env.reset()
@@ -21,6 +24,7 @@ from ..errors import EnvError
 from ..mcp.types import (
     CallToolAction,
     CallToolObservation,
+    ListToolsAction,
     ListToolsObservation,
     Tool,
     ToolError,
@@ -60,6 +64,7 @@ class MCPClientBase(EnvClient[CallToolAction, Observation, State]):
         super().__init__(base_url, **options)
         self._tools_cache: list[Tool] | None = None
         self._rpc_ids = itertools.count(1)
+        self.use_production_mode = False  # True: tools over JSON-RPC, not as steps
 
     async def _rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
         request = {
@@ -118,16 +123,47 @@ class MCPToolClient(MCPClientBase):
         cached = self.__dict__.get("_tools_cache")
         if use_cache and cached is not None:
             return list(cached)
-        result = await self._rpc("tools/list") or {}
-        self._tools_cache = [tool_from_payload(t) for t in result.get("tools", [])]
-        return list(self._tools_cache)
+        observation = None
+        if not self.__dict__.get("use_production_mode"):
+            observation = await self._tool_step(ListToolsAction())
+        if isinstance(observation, ListToolsObservation):
+            tools = list(observation.tools)
+        else:
+            result = await self._rpc("tools/list") or {}
+            tools = [tool_from_payload(t) for t in result.get("tools", [])]
+        self._tools_cache = tools
+        return list(tools)
 
     async def call_tool(self, name: str, **arguments: Any) -> Any:
-        """Call tool ``name``; returns its value (FastMCP's ``data`` when present)."""
-        result = await self._rpc("tools/call", {"name": name, "arguments": arguments})
+        """Call tool ``name``; returns its value (FastMCP's ``data`` when present).
+
+        A failed call raises :class:`EnvError` (a ``RuntimeError``) naming the tool.
+        """
+        observation = None
+        if not self.__dict__.get("use_production_mode"):
+            observation = await self._tool_step(CallToolAction(tool_name=name, arguments=arguments))
+        if isinstance(observation, CallToolObservation):
+            if observation.error is not None:
+                raise EnvError(
+                    "TOOL_ERROR",
+                    f"Tool {name!r} failed: {observation.error.message} "
+                    f"({observation.error.error_type.value})",
+                )
+            result = observation.result
+        else:
+            result = await self._rpc("tools/call", {"name": name, "arguments": arguments})
         if isinstance(result, dict) and "data" in result:
             return result["data"]
-        return result
+        return getattr(result, "data", result)
+
+    async def _tool_step(self, action: Any) -> Observation | None:
+        """The observation of a tool step; None when the server's action class refuses it."""
+        try:
+            return (await self.step(action)).observation
+        except EnvError as exc:
+            if exc.code == "VALIDATION_ERROR":
+                return None
+            raise
 
     async def get_tool(self, name: str) -> Tool | None:
         return next((t for t in await self.list_tools() if t.name == name), None)

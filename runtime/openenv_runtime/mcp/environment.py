@@ -22,19 +22,26 @@ Declare tools on a ``fastmcp.FastMCP`` server and hand it to the base class::
 ``step(ListToolsAction())`` lists the tools, ``step(CallToolAction(...))`` calls one (30 s
 limit unless ``timeout_s`` says otherwise); any other action goes to ``_step_impl``. The
 server also offers the tools over ``POST /mcp``, ``WS /mcp`` and ``mcp`` frames on ``/ws``.
+
+Tools may also be registered with ``@self.tool()`` (every mode) or
+``@self.tool(mode="production" | "simulation")`` (only while ``self.mode`` is that mode;
+see :mod:`openenv_runtime.mcp.modes`), and ``execute_code(code)`` runs an agent's Python
+with the tools as plain functions (code mode; :mod:`openenv_runtime.mcp.code_mode`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from pydantic_core import to_jsonable_python
 
 from ..environment import Environment
 from ..models import Action, Observation, State
+from .code_mode import CODE_TIMEOUT_S, run_code
+from .modes import ModeTools, check_mode, check_tool_name
 from .types import (
     RESERVED_TOOL_NAMES,
     CallToolAction,
@@ -83,13 +90,26 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
     return box["value"]  # type: ignore[no-any-return]
 
 
+class ToolCallResult(dict[str, Any]):
+    """A tool call's result as JSON (``content``, ``structured_content``, ``meta``, ``data``,
+    ``is_error``) that also reads like FastMCP's ``CallToolResult``: ``result.data``."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 def tool_result_payload(result: Any) -> Any:
     """A FastMCP call result as plain JSON (``content``, ``structured_content``, ``data``, ...)."""
     if isinstance(result, dict | list | str | int | float | bool) or result is None:
         return result
     fields = ("content", "structured_content", "meta", "data", "is_error")
     if all(hasattr(result, f) for f in fields):
-        return {f: to_jsonable_python(getattr(result, f), fallback=str) for f in fields}
+        return ToolCallResult(
+            {f: to_jsonable_python(getattr(result, f), fallback=str) for f in fields}
+        )
     return to_jsonable_python(result, fallback=str)
 
 
@@ -107,6 +127,7 @@ class MCPEnvironment(Environment[Action, Observation, State]):
         super().__init__(transform=transform, rubric=rubric)
         self.mcp_server = mcp_server
         self.mcp_client = _fastmcp().Client(mcp_server)
+        self._mode_tools = ModeTools(_fastmcp(), getattr(mcp_server, "name", "tools"))
         reserved = sorted(RESERVED_TOOL_NAMES & {t.name for t in run_blocking(self._raw_tools())})
         if reserved:
             raise ValueError(
@@ -114,27 +135,88 @@ class MCPEnvironment(Environment[Action, Observation, State]):
                 f"({', '.join(sorted(RESERVED_TOOL_NAMES))}); rename those tools."
             )
 
+    @property
+    def mode(self) -> str | None:
+        """``"production"``, ``"simulation"`` or None: which mode-specific tools are on offer."""
+        return getattr(self, "_mode", None)
+
+    @mode.setter
+    def mode(self, value: str | None) -> None:
+        check_mode(value)
+        self._mode = value
+
+    def tool(self, mode: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register the decorated function as a tool: in every mode, or only in ``mode``."""
+        check_mode(mode)
+
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            check_tool_name(func.__name__)
+            if mode is None:
+                self.mcp_server.tool(func)
+            else:
+                self._mode_tools.register(mode, func)
+            return func
+
+        return register
+
     async def _raw_tools(self) -> list[Any]:
         async with _fastmcp().Client(self.mcp_server) as client:
             return list(await client.list_tools())
 
+    async def _mode_raw_tools(self) -> list[Any]:
+        server = self._mode_tools.servers.get(self.mode or "")
+        if server is None:
+            return []
+        async with _fastmcp().Client(server) as client:
+            return list(await client.list_tools())
+
     async def list_tools(self) -> list[Tool]:
-        """The tools on offer, with their argument schemas."""
+        """The tools on offer in the current mode, with their argument schemas."""
+        specific = await self._mode_raw_tools()
+        names = {t.name for t in specific}
+        every = [t for t in await self._raw_tools() if t.name not in names]
         return [
             Tool(name=t.name, description=t.description or "", input_schema=_input_schema(t))
-            for t in await self._raw_tools()
+            for t in every + specific
         ]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], timeout_s: float | None = None
     ) -> Any:
         """Call tool ``name``; returns FastMCP's result (raises on a tool error or timeout)."""
+        server = self._mode_tools.server_for(name, self.mode)
+        if server is None:
+            exists_elsewhere = self._mode_tools.unavailable(name, self.mode)
+            if exists_elsewhere and name not in {t.name for t in await self._raw_tools()}:
+                raise LookupError(f"Tool {name!r} is not available in {self.mode} mode")
+            server = self.mcp_server
 
         async def call() -> Any:
-            async with _fastmcp().Client(self.mcp_server) as client:
+            async with _fastmcp().Client(server) as client:
                 return await client.call_tool(name, arguments)
 
         return await asyncio.wait_for(call(), timeout_s or TOOL_CALL_TIMEOUT_S)
+
+    @property
+    def supports_code_mode(self) -> bool:
+        """True: ``execute_code`` runs agent code with the tools as functions."""
+        return True
+
+    def get_callables(self) -> dict[str, Callable[..., Any]]:
+        """The current mode's tools as plain Python functions, by name (for code mode)."""
+
+        async def functions() -> dict[str, Callable[..., Any]]:
+            found = await self.mcp_server.list_tools()
+            return {t.name: t.fn for t in found if callable(getattr(t, "fn", None))}
+
+        return {**run_blocking(functions()), **self._mode_tools.in_mode(self.mode)}
+
+    def execute_code(self, code: str, timeout_s: int = CODE_TIMEOUT_S) -> Observation:
+        """Run ``code`` with the tools as functions; the value of its ``result`` variable is in
+        ``metadata["result"]``, a failure in ``metadata["error"]``."""
+        return Observation(
+            done=False, reward=0.0, metadata=run_code(code, self.get_callables(), timeout_s)
+        )
 
     async def _observe_call(
         self, action: CallToolAction, timeout_s: float | None
@@ -152,7 +234,9 @@ class MCPEnvironment(Environment[Action, Observation, State]):
             text = str(exc) or type(exc).__name__
             kind = (
                 ToolErrorType.TOOL_NOT_FOUND
-                if "unknown tool" in text.lower() or "not found" in text.lower()
+                if isinstance(exc, LookupError)
+                or "unknown tool" in text.lower()
+                or "not found" in text.lower()
                 else ToolErrorType.EXECUTION_ERROR
             )
             return CallToolObservation(

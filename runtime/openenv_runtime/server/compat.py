@@ -89,19 +89,26 @@ def resolve_reference_options(
 
 
 def action_validator(action_cls: type[Action]) -> Callable[[Any], Any]:
-    """Validate step data into ``action_cls``; MCP ``list_tools`` / ``call_tool`` are always known."""
+    """Validate step data into ``action_cls``.
+
+    MCP ``list_tools`` / ``call_tool`` data is recognised by its ``type`` when the server
+    hosts tools, that is when ``action_cls`` is the base ``Action`` or an MCP action class
+    (as in the reference); an environment with an action class of its own validates
+    everything itself, so ``type: call_tool`` cannot slip past its validation.
+    """
     validate = action_cls.__pydantic_validator__.validate_python
-    if action_cls.model_fields.get("type") is not None:
-        return validate  # the action class has its own discriminator: it decides
+    from ..mcp.types import CallToolAction, ListToolsAction
+
+    if action_cls not in (Action, CallToolAction, ListToolsAction):
+        return validate
 
     def validate_with_tools(data: Any) -> Any:
         if type(data) is dict:
             kind = data.get("type")
-            if kind == "list_tools" or kind == "call_tool":
-                from ..mcp.types import CallToolAction, ListToolsAction
-
-                cls = ListToolsAction if kind == "list_tools" else CallToolAction
-                return cls.model_validate(data)
+            if kind == "list_tools":
+                return ListToolsAction.model_validate(data)
+            if kind == "call_tool":
+                return CallToolAction.model_validate(data)
         return validate(data)
 
     return validate_with_tools

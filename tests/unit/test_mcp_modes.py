@@ -1,0 +1,137 @@
+"""MCPEnvironment: tools per mode (production / simulation) and code mode (execute_code)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fastmcp import FastMCP
+
+from openenv_runtime import MCPEnvironment, Observation, State
+from openenv_runtime.mcp import CallToolAction, CallToolObservation, ListToolsAction
+
+
+class Tools(MCPEnvironment):
+    def __init__(self) -> None:
+        server = FastMCP("tools")
+
+        @server.tool
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        super().__init__(server)
+
+        @self.tool(mode="production")
+        def lookup(query: str) -> str:
+            return f"real:{query}"
+
+        @self.tool(mode="simulation")
+        def lookup(query: str) -> str:  # noqa: F811
+            return f"mock:{query}"
+
+        @self.tool(mode="simulation")
+        async def sim_only(x: int) -> int:
+            await asyncio.sleep(0)
+            return x * 10
+
+        @self.tool()
+        def everywhere(x: int) -> int:
+            return x + 1
+
+    def reset(self, **kwargs: Any) -> Observation:
+        return Observation()
+
+    @property
+    def state(self) -> State:
+        return State()
+
+
+def names(env: MCPEnvironment) -> set[str]:
+    return {t.name for t in env.step(ListToolsAction()).tools}  # type: ignore[attr-defined]
+
+
+def value(obs: Any) -> Any:
+    assert isinstance(obs, CallToolObservation) and obs.error is None, obs
+    return obs.result.data
+
+
+def test_each_mode_lists_and_calls_its_own_tools() -> None:
+    env = Tools()
+    assert env.mode is None and names(env) == {"add", "everywhere"}
+    env.mode = "production"
+    assert names(env) == {"add", "everywhere", "lookup"}
+    assert value(env.step(CallToolAction(tool_name="lookup", arguments={"query": "q"}))) == "real:q"
+    env.mode = "simulation"
+    assert names(env) == {"add", "everywhere", "lookup", "sim_only"}
+    assert value(env.step(CallToolAction(tool_name="lookup", arguments={"query": "q"}))) == "mock:q"
+    assert value(env.step(CallToolAction(tool_name="sim_only", arguments={"x": 2}))) == 20
+    assert value(env.step(CallToolAction(tool_name="everywhere", arguments={"x": 2}))) == 3
+
+
+def test_a_tool_of_another_mode_is_not_found() -> None:
+    env = Tools()
+    env.mode = "production"
+    obs = env.step(CallToolAction(tool_name="sim_only", arguments={"x": 1}))
+    assert isinstance(obs, CallToolObservation) and obs.error is not None
+    assert obs.error.error_type.value == "tool_not_found" and "production" in obs.error.message
+
+
+def test_bad_modes_and_reserved_names_are_refused() -> None:
+    env = Tools()
+    with pytest.raises(ValueError, match="Invalid mode"):
+        env.tool(mode="staging")
+    with pytest.raises(ValueError, match="Invalid mode"):
+        env.mode = "staging"
+    with pytest.raises(ValueError, match="reserved"):
+
+        @env.tool(mode="simulation")
+        def reset() -> None: ...
+
+
+def test_code_mode_calls_the_current_modes_tools() -> None:
+    env = Tools()
+    env.mode = "simulation"
+    assert env.supports_code_mode and set(env.get_callables()) == {
+        "add",
+        "everywhere",
+        "lookup",
+        "sim_only",
+    }
+    obs = env.execute_code(
+        "total = 0\nfor n in [1, 2, 3]:\n    total = add(a=total, b=n)\nresult = total"
+    )
+    assert obs.metadata == {"result": 6}
+    assert env.execute_code("result = lookup(query='x')").metadata["result"] == "mock:x"
+    printed = env.execute_code("print('hi')\nresult = 1").metadata
+    assert printed["result"] == 1 and "hi" in printed["stdout"]
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        ("result = add(a=1, b=", "Syntax error"),
+        ("result = add(a=1, b='x')", "unsupported operand"),
+        ("result = missing(x=1)", "missing"),
+        ("import os\nresult = os.listdir('/')", "Import of os is not allowed"),
+        ("result = open('/etc/passwd').read()", "open"),
+        ("result = ().__class__.__bases__[0].__subclasses__()", "dunder"),
+        ("__import__('os').system('true')", "__import__"),
+    ],
+)
+def test_code_mode_refuses_what_an_agent_must_not_do(code: str, says: str) -> None:
+    # each of these runs with exec(); the restricted interpreter answers an error instead
+    metadata = Tools().execute_code(code).metadata
+    assert "result" not in metadata and says in metadata["error"], metadata
+
+
+def test_code_mode_is_bounded_in_time() -> None:
+    metadata = Tools().execute_code("while True:\n    pass", timeout_s=1).metadata
+    assert "error" in metadata
+
+
+def test_code_mode_output_is_bounded() -> None:
+    from openenv_runtime.mcp.code_mode import MAX_PRINT_CHARS
+
+    metadata = Tools().execute_code("print('a' * 200000)\nresult = 1").metadata
+    assert metadata["result"] == 1 and len(metadata["stdout"]) == MAX_PRINT_CHARS
