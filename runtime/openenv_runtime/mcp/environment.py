@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from pydantic_core import to_jsonable_python
@@ -159,8 +160,14 @@ class MCPEnvironment(Environment[Action, Observation, State]):
 
         return register
 
-    async def _raw_tools(self) -> list[Any]:
+    @asynccontextmanager
+    async def mcp_session(self) -> AsyncIterator[Any]:
+        """A connected FastMCP client of this environment's (every-mode) tools."""
         async with _fastmcp().Client(self.mcp_server) as client:
+            yield client
+
+    async def _raw_tools(self) -> list[Any]:
+        async with self.mcp_session() as client:
             return list(await client.list_tools())
 
     async def _mode_raw_tools(self) -> list[Any]:
