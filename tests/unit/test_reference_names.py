@@ -226,3 +226,14 @@ def test_mcp_types_are_routed_only_for_tool_servers() -> None:
     assert isinstance(deserialize_action({"type": "list_tools"}, CallToolAction), ListToolsAction)
     with pytest.raises(ValidationError):
         deserialize_action({"type": "call_tool", "tool_name": "x", "arguments": {}}, Move)
+
+
+def test_reference_client_attribute_names_read_ours() -> None:
+    from openenv_runtime import GenericEnvClient
+
+    client = GenericEnvClient(
+        "https://example.com", connect_timeout_s=30.0, message_timeout_s=120.0
+    )
+    assert client._ws_url == "wss://example.com/ws"
+    assert (client._connect_timeout, client._message_timeout) == (30.0, 120.0)
+    assert client.sync()._async is client

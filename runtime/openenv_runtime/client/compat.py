@@ -119,6 +119,19 @@ class ReferenceClientMixin:
             raise AttributeError("a client's mode is fixed when it is made; create another client")
         self.__dict__["_openenv_mode"] = value
 
+    # The reference client's attribute names for ours, read-only (some trainers read them).
+    @property
+    def _ws_url(self) -> str:
+        return str(self.__dict__["url"])
+
+    @property
+    def _connect_timeout(self) -> float:
+        return float(self.__dict__["connect_timeout"])
+
+    @property
+    def _message_timeout(self) -> float | None:
+        return self.__dict__["message_timeout"]  # type: ignore[no-any-return]
+
     async def new_session(self) -> EnvClient[Any, Any, Any]:
         """Another connected client (its own server session) with the same settings."""
         client: Any = self

@@ -45,6 +45,11 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         self.client = client
         self._loop = _background_loop()
 
+    @property
+    def _async(self) -> EnvClient[ActT, ObsT, StateT]:
+        """The wrapped async client (the reference's name for ``client``)."""
+        return self.client
+
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
