@@ -6,7 +6,8 @@ writes them. What changes:
 
 * Python imports (and dotted references, and ``"openenv.core..."`` strings such as
   ``mock.patch`` targets): ``openenv.core`` / ``openenv_core`` → ``openenv_runtime``,
-  ``openenv.auto`` / ``from openenv import AutoEnv`` → ``openenv_runtime``. Rewritten with
+  ``openenv.auto`` → ``openenv_runtime.auto``, ``from openenv import AutoEnv`` →
+  ``from openenv_runtime import AutoEnv``. Rewritten with
   libcst, so formatting and comments stay as they were.
 * ``pyproject.toml``: the ``openenv-core`` / ``openenv`` dependency becomes
   ``openenv-runtime`` (``[mcp]`` when the project uses FastMCP); edited with tomlkit.
@@ -36,8 +37,9 @@ SKIP_DIRS = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", "build", "dist"}
 )
 _STRING_PREFIX = re.compile(
-    r"""^(?P<q>[rRbBuU]*['"]{1,3})(?P<mod>openenv\.core|openenv_core)(?=[.'"])"""
+    r"""^(?P<q>[rRbBuU]*['"]{1,3})(?P<mod>openenv\.core|openenv_core|openenv\.auto)(?=[.'"])"""
 )
+_AUTO = f"{RUNTIME}.auto"
 
 
 @dataclass
@@ -79,8 +81,11 @@ class _ImportRewriter(cst.CSTTransformer):
     def leave_Attribute(
         self, original: cst.Attribute, updated: cst.Attribute
     ) -> cst.BaseExpression:
-        if get_full_name_for_node(updated) in ("openenv.core", "openenv.auto"):
+        name = get_full_name_for_node(updated)
+        if name == "openenv.core":
             return cst.Name(RUNTIME)
+        if name == "openenv.auto":  # the reference's auto package has its twin here
+            return cst.Attribute(value=cst.Name(RUNTIME), attr=cst.Name("auto"))
         return updated
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
@@ -90,12 +95,8 @@ class _ImportRewriter(cst.CSTTransformer):
         module = get_full_name_for_node(updated.module) if updated.module is not None else None
         if module is None or updated.relative:
             return updated
-        if (
-            module == "openenv"
-            or module.startswith(f"{RUNTIME}.auto_")
-            or module == f"{RUNTIME}.auto"
-        ):
-            # from openenv import AutoEnv / openenv.auto.auto_env → the top-level names
+        if module == "openenv":
+            # from openenv import AutoEnv → the top-level names
             updated = updated.with_changes(module=cst.Name(RUNTIME))
             module = RUNTIME
         if module.startswith(RUNTIME):
@@ -115,7 +116,8 @@ class _ImportRewriter(cst.CSTTransformer):
         match = _STRING_PREFIX.match(updated.value)
         if match is None:
             return updated
-        return updated.with_changes(value=match.group("q") + RUNTIME + updated.value[match.end() :])
+        target = _AUTO if match.group("mod") == "openenv.auto" else RUNTIME
+        return updated.with_changes(value=match.group("q") + target + updated.value[match.end() :])
 
 
 def rewrite_python(source: str) -> tuple[str, set[str]]:

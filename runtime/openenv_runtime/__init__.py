@@ -143,8 +143,8 @@ _LAZY: dict[str, str] = {
     "GenericAction": ".client.generic",
     "EnvConnectionError": ".errors",
     "load_environment_metadata": ".env_server.web_interface",
-    "AutoEnv": ".client.auto",
-    "AutoAction": ".client.auto",
+    "AutoEnv": ".auto",
+    "AutoAction": ".auto",
 }
 
 

@@ -25,6 +25,8 @@ from openenv.auto import AutoEnv
 from openenv import AutoAction
 from .models import Local
 patch_target = "openenv.core.env_client.EnvClient._send"
+auto_target = "openenv.auto.auto_env.get_discovery"
+from openenv.auto._discovery import get_discovery
 x = openenv.core.env_server.types.State
 '''
 
@@ -39,9 +41,11 @@ def test_rewrite_python_renames_modules_and_keeps_formatting() -> None:
     assert "import openenv_runtime.env_server.interfaces as ifaces" in new
     assert "from openenv_runtime.client_types import StepResult" in new
     assert (
-        "from openenv_runtime import AutoEnv" in new
+        "from openenv_runtime.auto import AutoEnv" in new
         and "from openenv_runtime import AutoAction" in new
+        and "from openenv_runtime.auto._discovery import get_discovery" in new
     )
+    assert '"openenv_runtime.auto.auto_env.get_discovery"' in new
     assert "from .models import Local" in new and "# a comment that stays" in new
     assert '"openenv_runtime.env_client.EnvClient._send"' in new
     assert "x = openenv_runtime.env_server.types.State" in new

@@ -1,0 +1,105 @@
+"""AutoEnv / AutoAction: installed environments found by name, for real (no mocked metadata).
+
+Each test lays out an installed distribution (a ``*.dist-info`` folder beside its package)
+in a temporary folder on ``sys.path``, which is all importlib.metadata looks at.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openenv_runtime.auto import AutoAction, AutoEnv, get_discovery, reset_discovery
+from openenv_runtime.auto._discovery import _infer_class_name, _is_hub_url, _normalize_env_name
+
+CLIENT = """
+from openenv_runtime import Action, GenericEnvClient, Observation
+
+
+class {prefix}Action(Action):
+    text: str = ""
+
+
+class {prefix}Observation(Observation):
+    text: str = ""
+
+
+class {prefix}Env(GenericEnvClient):
+    pass
+"""
+
+
+def install(
+    root: Path,
+    dist: str,
+    module: str,
+    prefix: str,
+    manifest: str | None = None,
+    entry_point: str | None = None,
+) -> None:
+    package = root / module
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "client.py").write_text(CLIENT.format(prefix=prefix))
+    if manifest is not None:
+        (package / "openenv.yaml").write_text(manifest)
+    info = root / f"{dist.replace('-', '_')}-0.3.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3.0\n")
+    if entry_point is not None:
+        (info / "entry_points.txt").write_text(f"[openenv.environments]\n{entry_point}\n")
+
+
+@pytest.fixture()
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reset_discovery()
+    yield tmp_path
+    reset_discovery()
+    for name in [m for m in sys.modules if m.split(".")[0] in {"echo_env", "tiny"}]:
+        del sys.modules[name]
+
+
+def test_names_are_normalised() -> None:
+    assert {_normalize_env_name(n) for n in ("echo", "echo-env", "echo_env")} == {"echo_env"}
+    assert _is_hub_url("org/echo_env") and not _is_hub_url("echo")
+    assert _infer_class_name("browser_gym_env", "client") == "BrowserGymEnv"
+
+
+def test_reference_named_distribution_is_found_by_any_spelling(site: Path) -> None:
+    install(site, "openenv-echo_env", "echo_env", "Echo", "name: echo_env\ndescription: Echoes\n")
+    info = AutoEnv.get_env_info("echo-env")
+    assert info["package"] == "openenv-echo_env" and info["description"] == "Echoes"
+    assert AutoEnv.get_env_class("echo").__name__ == "EchoEnv"
+    assert AutoAction.from_env("echo_env").__name__ == "EchoAction"
+    assert "echo" in get_discovery().discover()
+
+
+def test_entry_point_finds_an_openenv_init_project(site: Path) -> None:
+    # openenv init projects are not named openenv-*: they declare an entry point instead
+    install(
+        site,
+        "tiny",
+        "tiny",
+        "Tiny",
+        "name: tiny\naction: TinyAction\nobservation: TinyObservation\n",
+        entry_point="tiny = tiny",
+    )
+    assert AutoAction.get_action_info("tiny")["action_class"] == "TinyAction"
+    assert AutoEnv.get_env_class("tiny_env").__name__ == "TinyEnv"
+
+
+def test_unknown_names_suggest_the_installed_ones(site: Path) -> None:
+    install(site, "openenv-echo_env", "echo_env", "Echo")
+    with pytest.raises(ValueError, match="Did you mean: echo"):
+        AutoEnv.from_env("echoo", base_url="http://127.0.0.1:9")
+
+
+def test_factories_are_not_instantiated() -> None:
+    with pytest.raises(TypeError, match="factory class"):
+        AutoEnv()
+    with pytest.raises(TypeError, match="factory class"):
+        AutoAction()
