@@ -14,6 +14,7 @@ share that also pass on ours.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -42,14 +43,20 @@ markers =
 
 
 def _ensure_test_tools(python: Path) -> None:
-    """pytest and the reference environments' engine packages, as on our side (CI installs them)."""
+    """Our pytest version (test ids must match) and the reference environments' packages."""
+    ours = importlib.metadata.version("pytest")
     probe = subprocess.run(
-        [str(python), "-c", "import pytest, pytest_asyncio, pytest_timeout, chess, reasoning_gym"],
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m, pytest_asyncio, pytest_timeout, chess, reasoning_gym;"
+            f"assert m.version('pytest') == {ours!r}",
+        ],
         capture_output=True,
     )
     if probe.returncode != 0:
         requirements = ROOT / "tests" / "support" / "reference-envs.txt"
-        tools = ["pytest", "pytest-asyncio", "pytest-timeout"]
+        tools = [f"pytest=={ours}", "pytest-asyncio", "pytest-timeout"]
         subprocess.run(
             [str(python), "-m", "pip", "install", "-q", *tools, "-r", str(requirements)],
             check=True,
