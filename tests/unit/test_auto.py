@@ -59,7 +59,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     reset_discovery()
     yield tmp_path
     reset_discovery()
-    for name in [m for m in sys.modules if m.split(".")[0] in {"echo_env", "tiny"}]:
+    for name in [m for m in sys.modules if m.split(".")[0] in {"lantern_env", "tiny"}]:
         del sys.modules[name]
 
 
@@ -70,12 +70,18 @@ def test_names_are_normalised() -> None:
 
 
 def test_reference_named_distribution_is_found_by_any_spelling(site: Path) -> None:
-    install(site, "openenv-echo_env", "echo_env", "Echo", "name: echo_env\ndescription: Echoes\n")
-    info = AutoEnv.get_env_info("echo-env")
-    assert info["package"] == "openenv-echo_env" and info["description"] == "Echoes"
-    assert AutoEnv.get_env_class("echo").__name__ == "EchoEnv"
-    assert AutoAction.from_env("echo_env").__name__ == "EchoAction"
-    assert "echo" in get_discovery().discover()
+    install(
+        site,
+        "openenv-lantern_env",
+        "lantern_env",
+        "Lantern",
+        "name: lantern_env\ndescription: Lights\n",
+    )
+    info = AutoEnv.get_env_info("lantern-env")
+    assert info["package"] == "openenv-lantern_env" and info["description"] == "Lights"
+    assert AutoEnv.get_env_class("lantern").__name__ == "LanternEnv"
+    assert AutoAction.from_env("lantern_env").__name__ == "LanternAction"
+    assert "lantern" in get_discovery().discover()
 
 
 def test_entry_point_finds_an_openenv_init_project(site: Path) -> None:
@@ -93,9 +99,9 @@ def test_entry_point_finds_an_openenv_init_project(site: Path) -> None:
 
 
 def test_unknown_names_suggest_the_installed_ones(site: Path) -> None:
-    install(site, "openenv-echo_env", "echo_env", "Echo")
-    with pytest.raises(ValueError, match="Did you mean: echo"):
-        AutoEnv.from_env("echoo", base_url="http://127.0.0.1:9")
+    install(site, "openenv-lantern_env", "lantern_env", "Lantern")
+    with pytest.raises(ValueError, match="Did you mean: lantern"):
+        AutoEnv.from_env("lanternn", base_url="http://127.0.0.1:9")
 
 
 def test_factories_are_not_instantiated() -> None:
