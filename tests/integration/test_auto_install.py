@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+import openenv_runtime
+
+# The throwaway virtualenv sees the base interpreter's packages; this puts the code under test first.
+RUNTIME_ROOT = Path(openenv_runtime.__file__).resolve().parents[1]
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 PYPROJECT = """\
@@ -40,7 +45,7 @@ import sys
 from openenv_runtime.auto import AutoEnv
 
 try:
-    AutoEnv._install_from_hub("org/tiny-env", trust_remote_code=sys.argv[1] == "yes")
+    print("INSTALLED", AutoEnv._install_from_hub("org/tiny-env", trust_remote_code=sys.argv[1] == "yes"))
 except ValueError as exc:
     print("REFUSED", str(exc).splitlines()[0])
 print("FOUND", AutoEnv.get_env_info("tiny")["env_class"] if "--check" in sys.argv else "")
@@ -74,6 +79,7 @@ def python(tmp_path: Path) -> Path:
 def _run(python: Path, hub: Path, *args: str, trust_env: str | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "OPENENV_TRUST_REMOTE_CODE"}
     env["HF_ENDPOINT"] = hub.as_uri()
+    env["PYTHONPATH"] = str(RUNTIME_ROOT)
     env["PATH"] = os.pathsep.join([str(python.parent), "/usr/bin", "/bin"])  # the venv's pip, no uv
     if trust_env is not None:
         env["OPENENV_TRUST_REMOTE_CODE"] = trust_env
@@ -106,7 +112,9 @@ def test_without_consent_nothing_is_installed(hub: Path, python: Path) -> None:
 
 
 def test_with_consent_the_space_package_is_installed_and_found(hub: Path, python: Path) -> None:
-    assert "FOUND TinyEnv" in _run(python, hub, "yes", "--check")
+    out = _run(python, hub, "yes", "--check")
+    assert "FOUND TinyEnv" in out
+    assert "INSTALLED openenv-tiny" in out.replace("openenv_tiny", "openenv-tiny")
     assert _installed(python)
 
 

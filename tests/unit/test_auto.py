@@ -14,6 +14,7 @@ import pytest
 
 from openenv_runtime.auto import AutoAction, AutoEnv, get_discovery, reset_discovery
 from openenv_runtime.auto._discovery import _infer_class_name, _is_hub_url, _normalize_env_name
+from openenv_runtime.auto.auto_env import _installed_openenv_package
 
 CLIENT = """
 from openenv_runtime import Action, GenericEnvClient, Observation
@@ -109,3 +110,15 @@ def test_factories_are_not_instantiated() -> None:
         AutoEnv()
     with pytest.raises(TypeError, match="factory class"):
         AutoAction()
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Collecting x\nSuccessfully installed fastapi-0.1 openenv-wordle_env-0.1.0\n",
+        "Resolved 3 packages\n + fastapi==0.1\n + openenv-wordle_env==0.1.0\n",
+    ],
+)
+def test_the_installed_package_is_read_from_pip_or_uv_output(output: str) -> None:
+    assert _installed_openenv_package(output) == "openenv-wordle_env"
+    assert _installed_openenv_package("Requirement already satisfied: x") is None

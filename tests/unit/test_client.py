@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from openenv_runtime import EnvClient, EnvError, State
@@ -64,3 +66,28 @@ def test_unknown_observation_fields_from_a_newer_server_are_ignored() -> None:
         }
     )
     assert result.observation.echoed_message == "hi"
+
+
+class QuietConnect(Echo):
+    """A subclass whose connect() returns nothing, as user code often does."""
+
+    connects = 0
+
+    async def connect(self) -> None:  # type: ignore[override]
+        QuietConnect.connects += 1
+
+    async def close(self) -> None:
+        pass
+
+
+def test_async_with_and_await_give_the_client_whatever_connect_returns() -> None:
+    QuietConnect.connects = 0
+    client = QuietConnect("http://127.0.0.1:1")
+
+    async def use() -> None:
+        async with client as entered:
+            assert entered is client
+        assert await client is client
+
+    asyncio.run(use())
+    assert QuietConnect.connects == 2

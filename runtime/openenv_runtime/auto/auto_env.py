@@ -77,8 +77,23 @@ def _confirm_remote_install(repo_id: str) -> bool:
         return False
 
 
-def install_from_hub(repo_id: str, trust_remote_code: bool = False) -> None:
-    """``pip install`` the Space's package (after consent); raises ``ValueError`` otherwise."""
+def _installed_openenv_package(output: str) -> str | None:
+    """The ``openenv-*`` distribution that pip's or uv's install output reports, if any."""
+    names: list[str] = []
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith("Successfully installed "):  # pip: name-version name-version ...
+            names += [item.rsplit("-", 1)[0] for item in line.split()[2:]]
+        elif line.startswith("+ "):  # uv: " + name==version"
+            names.append(line[2:].split("==", 1)[0].strip())
+    return next((n for n in names if n.lower().startswith("openenv-")), None)
+
+
+def install_from_hub(repo_id: str, trust_remote_code: bool = False) -> str | None:
+    """``pip install`` the Space's package (after consent); raises ``ValueError`` otherwise.
+
+    Returns the ``openenv-*`` distribution the installer reports having installed, if any.
+    """
     if not trust_remote_code and not _confirm_remote_install(repo_id):
         raise ValueError(
             f"Installation cancelled for {repo_id}: installing a Space's code needs consent. Pass "
@@ -87,7 +102,7 @@ def install_from_hub(repo_id: str, trust_remote_code: bool = False) -> None:
         )
     command = [*_get_pip_command(), "install", hub_git_url(repo_id)]
     try:
-        subprocess.run(command, check=True, capture_output=True, text=True)
+        done = subprocess.run(command, check=True, capture_output=True, text=True)
     except subprocess.CalledProcessError as exc:
         output = (exc.stderr or exc.stdout or "").strip()[-2000:]
         raise ValueError(
@@ -95,6 +110,7 @@ def install_from_hub(repo_id: str, trust_remote_code: bool = False) -> None:
             "Check that the Space exists and is a Python package (a pyproject.toml)."
         ) from None
     importlib.invalidate_caches()
+    return _installed_openenv_package(f"{done.stdout or ''}\n{done.stderr or ''}")
 
 
 def ensure_package_from_hub(name: str, trust_remote_code: bool = False) -> str:

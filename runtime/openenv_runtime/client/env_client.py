@@ -240,17 +240,22 @@ class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, 
 
     async def __aenter__(self) -> typing.Self:
         try:
-            return await self.connect()
+            await self.connect()  # a subclass's (or a test's) connect() may not return self
         except BaseException:
             await self.close()  # the servers a from_* constructor started go too
             raise
+        return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     def __await__(self) -> Generator[Any, None, typing.Self]:
         """``env = await MyEnv.from_docker_image(...)`` connects, as the reference's users write it."""
-        return self.connect().__await__()
+        return self._connected().__await__()
+
+    async def _connected(self) -> typing.Self:
+        await self.connect()
+        return self
 
     def sync(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         """The same client with blocking methods, for plain scripts: ``with env.sync() as e: e.reset()``."""
