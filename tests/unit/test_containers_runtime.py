@@ -44,11 +44,17 @@ def test_container_provider_stop_is_stop_container() -> None:
     assert calls == ["stop_container"]
 
 
-def test_kubernetes_and_daytona_say_what_to_use() -> None:
+def test_kubernetes_says_what_to_use() -> None:
     with pytest.raises(NotImplementedError, match="openenv deploy kubernetes"):
         KubernetesProvider(namespace="dev")
-    with pytest.raises(NotImplementedError, match="LocalDockerProvider"):
-        DaytonaProvider()
+
+
+def test_daytona_without_its_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "daytona", None)
+    with pytest.raises(RuntimeError, match=r"openenv-runtime\[daytona\]"):
+        DaytonaProvider(api_key="k")
 
 
 def test_wait_for_ready_times_out_on_a_silent_port() -> None:
