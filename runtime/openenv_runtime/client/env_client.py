@@ -114,22 +114,15 @@ class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, 
         resume: bool = True,
         **reference: Any,
     ) -> None:
-        """A client for the environment server at ``base_url`` (``http(s)://`` or ``ws(s)://``).
+        """A client of the server at ``base_url`` (``http(s)://`` or ``ws(s)://``; ``/ws`` is used).
 
-        Args:
-            base_url: the server (its ``/ws`` endpoint is used).
-            token: bearer token; for a ``*.hf.space`` URL the default is ``HF_TOKEN``.
-            connect_timeout: seconds to open the connection.
-            message_timeout: seconds to wait for any reply (None: no limit).
-            ping_interval, ping_timeout: WebSocket keepalive (None: off).
-            headers: extra HTTP headers of the handshake.
-            max_message_bytes: the largest reply accepted.
-            resume: reattach to the same server session after a dropped connection.
-            mode: ``"simulation"`` (the default: ``reset`` / ``step`` / ``state``, Gym-style)
-                or ``"production"`` (tools only, as MCP clients use); default from
-                ``OPENENV_CLIENT_MODE``. Fixed once the client is made.
-            connect_timeout_s, message_timeout_s, max_message_size_mb, ...: the reference
-                client's names for the options above.
+        ``token``: bearer token (default ``HF_TOKEN`` for ``*.hf.space``); timeouts in seconds
+        (``message_timeout`` None: no limit); ``ping_interval`` / ``ping_timeout``: keepalive;
+        ``headers``: extra handshake headers; ``resume``: reattach to the same server session
+        after a dropped connection. ``mode``: ``"simulation"`` (default: reset/step/state,
+        Gym-style) or ``"production"`` (tools only), default ``OPENENV_CLIENT_MODE``, fixed
+        once made. The reference's names (``connect_timeout_s``, ``message_timeout_s``,
+        ``max_message_size_mb``, ...) are accepted too.
         """
         mapped: dict[str, Any] = {}
         if reference:  # the reference client's names (connect_timeout_s, ...): client/compat.py
