@@ -21,6 +21,7 @@ from openenv_runtime.providers import ProviderError
 from openenv_runtime.providers.base import health
 from openenv_runtime.providers.docker import RUN_LABEL
 from openenv_runtime.providers.process import free_port
+from openenv_runtime.providers.space import space_image
 from tests.support.provider_images import crashing_image, env_image  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,25 @@ def test_from_docker_image_with_reference_provider(
     assert provider.provider is None
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(container_id)
+
+
+@pytest.mark.integration
+@pytest.mark.docker
+def test_from_env_runs_the_space_image_with_a_reference_provider(
+    client: docker.DockerClient,
+    env_image: str,  # noqa: F811
+) -> None:
+    tag = space_image("openenv-test/containers-face")
+    client.images.get(env_image).tag(tag)
+    try:
+        provider = LocalDockerProvider()
+        with GenericEnvClient.from_env(
+            "openenv-test/containers-face", use_docker=True, provider=provider
+        ).sync() as env:
+            assert env.step({"message": "hub"}).observation["echoed_message"] == "hub"
+        assert provider.provider is None
+    finally:
+        client.images.remove(tag)
 
 
 @pytest.mark.integration

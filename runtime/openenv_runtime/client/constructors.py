@@ -105,7 +105,7 @@ class ProviderConstructors:
         *,
         token: str | None = None,
         env_vars: dict[str, str] | None = None,
-        provider: Provider | None = None,
+        provider: Provider | ContainerProvider | None = None,
         **client_kwargs: Any,
     ) -> typing.Self:
         """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private).
@@ -113,10 +113,15 @@ class ProviderConstructors:
         The Hub is ``HF_ENDPOINT`` (default https://huggingface.co). With ``use_docker=True``
         the Space's image ``registry.hf.space/org-name:latest`` runs locally instead (pulled
         when missing). ``provider`` replaces the default one (e.g. a ``SpaceProvider`` with
-        its own ``url``).
+        its own ``url``); one of the reference's container providers runs the Space's image.
         """
+        from ..containers.runtime.providers import ContainerProvider
         from ..providers.space import SpaceProvider, hf_token, space_image
 
+        if isinstance(provider, ContainerProvider):  # the reference's: runs the Space's image
+            return cls.from_docker_image(
+                space_image(repo_id), provider, env_vars=env_vars, **client_kwargs
+            )
         if provider is not None:
             if isinstance(provider, SpaceProvider):
                 token = hf_token(token)

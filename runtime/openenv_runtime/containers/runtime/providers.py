@@ -111,7 +111,8 @@ class LocalDockerProvider(_ProviderFace):
     """Runs the image as one container of the local Docker engine (``openenv-runtime[docker]``).
 
     Raises ``RuntimeError`` when no engine answers. ``start_container`` maps ``port`` (the host
-    port, default a free one) to the server's port 8000 and also takes the options of
+    port, default a free one) to the server's port 8000, pulls a missing image (``pull=False``
+    to refuse) and also takes the options of
     :class:`~openenv_runtime.providers.DockerProvider` (``cpus``, ``mem_limit``, ``labels``,
     ``pull``, ``container_port``, ``startup_timeout``); other keywords are ignored with a warning.
     """
@@ -132,7 +133,9 @@ class LocalDockerProvider(_ProviderFace):
             warnings.warn(
                 f"LocalDockerProvider ignores {', '.join(unknown)}", RuntimeWarning, stacklevel=4
             )
-        options = {key: value for key, value in kwargs.items() if key in self._OPTIONS}
+        # Like `docker run`, which the reference calls: a missing image is pulled.
+        options: dict[str, Any] = {"pull": True}
+        options.update((key, value) for key, value in kwargs.items() if key in self._OPTIONS)
         return DockerProvider(image, env=env_vars, host_port=port, **options)
 
     @property
