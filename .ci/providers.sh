@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# openenv-runtime[docker,ray]: the Docker SDK and Ray (a cp311 wheel, ~80 MB).
-python3 -m pip install --quiet --disable-pip-version-check -e "./runtime[docker,ray]"
+# openenv-runtime[docker,ray,daytona]: the Docker SDK, Ray (a cp311 wheel, ~80 MB) and
+# Daytona's SDK (DaytonaProvider's tests use its real parameter and image objects).
+python3 -m pip install --quiet --disable-pip-version-check -e "./runtime[docker,ray,daytona]"
 
 # A one-node swarm for SwarmProvider. The ingress routing mesh does not work on these
 # machines (no IPVS), so the provider publishes ports in host mode and needs none.

@@ -43,11 +43,8 @@ def reference_options(options: dict[str, Any]) -> dict[str, Any]:
         elif key == "mode":
             client_mode(value)  # checked here; stored by EnvClient.__init__
         elif key == "provider":
-            if value is not None:
-                raise TypeError(
-                    "provider= starts a server for the client in the reference; here start it with "
-                    "`openenv serve` or a container, then pass base_url=."
-                )
+            # A running provider the client owns: close() stops it, as in the reference.
+            mapped["provider"] = value
         else:
             raise TypeError(f"unexpected keyword argument {key!r}")
     return mapped

@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import os
 import typing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..containers.runtime.providers import ContainerProvider
     from ..providers.base import Provider
+
+
+class Stoppable(Protocol):
+    """What a client can own: something it stops when it closes."""
+
+    def stop(self) -> None: ...
 
 
 class ProviderConstructors:
     """Mixed into :class:`~openenv_runtime.EnvClient`; the provider lives in ``_provider``."""
 
-    _provider: Provider | None
+    _provider: Stoppable | None
 
     if TYPE_CHECKING:
 
@@ -58,7 +65,7 @@ class ProviderConstructors:
     def from_docker_image(
         cls,
         image: str,
-        provider: Provider | None = None,
+        provider: Provider | ContainerProvider | None = None,
         *,
         env_vars: dict[str, str] | None = None,
         port: int | None = None,
@@ -68,8 +75,22 @@ class ProviderConstructors:
 
         ``env_vars`` go to the container, ``port`` is its host port (default: a free one);
         ``provider`` replaces the default :class:`~openenv_runtime.providers.DockerProvider`
-        (the reference's argument order). Closing the client removes the container.
+        (the reference's argument order), and may be one of the reference's container providers
+        (``LocalDockerProvider()``, ``DockerSwarmProvider()``). Closing the client removes the
+        container.
         """
+        from ..containers.runtime.providers import ContainerProvider
+
+        if isinstance(provider, ContainerProvider):
+            base_url = provider.start_container(image, port=port, env_vars=env_vars)
+            try:
+                provider.wait_for_ready(base_url)
+                client = cls(base_url, **client_kwargs)
+            except BaseException:
+                provider.stop_container()
+                raise
+            client._provider = provider
+            return client
         if provider is None:
             from ..providers.docker import DockerProvider
 
@@ -84,7 +105,7 @@ class ProviderConstructors:
         *,
         token: str | None = None,
         env_vars: dict[str, str] | None = None,
-        provider: Provider | None = None,
+        provider: Provider | ContainerProvider | None = None,
         **client_kwargs: Any,
     ) -> typing.Self:
         """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private).
@@ -92,10 +113,15 @@ class ProviderConstructors:
         The Hub is ``HF_ENDPOINT`` (default https://huggingface.co). With ``use_docker=True``
         the Space's image ``registry.hf.space/org-name:latest`` runs locally instead (pulled
         when missing). ``provider`` replaces the default one (e.g. a ``SpaceProvider`` with
-        its own ``url``).
+        its own ``url``); one of the reference's container providers runs the Space's image.
         """
+        from ..containers.runtime.providers import ContainerProvider
         from ..providers.space import SpaceProvider, hf_token, space_image
 
+        if isinstance(provider, ContainerProvider):  # the reference's: runs the Space's image
+            return cls.from_docker_image(
+                space_image(repo_id), provider, env_vars=env_vars, **client_kwargs
+            )
         if provider is not None:
             if isinstance(provider, SpaceProvider):
                 token = hf_token(token)

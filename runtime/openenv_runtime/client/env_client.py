@@ -20,7 +20,7 @@ from .resume import ResumingTransport
 from .transport import Connection, ConnectionLost, HandshakeRefused, ReplySink
 
 if TYPE_CHECKING:
-    from ..providers.base import Provider
+    from .constructors import Stoppable
     from .sync import SyncEnvClient
 
 ActT = TypeVar("ActT", bound=Action)
@@ -124,6 +124,7 @@ class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, 
         once made. The reference's names (``connect_timeout_s``, ``message_timeout_s``,
         ``max_message_size_mb``, ...) are accepted too.
         """
+        mapped: dict[str, Any] = {}
         if reference:  # the reference client's names (connect_timeout_s, ...): client/compat.py
             mapped = reference_options(reference)
             connect_timeout = mapped.get("connect_timeout", connect_timeout)
@@ -144,7 +145,9 @@ class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, 
         self._conn: Connection | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the session ended, once it has
-        self._provider: Provider | None = None  # servers this client started, stopped by close()
+        # Servers this client owns (started by a constructor, or passed as provider=): close()
+        # stops them.
+        self._provider: Stoppable | None = mapped.get("provider")
         self._lock = asyncio.Lock()  # one request at a time while resuming (numbered requests)
         # Reconnect and resume after a dropped connection (see client/resume.py).
         self._resumer = ResumingTransport(self) if resume else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .base import Provider, ProviderError, last_lines
@@ -34,6 +34,10 @@ class SwarmProvider(Provider):
         container_port: the server's port inside the container (8000).
         host: the address the URLs use to reach the nodes' published ports.
         labels: extra service labels; name_prefix: the service is ``<prefix>-<run id>``.
+        host_port: publish on this host port instead of one the engine picks (host mode: on
+            one node, only one task can hold it, so use it with ``replicas=1``).
+        networks: networks to attach the tasks to; constraints: placement constraints;
+        command: the command to run instead of the image's.
         startup_timeout: seconds allowed for the tasks to run and answer ``/health``.
     """
 
@@ -49,6 +53,10 @@ class SwarmProvider(Provider):
         mem_limit: str | int | None = None,
         labels: Mapping[str, str] | None = None,
         name_prefix: str = "openenv",
+        host_port: int | None = None,
+        networks: Sequence[str] = (),
+        constraints: Sequence[str] = (),
+        command: Sequence[str] | None = None,
         startup_timeout: float = 180.0,
     ) -> None:
         super().__init__()
@@ -64,6 +72,10 @@ class SwarmProvider(Provider):
         self.run_id = uuid.uuid4().hex[:12]
         self.labels = {**(labels or {}), LABEL: "swarm", RUN_LABEL: self.run_id}
         self.name = f"{name_prefix}-{self.run_id}"
+        self.host_port = host_port
+        self.networks = list(networks)
+        self.constraints = list(constraints)
+        self.command = None if command is None else list(command)
         self.startup_timeout = startup_timeout
         self.service: Any = None
         self._client: Any = None
@@ -83,9 +95,14 @@ class SwarmProvider(Provider):
                 cpu_limit=int(self.cpus * 1e9) if self.cpus is not None else None,
                 mem_limit=mem,
             )
-        endpoint = {
-            "Ports": [{"Protocol": "tcp", "TargetPort": self.container_port, "PublishMode": "host"}]
+        port: dict[str, Any] = {
+            "Protocol": "tcp",
+            "TargetPort": self.container_port,
+            "PublishMode": "host",
         }
+        if self.host_port is not None:
+            port["PublishedPort"] = self.host_port
+        endpoint = {"Ports": [port]}
         env = {"HOST": "0.0.0.0", "PORT": str(self.container_port), **self.env}
         try:
             self.service = client.services.create(
@@ -99,6 +116,9 @@ class SwarmProvider(Provider):
                 mode=docker.types.ServiceMode("replicated", replicas=self.replicas),
                 resources=resources,
                 restart_policy=docker.types.RestartPolicy(condition="none"),
+                networks=self.networks or None,
+                constraints=self.constraints or None,
+                command=self.command,
             )
         except docker.errors.APIError as exc:
             raise ProviderError(
