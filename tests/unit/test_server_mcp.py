@@ -123,3 +123,17 @@ async def test_an_idle_mcp_session_is_reaped_with_its_connection() -> None:
             client, "tools/call", name="add", arguments={"a": 1, "b": 1}, session_id=sid
         )
         assert "Unknown session_id" in gone["error"]["message"]
+
+
+async def test_an_abandoned_sessions_mcp_connection_is_still_closed() -> None:
+    app = create_app(Counted, None, None, max_concurrent_envs=4)
+    manager = app.state.openenv_sessions
+    async with connect(app) as client:
+        sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
+        held = Counted.held[-1]
+        session = manager.sessions[sid]
+        session.env = None  # what a step timeout does: the instance is left to its step
+        await manager.release(session)
+        for task in list(manager._closing):
+            await task
+        assert not held.is_connected()

@@ -4,6 +4,8 @@
 (``pip install "openenv-runtime[code]"``), not in ``exec``: the code is walked node by node,
 so imports outside a short allow-list, ``open``, dunder attributes and any name that is
 neither a tool nor a safe builtin are refused. The code sets ``result`` to return a value.
+No route of the server runs code: an environment offers code mode only by calling
+``execute_code`` itself (from its own action, say).
 
 Bounds, enforced here rather than left to the interpreter (whose own time limit only
 reports a timeout once the code has finished by itself):

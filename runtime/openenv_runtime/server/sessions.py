@@ -247,7 +247,11 @@ class SessionManager:
             session.resume.timer.cancel()
         env, session.env = session.env, None
         stack, session.mcp_stack = session.mcp_stack, None
-        if env is None:
+        if env is None:  # abandoned to a running step: still end its MCP connection
+            if stack is not None:
+                closer = asyncio.get_running_loop().create_task(self._close_stack(stack))
+                self._closing.add(closer)
+                closer.add_done_callback(self._closing.discard)
             self.warm.kick()
             return
         if session.busy:
@@ -268,12 +272,16 @@ class SessionManager:
         self.warm.kick()
         await asyncio.shield(closer)
 
+    @staticmethod
+    async def _close_stack(stack: AsyncExitStack) -> None:
+        try:
+            await stack.aclose()
+        except Exception as exc:
+            logger.warning("closing a session's MCP connection failed: %s", exc)
+
     async def _close_env(self, env: Any, stack: AsyncExitStack | None = None) -> None:
         if stack is not None:
-            try:
-                await stack.aclose()
-            except Exception:
-                logger.warning("closing the MCP connection of %s failed", type(env).__qualname__)
+            await self._close_stack(stack)
         try:
             await self.runner.close(env)
         except Exception:
