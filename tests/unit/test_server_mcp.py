@@ -137,3 +137,20 @@ async def test_an_abandoned_sessions_mcp_connection_is_still_closed() -> None:
         for task in list(manager._closing):
             await task
         assert not held.is_connected()
+
+
+@pytest.mark.parametrize("name", ["execute_code", "get_callables"])
+async def test_no_route_runs_agent_code(name: str) -> None:
+    """Code mode is the environment's to offer: neither name is a tool a client can call."""
+    app = create_app(Counted, None, None, max_concurrent_envs=4)
+    async with connect(app) as client:
+        listed = (await rpc(client, "tools/list"))["result"]["tools"]
+        assert name not in {tool["name"] for tool in listed}
+        reply = await rpc(client, "tools/call", name=name, arguments={"code": "result = 1"})
+        assert "Unknown tool" in reply["error"]["message"]
+        sid = (await client.post("/reset", json={})).json()["session_id"]
+        action = {"type": "call_tool", "tool_name": name, "arguments": {"code": "result = 1"}}
+        stepped = (await client.post("/step", json={"session_id": sid, "action": action})).json()
+        assert stepped["observation"]["error"]["error_type"] == "tool_not_found"
+        assert stepped["observation"]["result"] is None
+        await client.post("/close", json={"session_id": sid})
