@@ -10,16 +10,14 @@ list[str]``, an idempotent ``stop()``, and works with ``with`` and ``async with`
 """
 
 from .base import Provider, ProviderError
-from .docker import DockerProvider, LocalDockerProvider
+from .docker import DockerProvider
 from .process import ProcessProvider
 from .ray import RayProvider
 from .space import SpaceProvider, space_image, space_url
-from .swarm import DockerSwarmProvider, SwarmProvider
+from .swarm import SwarmProvider
 
 __all__ = [
     "DockerProvider",
-    "DockerSwarmProvider",
-    "LocalDockerProvider",
     "ProcessProvider",
     "Provider",
     "ProviderError",

@@ -201,7 +201,3 @@ class DockerProvider(Provider):
         self.containers = []
         client.close()
         self._client = None
-
-
-LocalDockerProvider = DockerProvider
-"""The reference's name for the same thing."""

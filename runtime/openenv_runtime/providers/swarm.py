@@ -228,7 +228,3 @@ class SwarmProvider(Provider):
         self.service = None
         client.close()
         self._client = None
-
-
-DockerSwarmProvider = SwarmProvider
-"""The reference's name for the same thing."""
