@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -125,9 +127,30 @@ def test_code_mode_refuses_what_an_agent_must_not_do(code: str, says: str) -> No
     assert "result" not in metadata and says in metadata["error"], metadata
 
 
-def test_code_mode_is_bounded_in_time() -> None:
-    metadata = Tools().execute_code("while True:\n    pass", timeout_s=1).metadata
-    assert "error" in metadata
+def _code_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "openenv-code-mode"]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "for i in range(1000):\n    nap()",  # each call sleeps: only the caller's deadline stops it
+        "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+    ],
+)
+def test_code_mode_is_bounded_in_time_and_the_run_stops(code: str) -> None:
+    env = Tools()
+
+    @env.tool()
+    def nap() -> int:
+        time.sleep(0.05)
+        return 1
+
+    metadata = env.execute_code(code, timeout_s=0.5).metadata
+    assert "took over 0.5 s" in metadata["error"], metadata
+    for thread in _code_threads():  # the runaway code was stopped, not left running
+        thread.join(10)
+    assert not _code_threads()
 
 
 def test_code_mode_output_is_bounded() -> None:
@@ -135,3 +158,12 @@ def test_code_mode_output_is_bounded() -> None:
 
     metadata = Tools().execute_code("print('a' * 200000)\nresult = 1").metadata
     assert metadata["result"] == 1 and len(metadata["stdout"]) == MAX_PRINT_CHARS
+    endless = Tools().execute_code("while True:\n    print('a' * 1000)").metadata
+    assert "printed over" in endless["error"] and len(endless["stdout"]) == MAX_PRINT_CHARS
+
+
+def test_code_mode_result_is_bounded() -> None:
+    from openenv_runtime.mcp.code_mode import MAX_RESULT_CHARS
+
+    metadata = Tools().execute_code(f"result = 'a' * {MAX_RESULT_CHARS + 1}").metadata
+    assert "result" not in metadata and f"at most {MAX_RESULT_CHARS}" in metadata["error"]

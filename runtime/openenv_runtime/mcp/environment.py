@@ -128,6 +128,7 @@ class MCPEnvironment(Environment[Action, Observation, State]):
         super().__init__(transform=transform, rubric=rubric)
         self.mcp_server = mcp_server
         self.mcp_client = _fastmcp().Client(mcp_server)
+        self._held: tuple[Any, asyncio.AbstractEventLoop] | None = None
         self._mode_tools = ModeTools(_fastmcp(), getattr(mcp_server, "name", "tools"))
         reserved = sorted(RESERVED_TOOL_NAMES & {t.name for t in run_blocking(self._raw_tools())})
         if reserved:
@@ -162,9 +163,37 @@ class MCPEnvironment(Environment[Action, Observation, State]):
 
     @asynccontextmanager
     async def mcp_session(self) -> AsyncIterator[Any]:
-        """A connected FastMCP client of this environment's (every-mode) tools."""
-        async with _fastmcp().Client(self.mcp_server) as client:
-            yield client
+        """A connected FastMCP client of this environment's (every-mode) tools.
+
+        While one is open (the server holds one for each session's lifetime), calls on the
+        same event loop reuse its connection, so FastMCP's per-session state
+        (``ctx.set_state``) lasts across tool calls; otherwise each call connects anew.
+        """
+        held = self._held_client()
+        if held is not None:
+            yield held
+            return
+        client = _fastmcp().Client(self.mcp_server)
+        async with client:
+            if getattr(self, "_held", None) is not None:  # held on another loop: leave it be
+                yield client
+                return
+            self._held = (client, asyncio.get_running_loop())
+            try:
+                yield client
+            finally:
+                self._held = None
+
+    def _held_client(self) -> Any | None:
+        held = getattr(self, "_held", None)
+        if held is None:
+            return None
+        client, loop = held
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return client if loop is running and client.is_connected() else None
 
     async def _raw_tools(self) -> list[Any]:
         async with self.mcp_session() as client:
@@ -199,6 +228,9 @@ class MCPEnvironment(Environment[Action, Observation, State]):
             server = self.mcp_server
 
         async def call() -> Any:
+            if server is self.mcp_server:
+                async with self.mcp_session() as client:
+                    return await client.call_tool(name, arguments)
             async with _fastmcp().Client(server) as client:
                 return await client.call_tool(name, arguments)
 
@@ -218,7 +250,7 @@ class MCPEnvironment(Environment[Action, Observation, State]):
 
         return {**run_blocking(functions()), **self._mode_tools.in_mode(self.mode)}
 
-    def execute_code(self, code: str, timeout_s: int = CODE_TIMEOUT_S) -> Observation:
+    def execute_code(self, code: str, timeout_s: float = CODE_TIMEOUT_S) -> Observation:
         """Run ``code`` with the tools as functions; the value of its ``result`` variable is in
         ``metadata["result"]``, a failure in ``metadata["error"]``."""
         return Observation(
@@ -275,5 +307,6 @@ class MCPEnvironment(Environment[Action, Observation, State]):
         )
 
     def close(self) -> None:
+        self._held = None
         self.mcp_client = None
         self.mcp_server = None

@@ -234,7 +234,7 @@ def create_app(
         manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
-    mcp_handler = MCPHandler(manager)
+    mcp_handler = MCPHandler(manager, auth_required=bool(api_key))
     ws_endpoint.mcp, ws_endpoint.attach = mcp_handler.handle, serve_attached
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
     app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint

@@ -155,6 +155,7 @@ def build_http_router(
             session = opened
             try:
                 session.env = await manager.new_instance()  # from the warm pool, if any
+                await manager.hold_tools(session)
             except Exception as exc:
                 logger.exception("creating the environment failed (HTTP /reset)")
                 await manager.release(session)

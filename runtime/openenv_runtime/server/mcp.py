@@ -33,6 +33,7 @@ from ..mcp.types import (
     McpMethod,
 )
 from ..protocol import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, ErrorCode, decode, encode, error_message
+from .limits import client_identity
 from .sessions import Session, SessionManager
 from .websocket import _CLOSE, WebSocketEndpoint, _Final, describe_exception
 
@@ -52,12 +53,25 @@ def _ok(result: Any, request_id: Any) -> Reply:
 class MCPHandler:
     """Answers JSON-RPC requests for one app, on a session's environment or a short-lived one."""
 
-    def __init__(self, manager: SessionManager) -> None:
+    def __init__(self, manager: SessionManager, auth_required: bool = False) -> None:
         self.manager = manager
         self.runner = manager.runner
+        self.auth_required = auth_required
 
-    async def open_session(self) -> Session | Reply:
-        session = self.manager.open("http")
+    def client(self, scope: Any) -> str:
+        """Who a request counts as for ``MAX_SESSIONS_PER_CLIENT`` (as for ``POST /reset``)."""
+        return client_identity(scope, self.auth_required)
+
+    async def open_session(self, client: str | None = None) -> Session | Reply:
+        if self.manager.client_full(client):
+            return _error(
+                JsonRpcErrorCode.SERVER_ERROR,
+                f"This client already holds {self.manager.per_client} sessions, the most one "
+                "client may hold (MAX_SESSIONS_PER_CLIENT); close one with "
+                f"{SESSION_CLOSE} first.",
+                data={"max_sessions_per_client": self.manager.per_client},
+            )
+        session = self.manager.open("http", client)
         if session is None:
             return _error(
                 JsonRpcErrorCode.SERVER_ERROR,
@@ -69,12 +83,15 @@ class MCPHandler:
             )
         try:
             session.env = await self.manager.new_instance()
+            await self.manager.hold_tools(session)
         except Exception as exc:
-            await self.manager.release(session)
+            await self.manager.release(session)  # the slot, the instance: nothing leaks
             return _error(JsonRpcErrorCode.SERVER_ERROR, describe_exception(exc))
         return session
 
-    async def handle(self, payload: Any, current: Session | None = None) -> Reply:
+    async def handle(
+        self, payload: Any, current: Session | None = None, client: str | None = None
+    ) -> Reply:
         try:
             request = JsonRpcRequest.model_validate(payload)
         except ValidationError as exc:
@@ -84,7 +101,7 @@ class MCPHandler:
         if request.method == SESSION_CREATE:
             if current is not None:
                 return _ok({"session_id": current.id}, rid)
-            opened = await self.open_session()
+            opened = await self.open_session(client)
             if isinstance(opened, dict):
                 return {**opened, "id": rid}
             return _ok({"session_id": opened.id}, rid)
@@ -193,12 +210,12 @@ def build_mcp_router(handler: MCPHandler) -> APIRouter:
             payload = decode(await request.body())
         except ValueError:
             return _error(JsonRpcErrorCode.PARSE_ERROR, "Parse error: the body is not JSON")
-        return await handler.handle(payload)
+        return await handler.handle(payload, client=handler.client(request.scope))
 
     @router.websocket("/mcp")
     async def mcp_ws(websocket: WebSocket) -> None:
         await websocket.accept()
-        opened = await handler.open_session()
+        opened = await handler.open_session(handler.client(websocket.scope))
         if isinstance(opened, dict):
             await websocket.send_text(encode(opened))
             await websocket.close()

@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 from ..protocol import CLOSE_NORMAL
@@ -42,6 +43,7 @@ class Session:
         "kind",
         "last_active",
         "lock",
+        "mcp_stack",
         "released",
         "resume",
         "send",
@@ -53,6 +55,7 @@ class Session:
         self.kind = kind
         self.client = client  # who it counts against for the per-client cap
         self.env: Any = None
+        self.mcp_stack: AsyncExitStack | None = None  # the held MCP connection, if any
         self.step: Any = None  # the environment's step, bound once (see EnvRunner.bind_step)
         self.last_active = time.monotonic()
         self.busy = False
@@ -162,6 +165,23 @@ class SessionManager:
             return await self.warm.take()
         return await self.runner.create()
 
+    async def hold_tools(self, session: Session) -> None:
+        """Keep the MCP connection of the session's environment open until it is released.
+
+        FastMCP's per-session state (``ctx.set_state``) then lasts across the session's tool
+        calls. Raises what connecting raised; the caller releases the session.
+        """
+        factory = getattr(session.env, "mcp_session", None)
+        if not callable(factory):
+            return
+        stack = AsyncExitStack()
+        try:
+            await stack.enter_async_context(factory())
+        except BaseException:
+            await stack.aclose()
+            raise
+        session.mcp_stack = stack
+
     # -- resume ---------------------------------------------------------------------------
     def can_detach(self, session: Session) -> bool:
         return (
@@ -226,7 +246,12 @@ class SessionManager:
         if session.resume is not None and session.resume.timer is not None:
             session.resume.timer.cancel()
         env, session.env = session.env, None
-        if env is None:
+        stack, session.mcp_stack = session.mcp_stack, None
+        if env is None:  # abandoned to a running step: still end its MCP connection
+            if stack is not None:
+                closer = asyncio.get_running_loop().create_task(self._close_stack(stack))
+                self._closing.add(closer)
+                closer.add_done_callback(self._closing.discard)
             self.warm.kick()
             return
         if session.busy:
@@ -241,13 +266,22 @@ class SessionManager:
                     STEP_WAIT_ON_CLOSE,
                 )
         # A task of its own: a cancelled caller (server shutdown) cannot skip the close().
-        closer = asyncio.get_running_loop().create_task(self._close_env(env))
+        closer = asyncio.get_running_loop().create_task(self._close_env(env, stack))
         self._closing.add(closer)
         closer.add_done_callback(self._closing.discard)
         self.warm.kick()
         await asyncio.shield(closer)
 
-    async def _close_env(self, env: Any) -> None:
+    @staticmethod
+    async def _close_stack(stack: AsyncExitStack) -> None:
+        try:
+            await stack.aclose()
+        except Exception as exc:
+            logger.warning("closing a session's MCP connection failed: %s", exc)
+
+    async def _close_env(self, env: Any, stack: AsyncExitStack | None = None) -> None:
+        if stack is not None:
+            await self._close_stack(stack)
         try:
             await self.runner.close(env)
         except Exception:

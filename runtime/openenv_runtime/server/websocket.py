@@ -217,6 +217,7 @@ class WebSocketEndpoint:
         try:
             await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": headers})
             session.env = await manager.new_instance()
+            await manager.hold_tools(session)
             session.step = self.runner.bind_step(session.env)
         except OSError:
             await manager.release(session)

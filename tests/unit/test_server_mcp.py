@@ -1,0 +1,139 @@
+"""POST /mcp sessions: their MCP connection is held, bounded per client, reaped, never leaked."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+from fastmcp import FastMCP
+from fastmcp.server.middleware import Middleware
+
+from openenv_runtime import MCPEnvironment, Observation, State, create_app
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class CountHandshakes(Middleware):
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def on_initialize(self, context: Any, call_next: Any) -> Any:
+        self.count += 1
+        return await call_next(context)
+
+
+HANDSHAKES = CountHandshakes()
+SERVER = FastMCP("counted", middleware=[HANDSHAKES])
+
+
+@SERVER.tool
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+class Counted(MCPEnvironment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    held: ClassVar[list[Any]] = []
+
+    def __init__(self) -> None:
+        super().__init__(SERVER)
+
+    @asynccontextmanager
+    async def mcp_session(self) -> AsyncIterator[Any]:
+        async with super().mcp_session() as client:
+            Counted.held.append(client)
+            yield client
+
+    def reset(self, **kwargs: Any) -> Observation:
+        return Observation()
+
+    @property
+    def state(self) -> State:
+        return State()
+
+
+class Unreachable(Counted):
+    @asynccontextmanager
+    async def mcp_session(self) -> AsyncIterator[Any]:
+        raise ConnectionError("MCP server unreachable")
+        yield
+
+
+async def rpc(client: httpx.AsyncClient, method: str, **params: Any) -> dict[str, Any]:
+    reply = await client.post("/mcp", json={"jsonrpc": "2.0", "method": method, "params": params})
+    return reply.json()  # type: ignore[no-any-return]
+
+
+def connect(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_a_session_keeps_one_mcp_connection_and_closes_it_when_closed() -> None:
+    app = create_app(Counted, None, None, max_concurrent_envs=4)
+    async with connect(app) as client:
+        sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
+        before = HANDSHAKES.count
+        for n in range(3):
+            reply = await rpc(
+                client, "tools/call", name="add", arguments={"a": n, "b": 1}, session_id=sid
+            )
+            assert reply["result"]["data"] == n + 1
+        assert HANDSHAKES.count == before  # no new connection per call
+        held = Counted.held[-1]
+        assert held.is_connected()
+        assert (await rpc(client, "openenv/session/close", session_id=sid))["result"]["closed"]
+        assert not held.is_connected()
+
+
+async def test_a_failing_mcp_connection_leaks_no_slot() -> None:
+    app = create_app(Unreachable, None, None, max_concurrent_envs=1)
+    async with connect(app) as client:
+        reply = await rpc(client, "openenv/session/create")
+        assert "unreachable" in reply["error"]["message"]
+        assert app.state.openenv_sessions.active == 0
+
+
+async def test_mcp_sessions_count_against_the_per_client_cap() -> None:
+    app = create_app(Counted, None, None, max_concurrent_envs=4, max_sessions_per_client=1)
+    async with connect(app) as client:
+        assert "result" in await rpc(client, "openenv/session/create")
+        refused = await rpc(client, "openenv/session/create")
+        assert "MAX_SESSIONS_PER_CLIENT" in refused["error"]["message"]
+        assert app.state.openenv_sessions.active == 1
+
+
+async def test_an_idle_mcp_session_is_reaped_with_its_connection() -> None:
+    app = create_app(Counted, None, None, max_concurrent_envs=4)
+    manager = app.state.openenv_sessions
+    async with connect(app) as client:
+        sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
+        held = Counted.held[-1]
+        manager.idle_timeout = 0.0
+        assert await manager.reap_idle() == 1
+        assert manager.active == 0 and not held.is_connected()
+        gone = await rpc(
+            client, "tools/call", name="add", arguments={"a": 1, "b": 1}, session_id=sid
+        )
+        assert "Unknown session_id" in gone["error"]["message"]
+
+
+async def test_an_abandoned_sessions_mcp_connection_is_still_closed() -> None:
+    app = create_app(Counted, None, None, max_concurrent_envs=4)
+    manager = app.state.openenv_sessions
+    async with connect(app) as client:
+        sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
+        held = Counted.held[-1]
+        session = manager.sessions[sid]
+        session.env = None  # what a step timeout does: the instance is left to its step
+        await manager.release(session)
+        for task in list(manager._closing):
+            await task
+        assert not held.is_connected()
