@@ -80,3 +80,39 @@ def test_client_owns_a_provider_passed_to_it() -> None:
     client = GenericEnvClient(base_url="http://127.0.0.1:1", provider=Owned())
     client.sync().close()
     assert stopped == [True]
+
+
+class _DuckProvider:
+    """Shaped like the reference's container providers without subclassing anything."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def start_container(self, image: str, **kwargs: Any) -> str:
+        self.calls.append(("start_container", (image,), kwargs))
+        return "http://127.0.0.1:1"
+
+    def wait_for_ready(self, base_url: str) -> None:
+        self.calls.append(("wait_for_ready", (base_url,), {}))
+
+    def stop_container(self) -> None:
+        self.calls.append(("stop_container", (), {}))
+
+
+def test_from_docker_image_takes_a_duck_typed_container_provider() -> None:
+    duck = _DuckProvider()
+    client = GenericEnvClient.from_docker_image("img:1", provider=duck)  # type: ignore[arg-type]
+    assert duck.calls == [
+        ("start_container", ("img:1",), {}),  # no options the caller did not give
+        ("wait_for_ready", ("http://127.0.0.1:1",), {}),
+    ]
+    client.sync().close()
+    assert duck.calls[-1][0] == "stop_container"
+
+
+def test_from_env_runs_the_space_image_on_a_duck_typed_provider() -> None:
+    duck = _DuckProvider()
+    GenericEnvClient.from_env("user/my-env", provider=duck, env_vars={"A": "1"})  # type: ignore[arg-type]
+    name, args, kwargs = duck.calls[0]
+    assert name == "start_container" and "registry.hf.space/user-my-env" in args[0]
+    assert kwargs == {"env_vars": {"A": "1"}}

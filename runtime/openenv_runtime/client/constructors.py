@@ -79,23 +79,29 @@ class ProviderConstructors:
         (``LocalDockerProvider()``, ``DockerSwarmProvider()``). Closing the client removes the
         container.
         """
-        from ..containers.runtime.providers import ContainerProvider
-
-        if isinstance(provider, ContainerProvider):
-            base_url = provider.start_container(image, port=port, env_vars=env_vars)
+        if _is_container_provider(provider):
+            container = typing.cast("ContainerProvider", provider)
+            # only the options given, as the reference passes them (duck-typed providers
+            # written for it may not take ``port`` at all)
+            options: dict[str, Any] = {}
+            if port is not None:
+                options["port"] = port
+            if env_vars is not None:
+                options["env_vars"] = env_vars
+            base_url = container.start_container(image, **options)
             try:
-                provider.wait_for_ready(base_url)
+                container.wait_for_ready(base_url)
                 client = cls(base_url, **client_kwargs)
             except BaseException:
-                provider.stop_container()
+                container.stop_container()
                 raise
-            client._provider = provider
+            client._provider = _ContainerStopper(container)
             return client
         if provider is None:
             from ..providers.docker import DockerProvider
 
             provider = DockerProvider(image, env=env_vars, host_port=port)
-        return cls.from_provider(provider, **client_kwargs)
+        return cls.from_provider(typing.cast("Provider", provider), **client_kwargs)
 
     @classmethod
     def from_env(
@@ -115,17 +121,18 @@ class ProviderConstructors:
         when missing). ``provider`` replaces the default one (e.g. a ``SpaceProvider`` with
         its own ``url``); one of the reference's container providers runs the Space's image.
         """
-        from ..containers.runtime.providers import ContainerProvider
         from ..providers.space import SpaceProvider, hf_token, space_image
 
-        if isinstance(provider, ContainerProvider):  # the reference's: runs the Space's image
+        if _is_container_provider(provider):  # the reference's: runs the Space's image
             return cls.from_docker_image(
                 space_image(repo_id), provider, env_vars=env_vars, **client_kwargs
             )
         if provider is not None:
             if isinstance(provider, SpaceProvider):
                 token = hf_token(token)
-            return cls.from_provider(provider, token=token, **client_kwargs)
+            return cls.from_provider(
+                typing.cast("Provider", provider), token=token, **client_kwargs
+            )
         if use_docker:
             from ..providers.docker import DockerProvider
 
@@ -135,3 +142,30 @@ class ProviderConstructors:
         return cls.from_provider(space, token=hf_token(token), **client_kwargs)
 
     from_hub = from_env
+
+
+def _is_container_provider(provider: object) -> bool:
+    """A reference-style provider: a ``ContainerProvider`` or any object shaped like one.
+
+    The reference only calls ``start_container`` / ``wait_for_ready`` / ``stop_container``,
+    so users' own providers (and test doubles) need not subclass anything; ours
+    (:class:`~openenv_runtime.providers.base.Provider`) go through ``from_provider``.
+    """
+    from ..containers.runtime.providers import ContainerProvider
+    from ..providers.base import Provider
+
+    if isinstance(provider, ContainerProvider):
+        return True
+    return not isinstance(provider, Provider) and callable(
+        getattr(provider, "start_container", None)
+    )
+
+
+class _ContainerStopper:
+    """Lets a client own a container provider: ``stop()`` removes its container."""
+
+    def __init__(self, provider: ContainerProvider) -> None:
+        self.provider = provider
+
+    def stop(self) -> None:
+        self.provider.stop_container()
