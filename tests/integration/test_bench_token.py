@@ -158,7 +158,7 @@ def test_serve_with_the_flag_keeps_it_out_of_every_child_argv(tmp_path: Path) ->
         cwd=tmp_path,
         env={**bench_env(None), "PYTHONPATH": str(REPO)},
     )
-    seen: dict[int, list[str]] = {}
+    seen: set[tuple[str, ...]] = set()
     parent = psutil.Process(process.pid)
     own = parent.cmdline()  # the parent's argv holds --token (on purpose, in this test)
     while process.poll() is None:
@@ -169,14 +169,15 @@ def test_serve_with_the_flag_keeps_it_out_of_every_child_argv(tmp_path: Path) ->
         for child in children:
             try:
                 cmdline = child.cmdline()
-                if cmdline != own:  # a child between fork and exec still shows the parent's argv
-                    seen[child.pid] = cmdline
+                # a child between fork and exec still shows the parent's argv; a zombie shows none
+                if cmdline and cmdline != own:
+                    seen.add(tuple(cmdline))
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
     output = process.communicate(timeout=180)[0]
     assert process.returncode == 0, output
     assert SECRET not in output
-    commands = [" ".join(cmdline) for cmdline in seen.values()]
+    commands = [" ".join(cmdline) for cmdline in seen]
     assert any("openenv_cli.bench.worker" in c for c in commands), commands
     assert any("openenv_runtime.serve" in c for c in commands), commands
     assert all(SECRET not in c for c in commands)
