@@ -136,7 +136,7 @@ def _is_local_url(url: str) -> bool:
 
 def _answers(url: str, timeout: float) -> bool:
     """Whether ``url``/health (else ``url``) answers 200."""
-    # No proxy for a local server (a proxy would answer for it); redirects are not followed.
+    # No proxy for a local server: a proxy would answer in its place.
     handlers: list[Any] = [urllib.request.ProxyHandler({})] if _is_local_url(url) else []
     opener = urllib.request.build_opener(*handlers)
     for target in (url.rstrip("/") + "/health", url):
