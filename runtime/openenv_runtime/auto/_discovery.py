@@ -149,22 +149,19 @@ def _create_env_info_from_package(
 
 
 def _candidates() -> dict[str, tuple[str, str]]:
-    """distribution name → (module to import, version), entry points first."""
+    """distribution name → (module to import, version), in one pass over the installed ones."""
     found: dict[str, tuple[str, str]] = {}
-    try:
-        points = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
-    except Exception as exc:  # broken metadata somewhere must not stop the name-based search
-        logger.warning("cannot read the %s entry points: %s", ENTRY_POINT_GROUP, exc)
-        points = []
-    for point in points:
-        dist = point.dist
-        if dist is not None:
-            found[dist.metadata["Name"]] = (point.value.split(":")[0], dist.version)
     for dist in importlib.metadata.distributions():
         package = dist.metadata["Name"] or ""
-        if package.startswith("openenv-") and package not in NOT_ENVIRONMENTS:
-            module = package.removeprefix("openenv-").replace("-", "_")
-            found.setdefault(package, (module, dist.version))
+        try:
+            points = [p for p in dist.entry_points if p.group == ENTRY_POINT_GROUP]
+        except Exception as exc:  # broken metadata must not stop the name-based search
+            logger.warning("cannot read the entry points of %s: %s", package, exc)
+            points = []
+        if points:
+            found[package] = (points[0].value.split(":")[0], dist.version)
+        elif package.startswith("openenv-") and package not in NOT_ENVIRONMENTS:
+            found[package] = (package.removeprefix("openenv-").replace("-", "_"), dist.version)
     return found
 
 

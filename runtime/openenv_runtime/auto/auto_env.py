@@ -26,6 +26,7 @@ from typing import Any
 
 from ..client.env_client import EnvClient
 from ..client.generic import GenericEnvClient
+from ..providers.base import health
 from ..providers.space import space_url
 from ._discovery import EnvironmentInfo, _is_hub_url, _normalize_env_name, get_discovery
 
@@ -135,18 +136,16 @@ def _is_local_url(url: str) -> bool:
 
 
 def _answers(url: str, timeout: float) -> bool:
-    """Whether ``url``/health (else ``url``) answers 200."""
+    """Whether ``url``/health answers (else the page at ``url`` itself answers 200)."""
+    if health(url, timeout=timeout) is not None:
+        return True
     # No proxy for a local server: a proxy would answer in its place.
     handlers: list[Any] = [urllib.request.ProxyHandler({})] if _is_local_url(url) else []
-    opener = urllib.request.build_opener(*handlers)
-    for target in (url.rstrip("/") + "/health", url):
-        try:
-            with opener.open(target, timeout=timeout) as response:
-                if response.status == 200:
-                    return True
-        except (urllib.error.URLError, OSError, ValueError):
-            continue
-    return False
+    try:
+        with urllib.request.build_opener(*handlers).open(url, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 
 def _find(name: str) -> EnvironmentInfo:
