@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from openenv_cli.build import BASE_IMAGE_ENV, TAG_ENV
 from openenv_cli.build.runtime_bundle import runtime_version
+from openenv_cli.build.selection import typed_includes
 from openenv_cli.config import Resolved, parse_assignments, resolve
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import Manifest, load_manifest
@@ -146,7 +147,7 @@ def plan_build(
         labels=labels,
         no_cache=no_cache,
         platform=platform or None,
-        include_secrets=(*manifest.build.include_secret_files, *include_secrets),
+        include_secrets=typed_includes(manifest.build.include_secret_files, include_secrets),
     )
 
 

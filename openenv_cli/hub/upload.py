@@ -11,6 +11,7 @@ from typing import Any
 
 from openenv_cli.build.context import ContextFolder, stage_context
 from openenv_cli.build.safe_files import read_inside
+from openenv_cli.build.selection import typed_includes
 from openenv_cli.hub.space import (
     RepoRef,
     parse_repo_id,
@@ -71,7 +72,7 @@ def prepare_push(
         dockerfile=manifest.build.dockerfile,
         base_image=base_image,
         excludes=[*manifest.push.exclude, *excludes],
-        include_secrets=[*manifest.build.include_secret_files, *include_secrets],
+        include_secrets=typed_includes(manifest.build.include_secret_files, include_secrets),
         dockerfile_at_root=True,
     )
     # The README as shipped, else the project's own (ignored but present); never through a
