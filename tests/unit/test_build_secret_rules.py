@@ -163,6 +163,6 @@ def test_a_secret_looking_variable_is_refused_and_points_to_secret() -> None:
     assert "HF_TOKEN" in info.value.message and "public" in info.value.message
     assert "hf_value" not in info.value.message + (info.value.hint or "")
     assert "--secret HF_TOKEN" in (info.value.hint or "")
-    with pytest.raises(UsageError, match="push.variables"):
+    with pytest.raises(UsageError, match=r"push\.variables"):
         space_variables(_manifest(variables={"DB_PASSWORD": "p"}), {}, no_interface=False)
     assert space_variables(_manifest(), {"MODE": "x"}, no_interface=False)["MODE"] == "x"

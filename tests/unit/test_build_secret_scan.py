@@ -18,7 +18,10 @@ from openenv_cli.manifest import load_manifest
 from openenv_cli.scaffold import render_project, write_project
 
 # Made-up values with the shapes of real credentials (built up so this file holds none whole).
-PRIVATE_KEY = "-----BEGIN " + "OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+PRIVATE_KEY = (
+    "-----BEGIN "
+    + "OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+)
 AWS_KEY_ID = "AKIA" + "Q3EGRJ7XK2LMN5OP"
 HF_TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -137,10 +140,10 @@ def test_push_and_build_refuse_a_manifest_opting_secrets_in(project: Path) -> No
     _plant(project, {".env": "A=1\n", ".aws/credentials": "x\n"})
     _manifest_asks(project, "  include_secret_files: [.env, .aws/]\n")
     manifest = load_manifest(project)
-    with pytest.raises(OpenEnvError, match="--include-secret .aws"):
+    with pytest.raises(OpenEnvError, match=r"--include-secret \.aws"):
         prepare_push(project, project.parent / "a", manifest=manifest)
     assert not (project.parent / "a").exists()
-    with pytest.raises(OpenEnvError, match="--include-secret .env"):
+    with pytest.raises(OpenEnvError, match=r"--include-secret \.env"):
         plan_build(project)
     typed = prepare_push(
         project, project.parent / "b", manifest=manifest, include_secrets=[".env", ".aws/"]
