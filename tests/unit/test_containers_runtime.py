@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 
 from openenv_runtime import GenericEnvClient
-from openenv_runtime.containers.runtime import (
+from openenv_runtime.compat.containers.runtime import (
     ContainerProvider,
     DaytonaProvider,
     KubernetesProvider,
     RuntimeProvider,
     UVProvider,
 )
-from openenv_runtime.containers.runtime.providers import poll_ready
+from openenv_runtime.compat.containers.runtime.providers import poll_ready
 from openenv_runtime.providers.process import free_port
 
 

@@ -12,7 +12,7 @@ import typing
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..containers.runtime.providers import ContainerProvider
+    from ..compat.containers.runtime.providers import ContainerProvider
     from ..providers.base import Provider
 
 
@@ -151,7 +151,7 @@ def _is_container_provider(provider: object) -> bool:
     so users' own providers (and test doubles) need not subclass anything; ours
     (:class:`~openenv_runtime.providers.base.Provider`) go through ``from_provider``.
     """
-    from ..containers.runtime.providers import ContainerProvider
+    from ..compat.containers.runtime.providers import ContainerProvider
     from ..providers.base import Provider
 
     if isinstance(provider, ContainerProvider):

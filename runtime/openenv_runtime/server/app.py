@@ -16,10 +16,10 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
-from ..compat.types import ConcurrencyConfig, ServerMode
 from ..environment import Environment, overrides
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
+from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths

@@ -25,8 +25,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from ..compat.types import ConcurrencyConfig, ServerCapacityStatus, ServerMode
 from ..models import Action, Observation, State
+from ..wire import ConcurrencyConfig, ServerCapacityStatus, ServerMode
 
 logger = logging.getLogger("openenv_runtime.server")
 
