@@ -30,8 +30,8 @@ from typing import Literal
 import pathspec
 from docker.utils.build import PatternMatcher
 
-from openenv_cli.build.safe_files import read_inside, target_inside
 from openenv_cli.errors import UsageError
+from openenv_cli.image.safe_files import read_inside, target_inside
 
 RUNTIME_DIR = "_openenv_runtime"
 

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from openenv_cli.build import BASE_IMAGE_ENV, TAG_ENV
-from openenv_cli.build.runtime_bundle import runtime_version
 from openenv_cli.config import Resolved, parse_assignments, resolve
 from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.image import BASE_IMAGE_ENV, TAG_ENV
+from openenv_cli.image.runtime_bundle import runtime_version
 from openenv_cli.manifest import Manifest, load_manifest
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"

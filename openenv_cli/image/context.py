@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from openenv_cli.build.dockerfile import set_base_image
-from openenv_cli.build.runtime_bundle import runtime_version, write_runtime_bundle
-from openenv_cli.build.safe_files import OutsideProjectError, copy_inside, read_inside
-from openenv_cli.build.selection import LeftOut, select_files
 from openenv_cli.errors import OpenEnvError
+from openenv_cli.image.dockerfile import set_base_image
+from openenv_cli.image.runtime_bundle import runtime_version, write_runtime_bundle
+from openenv_cli.image.safe_files import OutsideProjectError, copy_inside, read_inside
+from openenv_cli.image.selection import LeftOut, select_files
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""openenv_cli.build.dockerfile: --base-image on a Dockerfile (dockerfile-parse underneath)."""
+"""openenv_cli.image.dockerfile: --base-image on a Dockerfile (dockerfile-parse underneath)."""
 
 from __future__ import annotations
 
 import pytest
 
-from openenv_cli.build.dockerfile import declares_base_image_arg, dockerfile_stages, set_base_image
+from openenv_cli.image.dockerfile import declares_base_image_arg, dockerfile_stages, set_base_image
 from openenv_cli.scaffold import render_project
 
 NEW = "ghcr.io/acme/py:3.12"

@@ -1,10 +1,10 @@
-"""openenv_cli.build.selection: the ignore-file rules of what ships (secrets and links: test_context_secrets.py)."""
+"""openenv_cli.image.selection: the ignore-file rules of what ships (secrets and links: test_context_secrets.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from openenv_cli.build.selection import RUNTIME_DIR, select_files
+from openenv_cli.image.selection import RUNTIME_DIR, select_files
 
 # -- project_files --------------------------------------------------------------------------
 

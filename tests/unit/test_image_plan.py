@@ -1,4 +1,4 @@
-"""openenv_cli.build.plan, .stream and .engine: the pure parts of `openenv build`: plan resolution, tags, build args, labels, the engine's
+"""openenv_cli.image.plan, .stream and .engine: the pure parts of `openenv build`: plan resolution, tags, build args, labels, the engine's
 stream and the errors made from it. No Docker engine needed."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from openenv_cli.build.engine import connect, context_archive, human_size
-from openenv_cli.build.plan import (
+from openenv_cli.commands.build import BuildDisplay
+from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.image.engine import connect, context_archive, human_size
+from openenv_cli.image.plan import (
     APP_LABEL,
     RUNTIME_LABEL,
     image_labels,
@@ -25,9 +27,7 @@ from openenv_cli.build.plan import (
     resolve_tags,
     tag_for_version,
 )
-from openenv_cli.build.stream import BuildLog, build_failure, engine_unreachable, request_failure
-from openenv_cli.commands.build import BuildDisplay
-from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.image.stream import BuildLog, build_failure, engine_unreachable, request_failure
 from openenv_cli.manifest import parse_manifest
 from openenv_cli.scaffold import render_project, write_project
 

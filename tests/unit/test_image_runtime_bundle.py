@@ -1,4 +1,4 @@
-"""openenv_cli.build.runtime_bundle: the runtime every context carries."""
+"""openenv_cli.image.runtime_bundle: the runtime every context carries."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 import openenv_runtime
-from openenv_cli.build.runtime_bundle import (
+from openenv_cli.image.runtime_bundle import (
     runtime_version,
     split_requirements,
     write_runtime_bundle,
 )
-from openenv_cli.build.selection import RUNTIME_DIR
+from openenv_cli.image.selection import RUNTIME_DIR
 
 
 def _touch(root: Path, *paths: str) -> None:

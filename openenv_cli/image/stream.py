@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from openenv_cli.build import BASE_IMAGE_ENV
 from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.image import BASE_IMAGE_ENV
 
 LOG_TAIL_LINES = 15
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -19,8 +19,8 @@ from pathlib import Path
 import tomlkit
 from packaging.requirements import Requirement
 
-from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.errors import OpenEnvError
+from openenv_cli.image.selection import RUNTIME_DIR
 
 RUNTIME_DISTRIBUTION = "openenv-runtime"
 RUNTIME_PACKAGE = "openenv_runtime"

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from openenv_cli.build.context import ContextFolder
-from openenv_cli.build.dockerfile import declares_base_image_arg
-from openenv_cli.build.plan import BASE_IMAGE_ARG, BuildPlan
-from openenv_cli.build.stream import (
+from openenv_cli.errors import OpenEnvError
+from openenv_cli.image.context import ContextFolder
+from openenv_cli.image.dockerfile import declares_base_image_arg
+from openenv_cli.image.plan import BASE_IMAGE_ARG, BuildPlan
+from openenv_cli.image.stream import (
     BuildEvent,
     BuildLog,
     BuildStep,
@@ -27,7 +28,6 @@ from openenv_cli.build.stream import (
     reason,
     request_failure,
 )
-from openenv_cli.errors import OpenEnvError
 
 # Seconds to wait for one read from the engine: a RUN step may be silent for a long time.
 ENGINE_TIMEOUT = 3600
@@ -210,7 +210,7 @@ def stage_for_build(plan: BuildPlan, dest: Path) -> ContextFolder:
     """Put the project and the runtime bundle in ``dest`` for ``plan``. A Dockerfile that
     declares ``ARG BASE_IMAGE`` is kept as written (the base image goes in as that build
     argument); any other is rewritten onto the plan's base image."""
-    from openenv_cli.build.context import read_dockerfile, stage_context
+    from openenv_cli.image.context import read_dockerfile, stage_context
 
     _, text = read_dockerfile(plan.project_dir, plan.dockerfile)
     return stage_context(

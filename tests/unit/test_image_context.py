@@ -1,4 +1,4 @@
-"""openenv_cli.build.context: staging a context folder for build and push."""
+"""openenv_cli.image.context: staging a context folder for build and push."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.build.context import stage_context
-from openenv_cli.build.runtime_bundle import runtime_version
-from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.errors import OpenEnvError
+from openenv_cli.image.context import stage_context
+from openenv_cli.image.runtime_bundle import runtime_version
+from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.scaffold import render_project
 
 NEW = "ghcr.io/acme/py:3.12"
