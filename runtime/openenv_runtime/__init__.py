@@ -17,11 +17,11 @@ Coming from the reference OpenEnv: its ``openenv.core`` lives, path for path, in
 
 from ._version import __version__
 from .client import DictObservation, EnvClient, GenericEnvClient, SyncEnvClient
+from .client.pool import EnvPool
 from .client.sync import SyncEnvPool
 from .environment import Environment
 from .errors import EnvError, EnvironmentContractError
 from .models import Action, Observation, State, StepResult
-from .pool import EnvPool
 from .server import create_app
 
 __all__ = [

@@ -23,14 +23,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .client.env_client import EnvClient
-from .client.transport import ConnectionLost
-from .errors import EnvError
-from .models import StepResult
-from .providers.base import Provider, health
+from ..errors import EnvError
+from ..models import StepResult
+from ..providers.base import Provider, health
+from .env_client import EnvClient
+from .transport import ConnectionLost
 
 if TYPE_CHECKING:
-    from .client.sync import SyncEnvPool
+    from .sync import SyncEnvPool
 
 ClientT = TypeVar("ClientT", bound=EnvClient)  # type: ignore[type-arg]
 Result = StepResult[Any] | EnvError
@@ -319,7 +319,7 @@ class EnvPool(Generic[ClientT]):
 
     def sync(self) -> SyncEnvPool[ClientT]:
         """The same pool with blocking methods: ``with pool.sync() as p: p.step(actions)``."""
-        from .client.sync import SyncEnvPool
+        from .sync import SyncEnvPool
 
         return SyncEnvPool(self)
 

@@ -12,8 +12,8 @@ from ..models import Action, Observation, State, StepResult
 from .compat import async_call
 
 if TYPE_CHECKING:
-    from ..pool import EnvPool, Result
     from .env_client import EnvClient
+    from .pool import EnvPool, Result
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
