@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..compat.containers.runtime.providers import ContainerProvider
 from . import dockerfile
 from .base import missing_extra
+from .interfaces import ContainerProvider
 
 PORT = 8000
 URL_LIFETIME_S = 86400

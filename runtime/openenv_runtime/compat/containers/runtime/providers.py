@@ -1,58 +1,20 @@
-"""``ContainerProvider`` and ``RuntimeProvider``: the reference's one-server provider shapes.
+"""The reference's ``openenv.core.containers.runtime.providers``: one-server providers.
 
-A container provider runs one image: ``start_container(image, port=None, env_vars=None,
-**kwargs)`` returns the server's base URL, ``wait_for_ready(base_url, timeout_s)`` polls its
-``/health``, ``stop_container()`` removes what was started. A runtime provider runs a project
-without an image: ``start(port=None, env_vars=None, **kwargs)``, ``wait_for_ready(timeout_s)``,
-``stop()``. Both also have ``stop()``, so a client that owns one stops it when it closes.
+``LocalDockerProvider``, ``DockerSwarmProvider`` and ``KubernetesProvider`` carry the
+reference's method names over :mod:`openenv_runtime.providers`; the interfaces they share
+(``ContainerProvider``, ``RuntimeProvider``) live in :mod:`openenv_runtime.providers.interfaces`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 import warnings
-from abc import ABC, abstractmethod
-from typing import Any, Literal
+from typing import Any
 
-from ....providers.base import Provider, health
+from ....providers.base import Provider, wait_until_healthy
 from ....providers.docker import DockerProvider, engine_client
+from ....providers.interfaces import ContainerProvider, RuntimeProvider
 from ....providers.swarm import SWARM_HINT, SwarmProvider
-
-
-def poll_ready(base_url: str, timeout_s: float, what: str) -> None:
-    """Return once ``base_url/health`` answers 200; ``TimeoutError`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while health(base_url, timeout=2.0) is None:
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} at {base_url} did not become ready within {timeout_s}s")
-        time.sleep(0.2)
-
-
-class ContainerProvider(ABC):
-    """Runs one server from an image and hands back its base URL (the reference's interface)."""
-
-    @abstractmethod
-    def start_container(
-        self,
-        image: str,
-        port: int | None = None,
-        env_vars: dict[str, str] | None = None,
-        **kwargs: Any,
-    ) -> str:
-        """Start ``image``; ``port`` is the host port (None: a free one). Returns the base URL."""
-
-    @abstractmethod
-    def stop_container(self) -> None:
-        """Stop and remove what ``start_container`` started; does nothing when nothing runs."""
-
-    @abstractmethod
-    def wait_for_ready(self, base_url: str, timeout_s: float = 30.0) -> None:
-        """Wait until ``base_url/health`` answers 200; ``TimeoutError`` when it does not in time."""
-
-    def stop(self) -> None:
-        """Same as :meth:`stop_container` (what a client owning this provider calls on close)."""
-        self.stop_container()
 
 
 class _ProviderFace(ContainerProvider):
@@ -104,7 +66,7 @@ class _ProviderFace(ContainerProvider):
             inner.stop()
 
     def wait_for_ready(self, base_url: str, timeout_s: float = 30.0) -> None:
-        poll_ready(base_url, timeout_s, self._what)
+        wait_until_healthy(base_url, timeout_s, self._what)
 
 
 class LocalDockerProvider(_ProviderFace):
@@ -269,30 +231,10 @@ class KubernetesProvider(ContainerProvider):
         raise NotImplementedError(self._ADVICE)
 
 
-class RuntimeProvider(ABC):
-    """Runs one server without an image (the reference's interface; see ``UVProvider``).
-
-    Usable with ``with``: entering starts it, leaving stops it.
-    """
-
-    @abstractmethod
-    def start(
-        self, port: int | None = None, env_vars: dict[str, str] | None = None, **kwargs: Any
-    ) -> str:
-        """Start the server; returns its base URL."""
-
-    @abstractmethod
-    def stop(self) -> None:
-        """Stop the server; does nothing when it does not run."""
-
-    @abstractmethod
-    def wait_for_ready(self, timeout_s: float = 30.0) -> None:
-        """Wait until the server's ``/health`` answers; ``TimeoutError`` when it does not."""
-
-    def __enter__(self) -> RuntimeProvider:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> Literal[False]:
-        self.stop()
-        return False
+__all__ = [
+    "ContainerProvider",
+    "DockerSwarmProvider",
+    "KubernetesProvider",
+    "LocalDockerProvider",
+    "RuntimeProvider",
+]

@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ....providers.base import wait_until_healthy
+from ....providers.interfaces import RuntimeProvider
 from ....providers.process import AppTarget, ProcessProvider, resolve_target
-from .providers import RuntimeProvider, poll_ready
 
 DEFAULT_APP = "server.app:app"
 
@@ -91,7 +92,7 @@ class UVProvider(RuntimeProvider):
         if self._provider.processes and self._provider.processes[0].poll() is not None:
             code = self._provider.processes[0].returncode
             raise RuntimeError(f"the server process exited prematurely with code {code}")
-        poll_ready(self._base_url, timeout_s, "Server")
+        wait_until_healthy(self._base_url, timeout_s, "Server")
 
     def stop(self) -> None:
         provider, self._provider, self._base_url = self._provider, None, None
