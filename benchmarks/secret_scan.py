@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from openenv_cli.build import selection
-from openenv_cli.build.selection import select_files
+from openenv_cli.image import selection
+from openenv_cli.image.selection import select_files
 from openenv_cli.scaffold import render_project, write_project
 
 HERE = Path(__file__).resolve().parent.parent

@@ -86,7 +86,7 @@ class BuildConfig(_Section):
     )
     tag: str | None = Field(None, description="Image tag; defaults to <name>:<version>.")
     # A request only: a cloned repository writes this file, so the command refuses unless each
-    # path is also typed as --include-secret (see build.selection.typed_includes).
+    # path is also typed as --include-secret (see image.selection.typed_includes).
     include_secret_files: list[str] = Field(
         default_factory=list,
         description="Secret paths this project asks to ship; build and push refuse unless each is also passed as --include-secret.",
