@@ -21,6 +21,7 @@ from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]
 from openenv_cli.config import parse_bool
 from openenv_cli.errors import UsageError
 from openenv_cli.image.secret_rules import secret_variable_name
+from openenv_cli.image.secret_scan import scan_text
 from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.manifest import Manifest
 
@@ -233,8 +234,17 @@ def space_variables(
 
 
 def refuse_secret_variables(variables: Mapping[str, str], origin: str) -> None:
-    """Refuse variables whose names say they hold a secret: they belong in Space secrets."""
+    """Refuse variables whose names say they hold a secret, or whose values look like one
+    (a token under ``MODEL_ID``): they belong in Space secrets."""
     names = [name for name in variables if secret_variable_name(name)]
+    for name, value in variables.items():
+        finding = scan_text(value) if name not in names else None
+        if finding is not None:
+            raise UsageError(
+                f"The value of {name} ({origin}) looks like a secret ({finding.kind}), "
+                "and Space variables are public: anyone who can see the Space can read them.",
+                hint=f"Pass it as a Space secret instead: --secret {name} (a bare NAME reads $NAME).",
+            )
     if names:
         listed = ", ".join(names)
         raise UsageError(

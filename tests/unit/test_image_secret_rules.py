@@ -166,3 +166,11 @@ def test_a_secret_looking_variable_is_refused_and_points_to_secret() -> None:
     with pytest.raises(UsageError, match=r"push\.variables"):
         space_variables(_manifest(variables={"DB_PASSWORD": "p"}), {}, no_interface=False)
     assert space_variables(_manifest(), {"MODE": "x"}, no_interface=False)["MODE"] == "x"
+
+
+def test_a_variable_whose_value_is_a_token_is_refused() -> None:
+    token = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"
+    with pytest.raises(UsageError) as info:
+        space_variables(_manifest(), {"MODEL_ID": token}, no_interface=False)
+    said = info.value.message + (info.value.hint or "")
+    assert "Hugging Face Token" in said and "--secret MODEL_ID" in said and token not in said

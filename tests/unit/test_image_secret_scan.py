@@ -172,3 +172,15 @@ def test_a_dockerfile_holding_a_key_is_refused_unless_named(project: Path) -> No
         include_secrets=["server/Dockerfile"],
     )
     assert "server/Dockerfile" in {s.path for s in staged.secrets_shipped}
+
+
+def test_a_readme_left_out_as_a_secret_is_not_uploaded_anyway(project: Path) -> None:
+    _plant(project, {"README.md": f"# My env\n\nUse token {HF_TOKEN} to try it.\n"})
+    plan = prepare_push(project, project.parent / "staged", manifest=load_manifest(project))
+    shipped = (plan.staged.root / "README.md").read_text()
+    assert HF_TOKEN not in shipped and shipped.startswith("---")
+    assert any(i.path == "README.md" and i.kind == "secret" for i in plan.staged.left_out)
+    # Left out by an ignore file only, the project's README is still the Space's card.
+    _plant(project, {"README.md": "# My env\n\nPlain words.\n", ".dockerignore": "README.md\n"})
+    again = prepare_push(project, project.parent / "again", manifest=load_manifest(project))
+    assert "Plain words." in (again.staged.root / "README.md").read_text()
