@@ -40,7 +40,7 @@ from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.image.safe_files import read_inside, target_inside
 from openenv_cli.image.secret_rules import SECRET_PATTERNS as SECRET_PATTERNS
 from openenv_cli.image.secret_rules import secret_pattern
-from openenv_cli.image.secret_scan import scan_file
+from openenv_cli.image.secret_scan import scan_file, scan_text
 
 RUNTIME_DIR = "_openenv_runtime"
 
@@ -329,7 +329,8 @@ def _check_files(
                 )
                 continue
             why.append(f"hard link with {links} names")
-        finding = scan_file(root, item.source)
+        # A token can hide in a file's name too (the name travels as the path on the Hub).
+        finding = scan_text(item.path) or scan_file(root, item.source)
         if finding is not None:
             if not named:
                 left_out.append(

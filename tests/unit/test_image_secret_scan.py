@@ -184,3 +184,10 @@ def test_a_readme_left_out_as_a_secret_is_not_uploaded_anyway(project: Path) -> 
     _plant(project, {"README.md": "# My env\n\nPlain words.\n", ".dockerignore": "README.md\n"})
     again = prepare_push(project, project.parent / "again", manifest=load_manifest(project))
     assert "Plain words." in (again.staged.root / "README.md").read_text()
+
+
+def test_a_token_in_a_file_name_is_left_out(project: Path) -> None:
+    _plant(project, {f"data/{HF_TOKEN}.txt": "plain\n"})
+    selection = select_files(project)
+    assert not [p for p in selection.paths if HF_TOKEN in p]
+    assert [i.kind for i in selection.left_out if HF_TOKEN in i.path] == ["secret"]
