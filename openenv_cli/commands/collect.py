@@ -57,6 +57,14 @@ def command(
     private: Annotated[
         bool, typer.Option("--private", help="With --push-to-hub: a private repo.")
     ] = False,
+    shard_size: Annotated[
+        int,
+        typer.Option(
+            "--shard-size",
+            min=1,
+            help="Episodes per shard at most (a shard is also cut every few seconds).",
+        ),
+    ] = 64,
     as_json: opt.Json = False,
     token: opt.Token = None,
 ) -> None:
@@ -103,6 +111,7 @@ def command(
         tokens=tokens,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
         step_timeout=step_timeout,
+        shard_size=shard_size,
     )
     validate_spec(spec)
     with progress_display(episodes) as show:
