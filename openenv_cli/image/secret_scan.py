@@ -10,13 +10,15 @@ addresses) are left out: they flag ordinary code and would stop ordinary pushes;
 four that only recognise a value beside a vendor's keyword (Cloudant, IBM, SoftLayer), which
 cost more time than all the others together.
 
-To stay fast, only text files up to :data:`MAX_SCANNED_BYTES` are read; each detector's
-patterns run once over the whole text (as C-speed regular-expression searches), and only a
-line they hit is handed to the detector itself to confirm.
+To stay fast, every detector runs only over text files up to :data:`MAX_SCANNED_BYTES`: its
+patterns run once over the whole text (C-speed regular-expression searches), and only a line
+they hit is handed to the detector itself to confirm. Binary and larger files are searched
+for private-key blocks only (their first :data:`MAX_KEY_SEARCH_BYTES`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -24,10 +26,13 @@ from pathlib import Path
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
 
-from openenv_cli.image.safe_files import read_inside
+from openenv_cli.image.safe_files import open_inside, read_inside
 
 MAX_SCANNED_BYTES = 1 << 20
+MAX_KEY_SEARCH_BYTES = 64 << 20
+_CHUNK = 1 << 20
 # Detectors of detect-secrets left out: those that guess rather than recognise (too many false
 # alarms), and those that need a vendor's keyword next to the value, whose look-behind patterns
 # cost more than all the others together.
@@ -59,7 +64,7 @@ class Finding:
     line: int
 
     def describe(self) -> str:
-        return f"{self.kind} on line {self.line}"
+        return f"{self.kind} on line {self.line}" if self.line else self.kind
 
 
 @cache
@@ -99,19 +104,42 @@ def scan_text(text: str, name: str = "") -> Finding | None:
 
 
 def looks_binary(data: bytes) -> bool:
-    """Binary files (a NUL byte near the start) are not scanned."""
+    """Binary files (a NUL byte near the start) are not scanned line by line."""
     return b"\0" in data[:_BINARY_PROBE]
 
 
+@cache
+def _private_key_markers() -> re.Pattern[bytes]:
+    return re.compile(b"|".join(re.escape(p.pattern.encode()) for p in PrivateKeyDetector.denylist))
+
+
+def _private_key_in(root: Path, relative: str) -> Finding | None:
+    """Binary and large files: only the private-key markers, over the first
+    :data:`MAX_KEY_SEARCH_BYTES`, read in chunks (a key block is plain text wherever it sits)."""
+    markers = _private_key_markers()
+    overlap = 64
+    seen = 0
+    tail = b""
+    with os.fdopen(open_inside(root, relative), "rb") as source:
+        while seen < MAX_KEY_SEARCH_BYTES and (chunk := source.read(_CHUNK)):
+            seen += len(chunk)
+            window = tail + chunk
+            if markers.search(window):
+                return Finding(str(PrivateKeyDetector.secret_type), 0)
+            tail = window[-overlap:]
+    return None
+
+
 def scan_file(root: Path, relative: str) -> Finding | None:
-    """The first secret in the project file ``root/relative`` (a text file up to
-    :data:`MAX_SCANNED_BYTES`; others are not read), or None."""
+    """The first secret in the project file ``root/relative``, or None: every detector over a
+    text file up to :data:`MAX_SCANNED_BYTES`; the private-key markers alone over binary and
+    larger files (their first :data:`MAX_KEY_SEARCH_BYTES`)."""
     try:
         if (root / relative).lstat().st_size > MAX_SCANNED_BYTES:
-            return None
+            return _private_key_in(root, relative)
         data = read_inside(root, relative)
+        if looks_binary(data):
+            return _private_key_in(root, relative)
     except OSError:
-        return None
-    if looks_binary(data):
         return None
     return scan_text(data.decode("utf-8", errors="replace"), relative)

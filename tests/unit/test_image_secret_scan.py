@@ -96,11 +96,17 @@ def test_a_false_alarm_ships_when_named_and_is_listed(project: Path) -> None:
     ]
 
 
-def test_large_and_binary_files_are_not_read(project: Path) -> None:
+def test_large_and_binary_files_are_searched_for_private_keys_only(project: Path) -> None:
+    root = project.resolve()
     _plant(project, {"data/big.txt": "x" * MAX_SCANNED_BYTES + "\n" + PRIVATE_KEY})
-    (project / "data" / "blob.bin").write_bytes(b"\0\1\2" + PRIVATE_KEY.encode())
-    assert scan_file(project.resolve(), "data/big.txt") is None
-    assert scan_file(project.resolve(), "data/blob.bin") is None
+    (project / "data" / "blob.bin").write_bytes(b"\0\1\2" * 500_000 + PRIVATE_KEY.encode())
+    (project / "data" / "tokens.bin").write_bytes(b"\0" + HF_TOKEN.encode())
+    _plant(project, {"data/big_tokens.txt": "x" * MAX_SCANNED_BYTES + "\n" + HF_TOKEN})
+    for name in ("data/big.txt", "data/blob.bin"):
+        finding = scan_file(root, name)
+        assert finding is not None and finding.describe() == "Private Key", name
+    assert scan_file(root, "data/tokens.bin") is None  # binary: key blocks only
+    assert scan_file(root, "data/big_tokens.txt") is None  # over the bound: key blocks only
 
 
 def test_hard_links_are_left_out_unless_named(project: Path, tmp_path: Path) -> None:
