@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import RegexBasedDetector
@@ -69,9 +70,10 @@ class Finding:
 
 @cache
 def _detectors() -> tuple[tuple[RegexBasedDetector, tuple[re.Pattern[str], ...]], ...]:
+    mapping: dict[str, Any] = dict(get_mapping_from_secret_type_to_class())
     classes: list[type[RegexBasedDetector]] = [
         cls
-        for cls in get_mapping_from_secret_type_to_class().values()
+        for cls in mapping.values()
         if isinstance(cls, type)
         and issubclass(cls, RegexBasedDetector)
         and cls.__name__ not in _LEFT_OUT
