@@ -75,6 +75,11 @@ class ServerSection(_Section):
     warm_pool: int | None = Field(
         None, ge=0, description="Instances created ahead of demand (WARM_POOL)."
     )
+    capacity_refusal: Literal["auto", "http", "message"] | None = Field(
+        None,
+        description="How a full server refuses a WebSocket session: auto, http (503) or "
+        "message (OPENENV_CAPACITY_REFUSAL).",
+    )
 
 
 class BuildConfig(_Section):

@@ -93,6 +93,15 @@ def command(
             help="Instances created ahead of demand \\[env WARM_POOL; server.warm_pool; default 0]."
         ),
     ] = None,
+    capacity_refusal: Annotated[
+        str | None,
+        typer.Option(
+            help="How a full server refuses a WebSocket session: http (503 before the upgrade, "
+            "a balancer retries elsewhere), message (CAPACITY_REACHED), auto (http behind a "
+            "balancer that sends X-OpenEnv-Balancer) \\[env OPENENV_CAPACITY_REFUSAL; "
+            "server.capacity_refusal; default auto]."
+        ),
+    ] = None,
     web: Annotated[
         bool | None,
         typer.Option(
@@ -133,6 +142,7 @@ def command(
             "resume_grace": resume_grace,
             "drain_timeout": drain_timeout,
             "warm_pool": warm_pool,
+            "capacity_refusal": capacity_refusal,
             "web_interface": web,
         },
     )

@@ -211,6 +211,15 @@ class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, 
                 self.connect_timeout,
             )
         except HandshakeRefused as exc:
+            refused = exc.headers.get("x-openenv-error")
+            if (
+                refused == "CAPACITY_REACHED"
+            ):  # full: the same code as the message after the upgrade
+                raise EnvError(
+                    "CAPACITY_REACHED",
+                    f"{self.url} is at capacity (HTTP {exc.status}); retry later or elsewhere",
+                    {"status": exc.status, "retry_after": exc.headers.get("retry-after")},
+                ) from None
             hint = " (missing or wrong token: pass token=...)" if exc.status in (401, 403) else ""
             raise EnvError(
                 "CONNECTION_ERROR",

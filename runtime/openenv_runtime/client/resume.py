@@ -89,6 +89,8 @@ class ResumingTransport:
             try:
                 return await self.open_connection({HEADER_SESSION: key})
             except EnvError as exc:
+                if exc.code == "CAPACITY_REACHED":
+                    raise  # full: said at once, like the message after the upgrade
                 if exc.details.get("status") == 503 or exc.details.get("dropped"):
                     raise _Dropped from None  # draining, no ready replica yet, or a cut handshake
                 raise

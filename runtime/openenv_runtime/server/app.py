@@ -232,7 +232,11 @@ def create_app(
         description=str(metadata["description"]),
     )
     ws_endpoint = WebSocketEndpoint(
-        manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
+        manager,
+        action_cls,
+        config.max_message_bytes,
+        auth_required=bool(api_key),
+        capacity_refusal=config.capacity_refusal,
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
     mcp_handler = MCPHandler(manager, auth_required=bool(api_key))

@@ -91,10 +91,24 @@ def accept_headers(session_id: str, state: ResumeState, grace: float) -> list[tu
     ]
 
 
+def can_refuse_with_status(scope: dict[str, Any]) -> bool:
+    """Whether the ASGI server lets this handshake be answered with an HTTP status."""
+    return "websocket.http.response" in scope.get("extensions", {})
+
+
 async def refuse_handshake(
-    scope: dict[str, Any], send: Any, status: int, code: str, message: str, close_code: int
+    scope: dict[str, Any],
+    send: Any,
+    status: int,
+    code: str,
+    message: str,
+    close_code: int,
+    retry_after: int | None = None,
 ) -> None:
-    """Answer the handshake with an HTTP error (so load balancers and clients see a status)."""
+    """Answer the handshake with an HTTP error (so load balancers and clients see a status).
+
+    ``retry_after`` (seconds) adds a ``Retry-After`` header: the refusal is temporary.
+    """
     body = (
         b'{"type":"error","data":{"code":"'
         + code.encode()
@@ -102,17 +116,11 @@ async def refuse_handshake(
         + to_json(message)
         + b"}}"
     )
-    if "websocket.http.response" in scope.get("extensions", {}):
-        await send(
-            {
-                "type": "websocket.http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"x-openenv-error", code.encode()),
-                ],
-            }
-        )
+    if can_refuse_with_status(scope):
+        headers = [(b"content-type", b"application/json"), (b"x-openenv-error", code.encode())]
+        if retry_after is not None:
+            headers.append((b"retry-after", str(retry_after).encode()))
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": body})
     else:  # an ASGI server without the extension: HTTP 403 is all it can say
         await send({"type": "websocket.close", "code": close_code, "reason": code})

@@ -144,6 +144,14 @@ class ServerSettings(BaseSettings):
         0, env="WARM_POOL", flag="--warm-pool", yaml="server.warm_pool", ge=0,
         description="Environment instances created ahead of demand.",
     )  # fmt: skip
+    capacity_refusal: Literal["auto", "http", "message"] = _setting(
+        "auto", env="OPENENV_CAPACITY_REFUSAL", flag="--capacity-refusal",
+        yaml="server.capacity_refusal",
+        description="How a full server refuses a new WebSocket session: 'http' (HTTP 503 with "
+        "Retry-After before the upgrade: a load balancer tries another replica), 'message' "
+        "(accept, send CAPACITY_REACHED, close 1013), 'auto' (http when the handshake carries "
+        "X-OpenEnv-Balancer, as the fronts `openenv deploy` renders add, else message).",
+    )  # fmt: skip
 
     # -- the app -------------------------------------------------------------------------------
     web_interface: bool = _setting(

@@ -36,6 +36,10 @@ from .sessions import Session, SessionManager
 
 logger = logging.getLogger("openenv_runtime.server")
 
+HEADER_BALANCER = b"x-openenv-balancer"
+"""Added by the load balancers ``openenv deploy`` renders: a full server answers HTTP 503."""
+RETRY_AFTER_SECONDS = 1
+
 _CLOSE = object()  # sentinel reply: end the session
 _MOVE = object()  # sentinel reply: draining, a reset arrived: end the session without applying it
 
@@ -65,6 +69,7 @@ class WebSocketEndpoint:
         action_cls: type[Action],
         max_message_bytes: int,
         auth_required: bool = False,
+        capacity_refusal: str = "auto",
     ) -> None:
         self.manager = manager
         self.runner = manager.runner
@@ -73,6 +78,7 @@ class WebSocketEndpoint:
         self.max_message_bytes = max_message_bytes
         self.max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
         self.auth_required = auth_required
+        self.capacity_refusal = capacity_refusal  # auto | http | message (see settings.py)
         # Reference features wired by create_app (server/mcp.py): {"type": "mcp"} frames and
         # /ws?session_id= attaching to a session opened over HTTP.
         self.mcp: Any = None
@@ -160,6 +166,7 @@ class WebSocketEndpoint:
                 "This server is draining for a restart and takes no new sessions; retry "
                 "(a load balancer sends you to another replica).",
                 CLOSE_TRY_AGAIN_LATER,
+                retry_after=RETRY_AFTER_SECONDS,
             )
             return None
         client = client_identity(scope, self.auth_required)
@@ -184,6 +191,20 @@ class WebSocketEndpoint:
                     "code": CLOSE_TRY_AGAIN_LATER,
                     "reason": "per-client cap",
                 }
+            )
+            return None
+        if session is None and self._refuse_with_status(scope):
+            # Before the upgrade, so a load balancer can try another replica (Envoy retries
+            # a 503 on a host it has not tried); a direct client gets the same code.
+            await resume.refuse_handshake(
+                scope,
+                send,
+                503,
+                ErrorCode.CAPACITY_REACHED.value,
+                f"Server is at capacity ({manager.capacity} sessions); retry later or raise "
+                "MAX_CONCURRENT_ENVS.",
+                CLOSE_TRY_AGAIN_LATER,
+                retry_after=RETRY_AFTER_SECONDS,
             )
             return None
         if session is None:
@@ -240,6 +261,15 @@ class WebSocketEndpoint:
             )
             return None
         return session
+
+    def _refuse_with_status(self, scope: dict[str, Any]) -> bool:
+        """Whether a full server answers this handshake with HTTP 503 (else CAPACITY_REACHED after it)."""
+        mode = self.capacity_refusal
+        if mode == "message" or not resume.can_refuse_with_status(scope):
+            return False
+        if mode == "http":
+            return True
+        return any(name == HEADER_BALANCER for name, _ in scope.get("headers", ()))
 
     async def _reattach(
         self, scope: dict[str, Any], send: Any, session_id: str, token: bytes

@@ -84,11 +84,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--kind", choices=["mcp", "plain"], required=True)
+    parser.add_argument("--max-concurrent-envs", type=int, default=4)
     args = parser.parse_args()
     if args.kind == "mcp":
         app = create_app(ToolEnvironment, CallToolAction, CallToolObservation, env_name="tool_echo", max_concurrent_envs=4)
     else:
-        app = create_app(PlainEnvironment, PlainAction, PlainObservation, env_name="plain", max_concurrent_envs=4)
+        app = create_app(PlainEnvironment, PlainAction, PlainObservation, env_name="plain", max_concurrent_envs=args.max_concurrent_envs)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
