@@ -18,6 +18,7 @@ from typing import Any
 from ..environment import Environment, contract_error_message, missing_members, overrides
 from ..errors import EnvironmentContractError
 from ..models import Observation, State
+from .step_placement import StepPlacement
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -64,6 +65,7 @@ class ClassAdapter:
         self.cls = cls
         self.reset = _Method(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
         self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
+        self.step_placement = StepPlacement()  # a plain step: pool, or inline once proven cheap
         close = getattr(cls, "close", None)
         # The base class's close() does nothing: skip the call (and its thread hop) entirely.
         self.close = (
@@ -330,12 +332,19 @@ class EnvRunner:
         else:
             runner = self
             own = self._own_threads.get(id(env))  # thread affinity: the session's own thread
+            placement = self.adapter_for(env).step_placement
+            call_inline, timed = placement.call_inline, placement.timed
 
             async def step(action: Any) -> Observation:
-                # the pool is looked up per call: it is replaced when a step is abandoned
-                result = await asyncio.get_running_loop().run_in_executor(
-                    own or runner._pool, func, action
-                )
+                if own is None:
+                    if placement.inline:  # proven cheap: no hop to a thread and back
+                        result = call_inline(func, action)
+                    else:  # the pool is looked up per call: replaced when a step is abandoned
+                        result = await asyncio.get_running_loop().run_in_executor(
+                            runner._pool, timed, func, action
+                        )
+                else:
+                    result = await asyncio.get_running_loop().run_in_executor(own, func, action)
                 return result if isinstance(result, Observation) else check(env, name, result)
 
         return step

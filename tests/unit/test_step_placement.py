@@ -1,0 +1,107 @@
+"""A plain step() moves inline on the event loop once proven cheap, and back to the pool for good."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from openenv_runtime import Environment, Observation, State
+from openenv_runtime.server.adapter import EnvRunner
+from openenv_runtime.server.step_placement import StepPlacement
+
+
+class Patient(StepPlacement):
+    """Bounds a busy test machine cannot cross by accident (preemption, a GC pause)."""
+
+    CHEAP_CPU = 0.05
+    CHEAP_WALL = 0.5
+    INLINE_WALL_LIMIT = 0.5
+
+
+class Probe(Environment[Any, Observation, State]):
+    """Records the thread of each step; ``action`` says how long to sleep or what to raise."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+        self.saw_loop: list[bool] = []
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kw: Any
+    ) -> Observation:
+        return Observation()
+
+    def step(self, action: Any, **kw: Any) -> Observation:
+        self.threads.append(threading.get_ident())
+        try:
+            asyncio.get_running_loop()
+            self.saw_loop.append(True)
+        except RuntimeError:
+            self.saw_loop.append(False)
+        if action == "raise":
+            raise ValueError("bad action")
+        if isinstance(action, float):
+            time.sleep(action)
+        return Observation()
+
+    @property
+    def state(self) -> State:
+        return State()
+
+
+def runner(step_timeout: float | None = None) -> EnvRunner:
+    return EnvRunner(Probe, 4, Observation, step_timeout)
+
+
+def steps(env_runner: EnvRunner, actions: list[Any]) -> tuple[Probe, list[bool], int]:
+    """Run ``actions`` through a bound step; ``(env, inline per step, the loop's thread)``."""
+
+    async def go() -> tuple[Probe, list[bool], int]:
+        env = await env_runner.create()
+        env_runner.adapter_for(env).step_placement = Patient()
+        step = env_runner.bind_step(env)
+        for action in actions:
+            try:
+                await step(action)
+            except ValueError:
+                pass
+        loop_thread = threading.get_ident()
+        return env, [t == loop_thread for t in env.threads], loop_thread
+
+    try:
+        return asyncio.run(go())
+    finally:
+        env_runner.shutdown()
+
+
+def test_cheap_steps_move_inline_after_the_trials() -> None:
+    env, inline, _ = steps(runner(), [None] * (StepPlacement.TRIALS + 3))
+    assert inline == [False] * StepPlacement.TRIALS + [True] * 3
+    assert not any(env.saw_loop)  # inline, the step sees no running loop (as on a pool thread)
+
+
+def test_a_slow_inline_step_sends_the_class_back_to_the_pool_for_good() -> None:
+    actions: list[Any] = [None] * StepPlacement.TRIALS + [None, 0.6, None, None]
+    _, inline, _ = steps(runner(), actions)
+    assert inline[StepPlacement.TRIALS :] == [True, True, False, False]
+
+
+def test_a_step_that_raises_inline_sends_the_class_back_to_the_pool() -> None:
+    actions: list[Any] = [None] * StepPlacement.TRIALS + ["raise", None]
+    _, inline, _ = steps(runner(), actions)
+    assert inline[StepPlacement.TRIALS :] == [True, False]
+
+
+def test_blocking_steps_are_never_promoted() -> None:
+    placement = StepPlacement()
+    for _ in range(StepPlacement.TRIALS + 1):
+        placement.timed(time.sleep, StepPlacement.CHEAP_WALL * 2)
+    assert not placement.inline and placement.demoted
+
+
+def test_with_a_step_timeout_every_step_stays_on_the_pool() -> None:
+    _, inline, _ = steps(runner(step_timeout=5.0), [None] * (StepPlacement.TRIALS + 3))
+    assert not any(inline)  # an inline call could not be abandoned at the timeout
