@@ -20,6 +20,7 @@ from typing import Any
 
 from ._version import __version__
 from .client import DictObservation, EnvClient, GenericEnvClient, SyncEnvClient
+from .client.checkpoint import Checkpoint
 from .client.sync import SyncEnvPool
 from .environment import Environment
 from .errors import EnvError, EnvironmentContractError
@@ -29,6 +30,7 @@ from .server import create_app
 
 __all__ = [
     "Action",
+    "Checkpoint",
     "DictObservation",
     "EnvClient",
     "EnvError",
