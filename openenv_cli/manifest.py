@@ -75,6 +75,15 @@ class ServerSection(_Section):
     warm_pool: int | None = Field(
         None, ge=0, description="Instances created ahead of demand (WARM_POOL)."
     )
+    checkpoint_dir: str | None = Field(
+        None, description="Folder that keeps checkpoints, shared by replicas (CHECKPOINT_DIR)."
+    )
+    max_checkpoint_bytes: int | None = Field(
+        None, ge=1, description="Largest state a checkpoint may hold (MAX_CHECKPOINT_BYTES)."
+    )
+    checkpoint_ttl: float | None = Field(
+        None, ge=0, description="Seconds a checkpoint is kept (CHECKPOINT_TTL; 0: until deleted)."
+    )
 
 
 class BuildConfig(_Section):
