@@ -152,7 +152,7 @@ async def restore_times(first: str, second: str, restores: int) -> dict[str, Any
             began = time.perf_counter()
             await env.restore(ckpt)
             times.append((time.perf_counter() - began) * 1000)
-        assert (await env.state()).step_count == ckpt.step
+        assert (await env.state())["step_count"] == ckpt.step
     times.sort()
     return {
         "state_bytes": ckpt.size,
