@@ -143,6 +143,11 @@ class DeployConfig(_Section):
     )
     cpu: str | None = Field(None, description="CPU request per replica (Kubernetes), e.g. 500m.")
     memory: str | None = Field(None, description="Memory limit per replica, e.g. 1Gi.")
+    checkpoints: bool = Field(
+        False,
+        description="A volume every replica shares as CHECKPOINT_DIR, so a checkpoint taken on "
+        "one can be restored on any (Kubernetes: a ReadWriteMany claim; Swarm: a named volume).",
+    )
 
 
 class Manifest(_Section):
