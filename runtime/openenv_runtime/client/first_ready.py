@@ -35,8 +35,8 @@ from ..models import StepResult
 from .transport import ConnectionLost
 
 if TYPE_CHECKING:
-    from ..pool import EnvPool, Result
     from .env_client import EnvClient
+    from .pool import EnvPool, Result
 
 AutoReset = Literal["next_step", "same_step", "disabled"]
 AUTORESET_MODES: tuple[str, ...] = ("next_step", "same_step", "disabled")
