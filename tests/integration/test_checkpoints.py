@@ -24,7 +24,13 @@ from tests.fixtures.walk import (
     WalkEnvironment,
     make_app,
 )
-from tests.support.servers import active_sessions, post_json, spawn_server, stop_process
+from tests.support.servers import (
+    active_sessions,
+    post_json,
+    spawn_server,
+    stop_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -298,3 +304,24 @@ def test_an_episode_survives_a_killed_server(tmp_path: Path) -> None:
         stop_process(first)
         if second is not None:
             stop_process(second)
+
+
+def test_a_fork_on_a_server_that_ignores_the_header_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old_app = make_app(WalkEnvironment)
+    old_app.ws_endpoint.checkpoints = None  # type: ignore[attr-defined]  # as an older server
+    with walk_server(monkeypatch) as new, running_server(old_app) as old:
+
+        async def go() -> None:
+            async with WalkClient(new) as a, WalkClient(old) as b:
+                await a.reset(seed=1)
+                await a.step(WalkAction())
+                ckpt = await a.checkpoint()
+                with pytest.raises(EnvError) as info:
+                    await b.fork(ckpt)
+                assert info.value.code == "CHECKPOINT_UNSUPPORTED"
+                assert "older server" in info.value.message
+                assert wait_until(lambda: active_sessions(old) == 1)  # the fresh one closed
+
+        run(go())

@@ -100,7 +100,16 @@ class CheckpointMixin:
         twin.headers[HEADER_RESTORE_DIGEST] = checkpoint.digest
         try:
             await twin.connect()
-            await twin.state()  # a failed restore answers here, before the fork is handed out
+            # A failed restore answers here, before the fork is handed out; a server that
+            # ignored the header (an older one) shows a fresh episode instead.
+            state = await twin._request('{"type":"state"}')
+            if state.get("step_count", checkpoint.step) != checkpoint.step:
+                raise EnvError(
+                    "CHECKPOINT_UNSUPPORTED",
+                    f"the server started the fork's session at step {state.get('step_count')}, "
+                    f"not at the checkpoint's step {checkpoint.step}: it does not restore "
+                    "sessions from checkpoints (an older server?)",
+                )
         except EnvError as error:
             await twin.close()
             raise _explained(error, checkpoint) from None
