@@ -136,6 +136,7 @@ class CheckpointMixin:
             headers=dict(me.headers),
             max_message_bytes=me.max_message_bytes,
             resume=me._resumer is not None,
+            mode=me._mode,
         )
         return twin
 
