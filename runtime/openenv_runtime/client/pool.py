@@ -13,6 +13,10 @@ session opens on another. Every batched call sends all requests at once and wait
 replies; a slot whose session fails holds its :class:`EnvError` and the others go on.
 A failed slot answers every later call with an error until :meth:`EnvPool.replace` gives it
 a fresh session.
+
+``send``/``recv`` step without waiting for the slowest slot: results come back as they are
+ready, episodes reset as ``autoreset`` says, failed slots are replaced on their own
+(:mod:`openenv_runtime.client.first_ready`).
 """
 
 from __future__ import annotations
