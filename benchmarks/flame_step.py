@@ -5,7 +5,7 @@
 
 Starts the project ``openenv init`` writes (as ``hot_path.py`` does), pins it to core 0,
 drives 64 sessions of back-to-back steps from core 1, and records the server's process with
-``py-spy record`` (native frames off, idle frames off) for ``--seconds``.
+``py-spy record`` (``--gil``: only the thread running Python, so idle pool threads do not drown it) for ``--seconds``.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                         str(args.out),
                         "--format",
                         "flamegraph",
+                        "--gil",  # only the thread holding the GIL: idle pool threads hide the rest
                     ],
                     check=True,
                 )

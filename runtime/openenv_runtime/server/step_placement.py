@@ -3,11 +3,13 @@
 A step that takes a few microseconds (most generated environments: update a counter, build an
 observation) costs the server more in the hop to a pool thread and back — a queue, a thread
 wake-up, a cross-thread call back into the event loop — than in the call itself. So each
-environment class starts on the pool; its first ``TRIALS`` steps are timed there (CPU time of
-the thread, and wall time, which catches blocking I/O), and when all were cheap its later steps
-run inline on the event loop. The decision is watched for good: a step that raises while
-inline, or runs longer than ``INLINE_WALL_LIMIT``, sends the class back to the pool for the
-rest of the process, so a slow or blocking step holds the loop at most once.
+environment class starts on the pool; its first ``TRIALS`` steps are timed there by the CPU
+time of their thread (wall time on a busy machine is mostly waits for the GIL and the CPU), and
+when each stayed under ``CHEAP_CPU`` its steps run inline on the event loop, watched by wall
+time: a step longer than ``INLINE_WALL_LIMIT`` (blocking I/O, a sleep, a heavy input) is a
+strike, and ``STRIKES`` strikes that are more than 1% of the inline steps send the class back
+to the pool for the rest of the process, as does a step that raises. A blocking step thus
+holds the loop a few times at most; the odd preemption of a busy machine does not count.
 
 Only used without a ``step_timeout`` (an inline call cannot be abandoned) and for instances
 without a thread of their own (``REQUIRES_SINGLE_THREAD_EXECUTOR``). While a step runs inline
@@ -29,27 +31,34 @@ _get_running_loop = asyncio.events._get_running_loop
 class StepPlacement:
     """The placement of one environment class's plain ``step()``, learnt from its calls."""
 
-    CHEAP_CPU = 0.0002  # 200 µs of the pool thread's CPU
-    CHEAP_WALL = 0.001  # and 1 ms of wall time: no blocking I/O
-    INLINE_WALL_LIMIT = 0.002  # an inline step over 2 ms sends the class back to the pool
+    CHEAP_CPU = 0.0002  # 200 µs of the pool thread's CPU time, every trial
+    INLINE_WALL_LIMIT = 0.005  # an inline step over 5 ms is a strike
+    STRIKES = 3
     TRIALS = 32
-    __slots__ = ("cheap_calls", "demoted", "inline")
+    __slots__ = ("calls", "demoted", "inline", "strikes", "trials")
 
     def __init__(self) -> None:
-        self.cheap_calls = 0
+        self.trials = 0
+        self.calls = 0
+        self.strikes = 0
         self.inline = False
         self.demoted = False
 
+    def _demote(self) -> None:
+        self.demoted, self.inline = True, False
+
     def timed(self, func: Callable[[Any], Any], action: Any) -> Any:
         """Run ``func(action)`` on a pool thread and judge it (called on that thread)."""
-        wall, cpu = time.perf_counter(), time.thread_time()
+        if self.demoted:
+            return func(action)
+        cpu = time.thread_time()
         value = func(action)
-        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
-        if cpu > self.CHEAP_CPU or wall > self.CHEAP_WALL:
-            self.demoted, self.inline = True, False
-        elif not self.demoted:
-            self.cheap_calls += 1
-            self.inline = self.cheap_calls >= self.TRIALS
+        if time.thread_time() - cpu > self.CHEAP_CPU:
+            self._demote()
+            return value
+        self.trials += 1
+        if self.trials >= self.TRIALS:
+            self.inline = True
         return value
 
     def call_inline(self, func: Callable[[Any], Any], action: Any) -> Any:
@@ -60,10 +69,13 @@ class StepPlacement:
         try:
             value = func(action)
         except BaseException:
-            self.demoted, self.inline = True, False
+            self._demote()
             raise
         finally:
             _set_running_loop(loop)
+        self.calls += 1
         if time.perf_counter() - started > self.INLINE_WALL_LIMIT:
-            self.demoted, self.inline = True, False
+            self.strikes += 1
+            if self.strikes >= self.STRIKES and self.strikes * 100 > self.calls:
+                self._demote()
         return value
