@@ -42,11 +42,12 @@ for extra in (ROOT, ROOT / "benchmarks"):
 from compare_measure import Meter, _settle, make_server  # noqa: E402
 
 from openenv_cli.bench.loadgen import LoadGenerator  # noqa: E402
-from openenv_cli.bench.server import BENCH_ENV, ServerProcess, free_port, pin_tree  # noqa: E402
+from openenv_cli.bench.server import BENCH_ENV, ServerProcess, pin_tree  # noqa: E402
 from openenv_cli.bench.sessions import Target  # noqa: E402
 from openenv_cli.bench.stats import ThroughputCell  # noqa: E402
 from openenv_cli.bench.worker import raise_open_file_limit  # noqa: E402
 from openenv_cli.scaffold import render_project  # noqa: E402
+from openenv_runtime.testing import free_port  # noqa: E402
 
 SERVERS = ("floor", "generated", "bench", "reference", "reference10")
 HTTP_SERVERS = ("generated", "bench", "reference", "reference10")

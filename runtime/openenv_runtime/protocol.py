@@ -57,7 +57,10 @@ def observation_message(obs: Observation) -> str:
     # The model's own serializer, called directly: model_dump_json adds ~2 µs of Python per call.
     body = obs.__pydantic_serializer__.to_json(obs, exclude=_EXCLUDE_ENVELOPE).decode()
     reward = obs.reward
-    encoded = "null" if reward is None else to_json(reward).decode()
+    if type(reward) is float and (1e-4 <= abs(reward) < 1e16 or reward == 0.0):
+        encoded = repr(reward)  # the same digits pydantic-core writes, without the call
+    else:
+        encoded = "null" if reward is None else to_json(reward).decode()
     done = "true" if obs.done else "false"
     if obs.metadata:
         meta = to_json(obs.metadata).decode()
@@ -88,3 +91,27 @@ def state_message(state: BaseModel) -> str:
 
 def error_message(code: ErrorCode, message: str, **extra: Any) -> str:
     return encode({"type": "error", "data": {"message": message, "code": code.value, **extra}})
+
+
+def http_step_body(obs: Observation, session_id: str) -> bytes:
+    """The JSON body ``POST /step`` answers: the observation payload plus ``session_id``.
+
+    The same fields in the same order as the route's response model writes them:
+    ``observation``, ``reward``, ``done``, ``session_id``, then ``metadata`` when non-empty.
+    """
+    body = obs.__pydantic_serializer__.to_json(obs, exclude=_EXCLUDE_ENVELOPE)
+    reward = obs.reward
+    encoded = b"null" if reward is None else to_json(reward)
+    done = b"true" if obs.done else b"false"
+    tail = b"}" if not obs.metadata else b',"metadata":' + to_json(obs.metadata) + b"}"
+    return (
+        b'{"observation":'
+        + body
+        + b',"reward":'
+        + encoded
+        + b',"done":'
+        + done
+        + b',"session_id":'
+        + to_json(session_id)
+        + tail
+    )

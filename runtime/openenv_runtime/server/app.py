@@ -9,6 +9,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,9 @@ from .checkpoint_ops import Checkpointer, build_checkpoint_router
 from .checkpoints import CheckpointStore
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
+from .http_step import HttpStep
 from .lifecycle import LifecycleSettings
-from .limits import BodyLimitMiddleware
+from .limits import EXTRA_FIELDS_ALLOWED, BodyLimitMiddleware
 from .logs import install_redaction
 from .mcp import MCPHandler, build_mcp_router, serve_attached
 from .options import GRADIO_OPTIONS, resolve_reference_options
@@ -55,10 +57,19 @@ class EnvironmentApp(FastAPI):
     """
 
     ws_endpoint: Any = None
+    http_step: Any = None  # POST /step of HTTP sessions, raw (server/http_step.py)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "websocket" and scope["path"] == "/ws" and self.ws_endpoint is not None:
             await self.ws_endpoint(scope, receive, send)
+            return
+        if (
+            scope["type"] == "http"
+            and scope["path"] == "/step"
+            and scope["method"] == "POST"
+            and self.http_step is not None
+        ):
+            await self.http_step(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -320,6 +331,17 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_message_bytes)
     if api_key:
         app.add_middleware(BearerAuthMiddleware, api_key=api_key, public=public)
+    if not ref.production:  # the same middlewares around the raw POST /step
+        fast: Any = BodyLimitMiddleware(
+            HttpStep(
+                manager,
+                action_validator(action_cls),
+                len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED,
+                partial(FastAPI.__call__, app),
+            ),
+            max_bytes=config.max_message_bytes,
+        )
+        app.http_step = BearerAuthMiddleware(fast, api_key, public) if api_key else fast
     return app
 
 

@@ -68,6 +68,51 @@ _NO_SESSION = (
 )
 
 
+def lookup_session(manager: SessionManager, session_id: str | None) -> Session | JSONResponse:
+    """The HTTP session named ``session_id``, or the error response that says why not."""
+    if not session_id:
+        return _error(400, ErrorCode.SESSION_ERROR, _NO_SESSION)
+    session = manager.sessions.get(session_id)
+    if session is None or session.kind != "http":
+        return _error(
+            404,
+            ErrorCode.SESSION_ERROR,
+            f"Session {session_id!r} does not exist or has expired; call POST /reset to open a new one.",
+        )
+    return session
+
+
+async def run_call(manager: SessionManager, session: Session, call: Any, what: str) -> Any:
+    """``await call()`` for one HTTP session: one request at a time, errors as responses."""
+    assert session.lock is not None
+    async with session.lock:
+        if session.released:
+            return _error(
+                404,
+                ErrorCode.SESSION_ERROR,
+                "The session expired meanwhile; call POST /reset again.",
+            )
+        session.busy = True
+        try:
+            return await call()
+        except StepTimeout as exc:
+            logger.error("HTTP session %s ended: %s", session.id, exc)
+            manager.abandoned += 1
+            session.env = None  # abandoned: the runner closes it when its call returns
+            await manager.release(session)
+            return _error(504, ErrorCode.STEP_TIMEOUT, str(exc))
+        except ContractViolation as exc:
+            logger.error("%s", exc)
+            return _error(500, ErrorCode.EXECUTION_ERROR, str(exc))
+        except Exception as exc:
+            # logged like the WebSocket's: the client gets one line, the log the traceback
+            logger.exception("environment raised during HTTP %s", what)
+            return _error(500, ErrorCode.EXECUTION_ERROR, describe_exception(exc))
+        finally:
+            session.busy = False
+            session.last_active = time.monotonic()
+
+
 def build_http_router(
     manager: SessionManager, action_cls: type[Action], auth_required: bool = False
 ) -> APIRouter:
@@ -77,45 +122,10 @@ def build_http_router(
     max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
 
     def lookup(session_id: str | None) -> Session | JSONResponse:
-        if not session_id:
-            return _error(400, ErrorCode.SESSION_ERROR, _NO_SESSION)
-        session = manager.sessions.get(session_id)
-        if session is None or session.kind != "http":
-            return _error(
-                404,
-                ErrorCode.SESSION_ERROR,
-                f"Session {session_id!r} does not exist or has expired; call POST /reset to open a new one.",
-            )
-        return session
+        return lookup_session(manager, session_id)
 
     async def run(session: Session, call: Any, what: str) -> Any:
-        assert session.lock is not None
-        async with session.lock:
-            if session.released:
-                return _error(
-                    404,
-                    ErrorCode.SESSION_ERROR,
-                    "The session expired meanwhile; call POST /reset again.",
-                )
-            session.busy = True
-            try:
-                return await call()
-            except StepTimeout as exc:
-                logger.error("HTTP session %s ended: %s", session.id, exc)
-                manager.abandoned += 1
-                session.env = None  # abandoned: the runner closes it when its call returns
-                await manager.release(session)
-                return _error(504, ErrorCode.STEP_TIMEOUT, str(exc))
-            except ContractViolation as exc:
-                logger.error("%s", exc)
-                return _error(500, ErrorCode.EXECUTION_ERROR, str(exc))
-            except Exception as exc:
-                # logged like the WebSocket's: the client gets one line, the log the traceback
-                logger.exception("environment raised during HTTP %s", what)
-                return _error(500, ErrorCode.EXECUTION_ERROR, describe_exception(exc))
-            finally:
-                session.busy = False
-                session.last_active = time.monotonic()
+        return await run_call(manager, session, call, what)
 
     @router.post("/reset", response_model=StepResponse, summary="Open (or reset) an HTTP session")
     async def reset(

@@ -117,7 +117,7 @@ class WebSocketEndpoint:
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
-            handle = self._handle
+            parse, dispatch = self._parse, self._dispatch
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive" or session.released:
@@ -129,7 +129,18 @@ class WebSocketEndpoint:
                     frame = message.get("bytes") or b""
                 session.busy = True
                 try:
-                    reply = await handle(session, frame)
+                    # _handle, unrolled here: one coroutine less per frame
+                    msg = parse(frame)
+                    if type(msg) is not dict:
+                        reply = msg  # the frame's error
+                    elif state is None:
+                        reply = await dispatch(session, msg)
+                    else:
+                        seq = msg.get("seq")
+                        if seq is None or msg.get("type") == "close":
+                            reply = await dispatch(session, msg)
+                        else:
+                            reply = await self._sequenced(session, state, msg, seq)
                 finally:
                     session.busy = False
                     session.last_active = monotonic()
@@ -333,7 +344,8 @@ class WebSocketEndpoint:
         logger.info("session %s resumed", session_id)
         return session
 
-    async def _handle(self, session: Session, frame: str | bytes) -> Any:
+    def _parse(self, frame: str | bytes) -> Any:
+        """The frame's JSON object, or the error reply (a ``str``) that says what is wrong."""
         if len(frame) > self.max_message_bytes:
             return error_message(
                 ErrorCode.VALIDATION_ERROR,
@@ -344,11 +356,18 @@ class WebSocketEndpoint:
             msg = decode(frame)
         except ValueError as exc:
             return error_message(ErrorCode.INVALID_JSON, f"Frame is not valid JSON: {exc}")
-        if not isinstance(msg, dict):
+        if type(msg) is not dict:
             return error_message(
                 ErrorCode.VALIDATION_ERROR,
                 f'Each frame must be a JSON object such as {{"type": "step", "data": {{...}}}}, got {type(msg).__name__}.',
             )
+        return msg
+
+    async def _handle(self, session: Session, frame: str | bytes) -> Any:
+        """One frame's reply (the loop in ``__call__`` does the same, unrolled)."""
+        msg = self._parse(frame)
+        if type(msg) is not dict:
+            return msg
         state = session.resume
         if state is None:
             return await self._dispatch(session, msg)

@@ -1,0 +1,167 @@
+"""``POST /step`` of an HTTP session as a raw ASGI handler: the same answers, less machinery.
+
+Through the framework a step request is parsed into a request model, its header and query
+parameters are resolved by dependency injection, the returned dict is validated against the
+response model and encoded with ``json.dumps``: most of the request's cost. Here the body is
+parsed once (pydantic-core), the action validated once, and the reply encoded once from the
+observation's own serializer (:func:`~openenv_runtime.protocol.http_step_body`).
+
+Every check stays: the body limit and the token (the same middlewares wrap this handler), the
+session lookup and its one-request-at-a-time lock, the field-count bound, action validation,
+the step timeout and error reporting (the same functions as the route). Anything this
+handler does not expect — a content type other than JSON, a body that is not an object with
+an ``action`` object, a ``session_id`` that is not a string — is handed to the framework's
+route with the body replayed, so its answers (and error formats) are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from pydantic import ValidationError
+from pydantic_core import from_json
+from starlette.responses import JSONResponse
+
+from ..protocol import ErrorCode, http_step_body
+from .http_api import _error, lookup_session, run_call
+from .limits import BodyTooLarge, too_many_fields
+from .sessions import SessionManager
+from .websocket import invalid_action
+
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+_JSON_HEADERS = (b"content-type", b"application/json")
+
+
+def _json_content(scope: dict[str, Any]) -> bool:
+    """No content type, or application/json / application/*+json (what the route parses)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            kind: bytes = value.split(b";", 1)[0].strip().lower()
+            return kind == b"application/json" or (
+                kind.startswith(b"application/") and kind.endswith(b"+json")
+            )
+    return True
+
+
+def _session_id(scope: dict[str, Any], given: Any) -> str | None:
+    """The body's ``session_id``, else the query parameter (last one wins), else the header."""
+    if given:
+        return str(given)
+    query = scope.get("query_string", b"")
+    if query:
+        found: str | None = None
+        for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+            if key == "session_id":
+                found = value
+        if found:
+            return found
+    for name, value in scope.get("headers", ()):
+        if name == b"x-session-id":
+            header: bytes = value
+            return header.decode("latin-1")
+    return None
+
+
+class HttpStep:
+    """The ASGI handler of ``POST /step``; ``fallback`` is the framework app."""
+
+    def __init__(
+        self,
+        manager: SessionManager,
+        validate_action: Callable[[Any], Any],
+        max_action_fields: int,
+        fallback: ASGIApp,
+    ) -> None:
+        self.manager = manager
+        self.runner = manager.runner
+        self.validate_action = validate_action
+        self.max_action_fields = max_action_fields
+        self.fallback = fallback
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        chunks: list[bytes] = []
+        try:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+        except BodyTooLarge as exc:
+            await JSONResponse({"detail": exc.detail}, status_code=413)(scope, receive, send)
+            return
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        request = self._parse(scope, body)
+        if request is None:
+            await self.fallback(scope, _replay(body, receive), send)
+            return
+        data, given = request
+        response = await self._step(scope, data, given)
+        if isinstance(response, bytes):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [_JSON_HEADERS, (b"content-length", str(len(response)).encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": response})
+        else:
+            await response(scope, receive, send)
+
+    def _parse(self, scope: dict[str, Any], body: bytes) -> tuple[dict[str, Any], Any] | None:
+        if not _json_content(scope):
+            return None
+        try:
+            request = from_json(body)
+        except ValueError:
+            return None
+        if type(request) is not dict:
+            return None
+        data = request.get("action")
+        given = request.get("session_id")
+        if type(data) is not dict or not (given is None or type(given) is str):
+            return None
+        return data, given
+
+    async def _step(self, scope: dict[str, Any], data: dict[str, Any], given: Any) -> Any:
+        found = lookup_session(self.manager, _session_id(scope, given))
+        if isinstance(found, JSONResponse):
+            return found
+        session = found
+        too_many = too_many_fields(data, self.max_action_fields)
+        if too_many is not None:
+            return _error(422, ErrorCode.VALIDATION_ERROR, too_many)
+        try:
+            action = self.validate_action(data)
+        except ValidationError as exc:
+            return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc))
+        runner = self.runner
+
+        async def call() -> bytes:
+            step = session.step
+            if step is None:  # bound once per session, as the WebSocket's is
+                step = session.step = runner.bind_step(session.env)
+            obs = await step(action)
+            return http_step_body(obs, session.id)
+
+        return await run_call(self.manager, session, call, "step")
+
+
+def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A ``receive`` that hands over ``body`` once, then whatever the connection says."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        message: dict[str, Any] = await receive()
+        return message
+
+    return replayed
