@@ -20,6 +20,7 @@ from websockets.sync.client import connect
 import openenv_runtime.client.pool
 from openenv_runtime import EnvError, EnvPool, GenericEnvClient, create_app
 from openenv_runtime.providers import ProcessProvider
+from openenv_runtime.providers.base import health
 from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
@@ -156,7 +157,7 @@ def test_pool_moves_a_session_refused_at_the_handshake(
     refusing_servers: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     urls = refusing_servers
-    real = openenv_runtime.client.pool.health
+    real = health
 
     def stale(url: str, timeout: float = 5.0) -> dict[str, Any] | None:
         answer = real(url, timeout)
