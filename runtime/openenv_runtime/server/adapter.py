@@ -329,22 +329,13 @@ class EnvRunner:
             async def step(action: Any) -> Observation:
                 result = await func(action)
                 return result if isinstance(result, Observation) else check(env, name, result)
+        elif self._own_threads.get(id(env)) is None:
+            return PlainStep(self, env, func, self.adapter_for(env).step_placement)
         else:
-            runner = self
-            own = self._own_threads.get(id(env))  # thread affinity: the session's own thread
-            placement = self.adapter_for(env).step_placement
-            call_inline, timed = placement.call_inline, placement.timed
+            own = self._own_threads[id(env)]  # thread affinity: the session's own thread
 
             async def step(action: Any) -> Observation:
-                if own is None:
-                    if placement.inline:  # proven cheap: no hop to a thread and back
-                        result = call_inline(func, action)
-                    else:  # the pool is looked up per call: replaced when a step is abandoned
-                        result = await asyncio.get_running_loop().run_in_executor(
-                            runner._pool, timed, func, action
-                        )
-                else:
-                    result = await asyncio.get_running_loop().run_in_executor(own, func, action)
+                result = await asyncio.get_running_loop().run_in_executor(own, func, action)
                 return result if isinstance(result, Observation) else check(env, name, result)
 
         return step
@@ -390,3 +381,40 @@ class EnvRunner:
             f"{type(env).__qualname__}.{method}() returned {type(result).__name__}; "
             f"it must return an instance of {expected}, e.g. `return {expected}(..., reward=..., done=...)`."
         )
+
+
+class PlainStep:
+    """A plain ``step()`` bound to one instance: on the pool, or inline once proven cheap.
+
+    ``await bound(action)`` always works; the WebSocket loop calls ``bound.now(action)``
+    directly when ``placement.inline`` (no coroutine at all for a step that never waits).
+    """
+
+    __slots__ = ("env", "func", "placement", "runner")
+
+    def __init__(
+        self, runner: EnvRunner, env: Any, func: Callable[[Any], Any], placement: StepPlacement
+    ) -> None:
+        self.runner = runner
+        self.env = env
+        self.func = func
+        self.placement = placement
+
+    def now(self, action: Any) -> Observation:
+        """Run the step inline, on the event loop's thread."""
+        result = self.placement.call_inline(self.func, action)
+        if isinstance(result, Observation):
+            return result
+        return self.runner._check_observation(self.env, "step", result)
+
+    async def __call__(self, action: Any) -> Observation:
+        placement = self.placement
+        if placement.inline:  # proven cheap: no hop to a thread and back
+            return self.now(action)
+        # the pool is looked up per call: it is replaced when a step is abandoned
+        result = await asyncio.get_running_loop().run_in_executor(
+            self.runner._pool, placement.timed, self.func, action
+        )
+        if isinstance(result, Observation):
+            return result
+        return self.runner._check_observation(self.env, "step", result)
