@@ -75,3 +75,12 @@ def _settings_options(app: Any) -> dict[str, Any]:
     if resolved is None:
         return {"ws_per_message_deflate": False}
     return uvicorn_options(resolved.values)
+
+
+def __getattr__(name: str) -> Any:
+    """``StubLLM`` and friends, the stand-in model server, imported on first use."""
+    if name in ("StubLLM", "StubReply", "StubTokenizer"):
+        from . import stub_llm
+
+        return getattr(stub_llm, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
