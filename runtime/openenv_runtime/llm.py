@@ -154,9 +154,9 @@ class OpenAIClient(LLMClient):
     async def complete_with_tools(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
     ) -> LLMResponse:
-        reply = await self._client.chat.completions.create(
-            **self._request(messages, tools=mcp_tools_to_openai(tools), **kwargs)
-        )
+        if tools:  # an empty list is refused by some servers
+            kwargs["tools"] = mcp_tools_to_openai(tools)
+        reply = await self._client.chat.completions.create(**self._request(messages, **kwargs))
         choice = reply.choices[0]
         message = choice.message
         calls = [
