@@ -159,7 +159,10 @@ def environment_factory(
         description = (
             schema.get("action", {}).get("description") or "Take one action in the environment."
         )
-        methods["step"] = make_tool("step", description, action, _step(show))
+        fields = {k: v for k, v in (action.get("properties") or {}).items() if k != "metadata"}
+        methods["step"] = make_tool(
+            "step", description, {**action, "properties": fields}, _step(show)
+        )
     return type(name, (), methods)
 
 
