@@ -23,9 +23,19 @@ CHAT_TEMPLATE = (
 
 def hf_tokenizer(chat_template: str | None = None) -> Any:
     """A ``PreTrainedTokenizerFast`` with the stand-in's vocabulary (262 ids), padding left."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import PreTrainedTokenizerFast
+    # The train extra's packages; not installed where the runtime's types are checked.
+    from tokenizers import (  # type: ignore[import-not-found,unused-ignore]
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+    )
+    from tokenizers.pre_tokenizers import (  # type: ignore[import-not-found,unused-ignore]
+        ByteLevel,
+    )
+    from transformers import (  # type: ignore[import-not-found,unused-ignore]
+        PreTrainedTokenizerFast,
+    )
 
     alphabet = ByteLevel.alphabet()
     by_byte = _bytes_to_unicode()
@@ -35,7 +45,7 @@ def hf_tokenizer(chat_template: str | None = None) -> Any:
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call,unused-ignore]
         tokenizer_object=core,
         bos_token=SPECIAL_TOKENS[1],
         eos_token=SPECIAL_TOKENS[4],
