@@ -46,7 +46,7 @@ def to_art(episode: Episode) -> dict[str, Any]:
             items.append(message)
             continue
         entry = next(calls, None)
-        content = [
+        content: list[dict[str, Any]] = [
             {"token": f"token_id:{t}", "logprob": lp, "bytes": None, "top_logprobs": []}
             for t, lp in zip(
                 entry.completion_token_ids or [] if entry else [],
