@@ -58,6 +58,7 @@ class StubLLM:
         token_ids: when False the server never reports token ids (as a server without
             ``return_token_ids`` support), to test clients' errors.
         api_key: when set, requests must carry ``Authorization: Bearer <api_key>``.
+        record: keep what was sampled for each prompt in ``stub.sampled`` (for checks).
 
     ``stub.fail_next(n, status)`` makes the next ``n`` completions fail (429 carries
     ``Retry-After``); ``stub.requests`` holds every completion request's body.
@@ -71,6 +72,7 @@ class StubLLM:
         latency: float = 0.0,
         token_ids: bool = True,
         api_key: str | None = None,
+        record: bool = False,
     ) -> None:
         self.policy: Policy = policy or echo_policy
         self.model = model
@@ -79,6 +81,10 @@ class StubLLM:
         self.api_key = api_key
         self.tokenizer = StubTokenizer()
         self.requests: list[dict[str, Any]] = []
+        # With record=True: prompt token ids → (sampled ids, their log-probabilities).
+        self.sampled: dict[tuple[int, ...], tuple[list[int], list[float]]] | None = (
+            {} if record else None
+        )
         self._faults: list[int] = []
         self._lock = threading.Lock()
         self.app = Starlette(
@@ -142,6 +148,8 @@ class StubLLM:
             return _error(400, "the stand-in server answers n=1 only")
         reply = await self._reply(messages, body)
         completion = self._complete(messages, reply, body)
+        if self.sampled is not None:
+            self.sampled[tuple(completion.prompt)] = (completion.ids, completion.logprobs)
         if body.get("stream"):
             return StreamingResponse(
                 _sse(self._chunks(completion, body)), media_type="text/event-stream"
