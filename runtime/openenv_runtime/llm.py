@@ -15,9 +15,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .llm_tokens import MissingTokenIdsError as MissingTokenIdsError
-from .llm_tokens import read_tokens
+from .llm_tokens import response_with_tokens
 
 try:  # a module global, so tests and callers can substitute the class
+    import httpx
     from openai import AsyncOpenAI
 except ModuleNotFoundError:  # the [llm] extra is not installed
     AsyncOpenAI = None  # type: ignore[misc,assignment]
@@ -156,6 +157,11 @@ class OpenAIClient(LLMClient):
     ) -> LLMResponse:
         if tools:  # an empty list is refused by some servers
             kwargs["tools"] = mcp_tools_to_openai(tools)
+        if self.return_tokens:  # the training path: the JSON as sent, no per-field models
+            request = self._request(messages, **kwargs)
+            request.update(request.pop("extra_body", None) or {})
+            raw = await self._client.post("/chat/completions", body=request, cast_to=httpx.Response)
+            return response_with_tokens(raw.json(), f"at {self.base_url}")
         reply = await self._client.chat.completions.create(**self._request(messages, **kwargs))
         choice = reply.choices[0]
         message = choice.message
@@ -167,11 +173,6 @@ class OpenAIClient(LLMClient):
         response = LLMResponse(
             content=message.content or "", tool_calls=calls, finish_reason=choice.finish_reason
         )
-        if self.return_tokens:
-            tokens = read_tokens(reply.model_dump(), f"at {self.base_url}")
-            response.prompt_token_ids = tokens.prompt_token_ids
-            response.completion_token_ids = tokens.completion_token_ids
-            response.logprobs = tokens.logprobs
         return response
 
 

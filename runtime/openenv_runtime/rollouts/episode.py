@@ -138,7 +138,7 @@ def _answer(reply: LLMResponse, text: str) -> dict[str, Any]:
 def _entry(
     episode: Episode, reply: LLMResponse, messages: list[dict[str, Any]], started: float
 ) -> TraceEntry:
-    return TraceEntry(
+    return TraceEntry.model_construct(  # trusted values: no validation on the hot path
         session_id=f"episode-{episode.index}",
         turn=episode.turns,
         timestamp=time.time(),
@@ -149,6 +149,10 @@ def _entry(
         completion_token_ids=reply.completion_token_ids,
         per_token_logps=reply.logprobs,
         latency_ms=(time.perf_counter() - started) * 1000,
+        model=None,
+        request={},
+        stream=False,
+        error=None,
     )
 
 
