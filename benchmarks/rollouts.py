@@ -94,7 +94,7 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
         proxy.upstream = upstream
 
         async def run() -> list[tuple[list[dict[str, Any]], str]]:
-            limits = httpx.Limits(max_connections=64)
+            limits = httpx.Limits(max_connections=64, keepalive_expiry=2)
             async with httpx.AsyncClient(timeout=60, limits=limits) as client:
                 gate = asyncio.Semaphore(32)
 
@@ -161,12 +161,18 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def overhead(sessions: int, calls: int, llm: str, proxy: str) -> dict[str, Any]:
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def overhead(sessions: int, calls: int, llm: str, proxy: str, proxy_pid: int) -> dict[str, Any]:
     body = {"model": "m", "messages": [{"role": "user", "content": "x" * 200}], "max_tokens": 32}
 
     async def measure(through_proxy: bool) -> list[float]:
         latencies: list[float] = []
-        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=None)) as c:
+        limits = httpx.Limits(max_connections=None, keepalive_expiry=2)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as c:
 
             async def one_session() -> None:
                 if through_proxy:
@@ -188,13 +194,16 @@ def overhead(sessions: int, calls: int, llm: str, proxy: str) -> dict[str, Any]:
 
     asyncio.run(measure(False))  # warm-up
     direct = asyncio.run(measure(False))
+    cpu = _cpu_seconds(proxy_pid)
     proxied = asyncio.run(measure(True))
+    cpu = _cpu_seconds(proxy_pid) - cpu
     row: dict[str, Any] = {"sessions": sessions, "calls_per_session": calls}
     for name, values in (("direct", direct), ("proxy", proxied)):
         row[f"{name}_p50_ms"] = _percentile(values, 50)
         row[f"{name}_p99_ms"] = _percentile(values, 99)
     row["overhead_p50_ms"] = row["proxy_p50_ms"] - row["direct_p50_ms"]
     row["overhead_p99_ms"] = row["proxy_p99_ms"] - row["direct_p99_ms"]
+    row["proxy_cpu_us_per_call"] = cpu / len(proxied) * 1e6
     return row
 
 
@@ -218,13 +227,7 @@ def concurrency(args: argparse.Namespace, llm: str, env_url: str) -> dict[str, A
     steps = sum(e.steps for e in episodes)
     rollout.close()
     sequential = build_rollout_func(
-        env_url,
-        llm=llm,
-        model="m",
-        group_size=args.group,
-        max_turns=args.turns,
-        concurrency=1,
-        max_tokens=24,
+        env_url, llm=llm, model="m", max_turns=args.turns, concurrency=1, max_tokens=24
     )
     sequential(prompts[:1], None)
     wall1 = time.perf_counter()
@@ -246,7 +249,6 @@ def concurrency(args: argparse.Namespace, llm: str, env_url: str) -> dict[str, A
         "speedup": baseline / wall,
         "client_cpu_us_per_model_call": cpu / max(1, calls) * 1e6,
         "client_cpu_us_per_step": cpu / max(1, steps) * 1e6,
-        "client_cpu_us_per_turn": cpu / max(1, calls) * 1e6,
     }
 
 
@@ -302,7 +304,8 @@ def main() -> None:
         ),
     ]
     try:
-        result["proxy_overhead"] = overhead(args.sessions, args.calls, llm, proxy)
+        proxy_pid = processes[1].pid
+        result["proxy_overhead"] = overhead(args.sessions, args.calls, llm, proxy, proxy_pid)
         result["concurrency"] = concurrency(args, llm, env_url)
     finally:
         for process in processes:
@@ -330,6 +333,7 @@ def main() -> None:
             "proxy p99 direct / proxy / overhead (ms)",
             f"{o['direct_p99_ms']:.2f} / {o['proxy_p99_ms']:.2f} / {o['overhead_p99_ms']:.2f}",
         ),
+        ("proxy CPU per call (us)", f"{o['proxy_cpu_us_per_call']:.0f}"),
         ("episodes (failed)", f"{c['episodes']} ({c['failed_episodes']})"),
         ("concurrent wall (s)", f"{c['concurrent_wall_s']:.1f}"),
         ("one prompt at a time, scaled (s)", f"{c['one_at_a_time_wall_s_scaled']:.1f}"),

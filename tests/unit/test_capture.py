@@ -194,3 +194,18 @@ def test_assembly_starts_a_new_sample_on_drift_and_follows_branches() -> None:
     assert first.turns == [0, 1, 3]
     assert second.prompt_ids == [1, 2, 3, 7, 9] and second.completion_ids == [6]
     assert json.loads(json.dumps(first.as_dict()))["env_mask"] == first.env_mask
+
+
+def test_an_unreachable_model_server_is_a_502() -> None:
+    from openenv_runtime.testing import free_port
+
+    proxy = CaptureProxy(f"http://127.0.0.1:{free_port()}")
+    with running_server(proxy.app) as url:
+        s = httpx.post(f"{url}/sessions").json()
+        answer = httpx.post(
+            f"{s['base_url']}/chat/completions",
+            json={"model": "m", "messages": []},
+            headers={"Authorization": f"Bearer {s['api_key']}"},
+        )
+    assert answer.status_code == 502 and "did not answer" in answer.text
+    assert proxy.trace_entries(s["session_id"]) == []

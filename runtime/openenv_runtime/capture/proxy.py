@@ -106,7 +106,7 @@ class CaptureProxy:
     def client(self) -> aiohttp.ClientSession:
         """The upstream connection pool (aiohttp: the lightest per-call cost measured here)."""
         if self._client is None or self._client.closed:
-            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60)
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=4)  # under uvicorn's 5 s
             timeout = aiohttp.ClientTimeout(total=self.timeout)
             self._client = aiohttp.ClientSession(connector=connector, timeout=timeout)
         return self._client
@@ -218,7 +218,10 @@ class CaptureProxy:
             error=None,
         )
         started = time.perf_counter()
-        upstream = await self.client.post(url, data=json.dumps(body), headers=headers)
+        try:
+            upstream = await self._post(url, json.dumps(body), headers)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            return _error(502, f"the model server did not answer: {type(error).__name__}: {error}")
         if entry.stream and upstream.status == 200:
             return StreamingResponse(
                 self._relay_stream(session, entry, upstream, started),
@@ -232,6 +235,14 @@ class CaptureProxy:
         if upstream.status == 200:
             self._record(session, entry, json.loads(content))
         return _relay(upstream, content)
+
+    async def _post(self, url: str, data: str, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST upstream; once more when a pooled connection turned out closed (the server's
+        keep-alive ended as it was reused: the request never reached it)."""
+        try:
+            return await self.client.post(url, data=data, headers=headers)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            return await self.client.post(url, data=data, headers=headers)
 
     def _record(self, session: _Session, entry: TraceEntry, answer: dict[str, Any]) -> None:
         choice = (answer.get("choices") or [{}])[0]
