@@ -36,8 +36,8 @@ import httpx
 
 from openenv_runtime.capture import CaptureProxy, assemble
 from openenv_runtime.rollouts import build_rollout_func
-from openenv_runtime.stub_llm import StubLLM, StubReply
 from openenv_runtime.testing import free_port, running_server
+from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -275,7 +275,7 @@ def main() -> None:
     llm, proxy, env_url = (f"http://127.0.0.1:{p}" for p in (llm_port, proxy_port, env_port))
     processes = [
         _spawn(
-            [sys.executable, "-m", "openenv_runtime.stub_llm", "--port", str(llm_port)],
+            [sys.executable, "-m", "openenv_runtime.testing.stub_llm", "--port", str(llm_port)],
             llm + "/health",
         ),
         _spawn(

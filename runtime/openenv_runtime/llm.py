@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .llm_tokens import MissingTokenIdsError as MissingTokenIdsError
-from .llm_tokens import response_with_tokens
+from .llm_tokens import read_reply
 
 try:  # a module global, so tests and callers can substitute the class
     import httpx
@@ -161,7 +161,15 @@ class OpenAIClient(LLMClient):
             request = self._request(messages, **kwargs)
             request.update(request.pop("extra_body", None) or {})
             raw = await self._client.post("/chat/completions", body=request, cast_to=httpx.Response)
-            return response_with_tokens(raw.json(), f"at {self.base_url}")
+            text, made, finish, tokens = read_reply(raw.json(), f"at {self.base_url}")
+            return LLMResponse(
+                text,
+                [ToolCall(*c) for c in made],
+                tokens.prompt_token_ids,
+                tokens.completion_token_ids,
+                tokens.logprobs,
+                finish,
+            )
         reply = await self._client.chat.completions.create(**self._request(messages, **kwargs))
         choice = reply.choices[0]
         message = choice.message

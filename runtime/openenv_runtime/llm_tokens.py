@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .llm import LLMResponse
+from typing import Any
 
 TOKEN_OPTIONS: dict[str, Any] = {"return_token_ids": True, "logprobs": True}
 
@@ -54,30 +51,24 @@ def read_tokens(response: dict[str, Any], where: str = "", choice: int = 0) -> T
     return Tokens([int(t) for t in prompt], [int(t) for t in ids], logprobs)
 
 
-def response_with_tokens(answer: dict[str, Any], where: str = "") -> LLMResponse:
-    """An ``LLMResponse`` from a chat completion's JSON, with its tokens (an error without)."""
-    from .llm import LLMResponse, ToolCall
-
+def read_reply(
+    answer: dict[str, Any], where: str = ""
+) -> tuple[str, list[tuple[str, str, dict[str, Any]]], str | None, Tokens]:
+    """A chat completion's JSON as ``(text, [(call id, tool, arguments)], finish reason,
+    tokens)``; an error when it carries no token ids."""
     tokens = read_tokens(answer, where)
     choice = (answer.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     calls = [
-        ToolCall(
-            id=str(c.get("id") or ""),
-            name=c["function"]["name"],
-            args=json.loads(c["function"].get("arguments") or "{}"),
+        (
+            str(c.get("id") or ""),
+            str(c["function"]["name"]),
+            json.loads(c["function"].get("arguments") or "{}"),
         )
         for c in message.get("tool_calls") or []
         if c.get("function")
     ]
-    return LLMResponse(
-        content=message.get("content") or "",
-        tool_calls=calls,
-        prompt_token_ids=tokens.prompt_token_ids,
-        completion_token_ids=tokens.completion_token_ids,
-        logprobs=tokens.logprobs,
-        finish_reason=choice.get("finish_reason"),
-    )
+    return message.get("content") or "", calls, choice.get("finish_reason"), tokens
 
 
 def _logprobs(block: Any) -> list[float] | None:

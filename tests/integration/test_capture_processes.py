@@ -42,7 +42,7 @@ def test_capture_cli_records_a_stub_process_conversation() -> None:
     model_port, proxy_port = free_port(), free_port()
     model = f"http://127.0.0.1:{model_port}"
     proxy = f"http://127.0.0.1:{proxy_port}"
-    stub_cmd = [sys.executable, "-m", "openenv_runtime.stub_llm", "--port", str(model_port)]
+    stub_cmd = [sys.executable, "-m", "openenv_runtime.testing.stub_llm", "--port", str(model_port)]
     cli = [sys.executable, "-m", "openenv_cli", "capture", "--upstream", model + "/v1"]
     with (
         process(stub_cmd, model + "/health"),

@@ -24,7 +24,7 @@ def test_an_environment_dying_mid_group_marks_its_episodes_and_the_batch_complet
     llm = f"http://127.0.0.1:{llm_port}"
     stub = subprocess.Popen(
         [
-            *(sys.executable, "-m", "openenv_runtime.stub_llm", "--port", str(llm_port)),
+            *(sys.executable, "-m", "openenv_runtime.testing.stub_llm", "--port", str(llm_port)),
             *("--policy", "tests.fixtures.guess:counting_policy", "--latency", "0.3"),
         ],
         cwd=REPO,

@@ -80,8 +80,8 @@ def test_grpo_trains_through_rollout_func(env_url: str, tmp_path: Path) -> None:
     trl = _need("trl")
     datasets = _need("datasets")
     from openenv_runtime.rollouts import build_rollout_func
-    from openenv_runtime.stub_llm import StubLLM
-    from openenv_runtime.stub_llm.hf import hf_tokenizer
+    from openenv_runtime.testing.stub_llm import StubLLM
+    from openenv_runtime.testing.stub_llm.hf import hf_tokenizer
 
     tokenizer = hf_tokenizer()
     seen: list[list[float]] = []
@@ -118,7 +118,7 @@ def test_grpo_trains_through_environment_factory(env_url: str, tmp_path: Path) -
     from trl.chat_template_utils import qwen3_chat_template
 
     from openenv_runtime.rollouts import environment_factory
-    from openenv_runtime.stub_llm.hf import hf_tokenizer
+    from openenv_runtime.testing.stub_llm.hf import hf_tokenizer
 
     tokenizer = hf_tokenizer(qwen3_chat_template)
     factory = environment_factory(env_url)

@@ -11,8 +11,8 @@ import pytest
 
 from openenv_runtime.capture import CaptureProxy, TraceEntry, assemble
 from openenv_runtime.llm_tokens import MissingTokenIdsError
-from openenv_runtime.stub_llm import StubLLM, StubReply
 from openenv_runtime.testing import running_server
+from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 
 openai = pytest.importorskip("openai", reason="needs openenv-runtime[llm]")
 

@@ -8,8 +8,8 @@ import pytest
 
 from openenv_runtime.llm import MissingTokenIdsError, OpenAIClient
 from openenv_runtime.llm_tokens import StreamTokens, read_tokens
-from openenv_runtime.stub_llm import StubLLM, StubReply
-from openenv_runtime.stub_llm.tokenizer import IM_END
+from openenv_runtime.testing.stub_llm import StubLLM, StubReply
+from openenv_runtime.testing.stub_llm.tokenizer import IM_END
 
 pytest.importorskip(
     "openai", reason='needs openenv-runtime[llm]: pip install "openenv-runtime[llm]"'

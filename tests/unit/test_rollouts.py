@@ -17,8 +17,8 @@ from openenv_runtime.rollouts import (
     default_to_action,
     default_to_message,
 )
-from openenv_runtime.stub_llm import StubLLM
 from openenv_runtime.testing import running_server
+from openenv_runtime.testing.stub_llm import StubLLM
 from tests.fixtures.guess import make_app
 
 pytest.importorskip("openai", reason="needs openenv-runtime[llm]")

@@ -11,8 +11,8 @@ import pytest
 from openenv_runtime.rollouts import build_rollout_func
 from openenv_runtime.rollouts.adapters import SkyRLTextEnv, to_art, to_verl
 from openenv_runtime.rollouts.episode import Episode
-from openenv_runtime.stub_llm import StubLLM
 from openenv_runtime.testing import running_server
+from openenv_runtime.testing.stub_llm import StubLLM
 from tests.fixtures.guess import make_app
 
 pytest.importorskip("openai", reason="needs openenv-runtime[llm]")

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from openenv_runtime.stub_llm import StubLLM, StubReply, StubTokenizer
-from openenv_runtime.stub_llm.tokenizer import IM_END, TOOL_CALL, token_logprob
 from openenv_runtime.testing import StubLLM as ReExported
+from openenv_runtime.testing.stub_llm import StubLLM, StubReply, StubTokenizer
+from openenv_runtime.testing.stub_llm.tokenizer import IM_END, TOOL_CALL, token_logprob
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "héllo"}]
 

@@ -1,7 +1,14 @@
-"""A stand-in OpenAI-compatible model server for tests and examples (see ``server``)."""
+"""Another name for ``openenv_runtime.testing.stub_llm`` (the stand-in model server)."""
 
-from .server import Policy, Reply, StubLLM, StubReply, echo_policy
-from .tokenizer import StubTokenizer, token_logprob
+from ..testing.stub_llm import (
+    Policy,
+    Reply,
+    StubLLM,
+    StubReply,
+    StubTokenizer,
+    echo_policy,
+    token_logprob,
+)
 
 __all__ = [
     "Policy",
