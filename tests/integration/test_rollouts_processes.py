@@ -41,9 +41,14 @@ def test_an_environment_dying_mid_group_marks_its_episodes_and_the_batch_complet
             urls, llm=llm, model="m", group_size=2, concurrency=4, env_seed=3, max_turns=8
         )
         outcome: dict[str, Any] = {}
-        worker = threading.Thread(
-            target=lambda: outcome.update(out=rollout(["a", "b", "c", "d"], None))
-        )
+
+        def run() -> None:
+            try:
+                outcome["out"] = rollout(["a", "b", "c", "d"], None)
+            except BaseException as error:  # shown by the assertion below
+                outcome["error"] = error
+
+        worker = threading.Thread(target=run)
         worker.start()
 
         def busy() -> bool:
@@ -53,6 +58,7 @@ def test_an_environment_dying_mid_group_marks_its_episodes_and_the_batch_complet
         doomed.kill()  # mid-group: its sessions' episodes are under way
         worker.join(120)
         assert not worker.is_alive(), "the batch hung"
+        assert "error" not in outcome, repr(outcome.get("error"))
         out = outcome["out"]
         assert {len(v) for v in out.values()} == {8}  # no episode dropped
         failed = [i for i, f in enumerate(out["rollout_failed"]) if f]

@@ -114,10 +114,13 @@ class RolloutFunc:
             urls = [self.env] if isinstance(self.env, str) else list(self.env)
             pool = EnvPool(GenericEnvClient, urls=urls, size=self.concurrency, **self.env_kwargs)
             self._own_pool = True
+        token = self.env_kwargs.get("token")
+        early = self._to_action is None and bool(pool.urls)  # before the sessions are busy
+        if early:
+            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
         await pool.open()
-        if self._to_action is None:
-            schema = await _action_schema(pool.urls[0], self.env_kwargs.get("token"))
-            self.player.to_action = default_to_action(schema)
+        if self._to_action is None and not early:  # a provider's servers: known once started
+            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
         self._pool = pool
         return pool
 
@@ -192,15 +195,23 @@ def _all_gone(pool: Any) -> bool:
     return len(pool.failed) >= len(pool)
 
 
-async def _action_schema(url: str, token: str | None) -> dict[str, Any]:
+async def _action_schema(urls: Sequence[str], token: str | None) -> dict[str, Any]:
+    """The action's JSON schema from the first server that answers ``GET /schema``."""
     import httpx
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    problems = []
     async with httpx.AsyncClient(timeout=30) as client:
-        answer = await client.get(f"{url.rstrip('/')}/schema", headers=headers)
-        answer.raise_for_status()
-    schema = answer.json().get("action") or {}
-    return schema if isinstance(schema, dict) else {}
+        for url in urls:
+            try:
+                answer = await client.get(f"{url.rstrip('/')}/schema", headers=headers)
+                answer.raise_for_status()
+            except httpx.HTTPError as error:
+                problems.append(f"{url}: {type(error).__name__} {error}")
+                continue
+            schema = answer.json().get("action") or {}
+            return schema if isinstance(schema, dict) else {}
+    raise EnvError("CONNECTION_ERROR", "no server answered GET /schema: " + "; ".join(problems))
 
 
 def to_trl(episodes: Sequence[Episode]) -> dict[str, list[Any]]:
