@@ -166,7 +166,9 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def overhead(sessions: int, calls: int, llm: str, proxy: str, proxy_pid: int) -> dict[str, Any]:
+def overhead(
+    sessions: int, calls: int, llm: str, proxy: str, proxy_pid: int, pace: float
+) -> dict[str, Any]:
     body = {"model": "m", "messages": [{"role": "user", "content": "x" * 200}], "max_tokens": 32}
 
     async def measure(through_proxy: bool) -> list[float]:
@@ -184,6 +186,7 @@ def overhead(sessions: int, calls: int, llm: str, proxy: str, proxy_pid: int) ->
                 else:
                     url, headers = f"{llm}/v1/chat/completions", {}
                 for _ in range(calls):
+                    await asyncio.sleep(pace)  # think time: keeps the model server unsaturated
                     started = time.perf_counter()
                     answer = await c.post(url, json=body, headers=headers)
                     latencies.append((time.perf_counter() - started) * 1000)
@@ -197,7 +200,7 @@ def overhead(sessions: int, calls: int, llm: str, proxy: str, proxy_pid: int) ->
     cpu = _cpu_seconds(proxy_pid)
     proxied = asyncio.run(measure(True))
     cpu = _cpu_seconds(proxy_pid) - cpu
-    row: dict[str, Any] = {"sessions": sessions, "calls_per_session": calls}
+    row: dict[str, Any] = {"sessions": sessions, "calls_per_session": calls, "pace_s": pace}
     for name, values in (("direct", direct), ("proxy", proxied)):
         row[f"{name}_p50_ms"] = _percentile(values, 50)
         row[f"{name}_p99_ms"] = _percentile(values, 99)
@@ -257,6 +260,9 @@ def main() -> None:
     parser.add_argument("--exact-turns", type=int, default=10_000)
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--calls", type=int, default=20, help="calls per session (overhead)")
+    parser.add_argument(
+        "--pace", type=float, default=0.25, help="seconds between a session's calls (overhead)"
+    )
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--turns", type=int, default=8)
@@ -305,7 +311,9 @@ def main() -> None:
     ]
     try:
         proxy_pid = processes[1].pid
-        result["proxy_overhead"] = overhead(args.sessions, args.calls, llm, proxy, proxy_pid)
+        result["proxy_overhead"] = overhead(
+            args.sessions, args.calls, llm, proxy, proxy_pid, args.pace
+        )
         result["concurrency"] = concurrency(args, llm, env_url)
     finally:
         for process in processes:
