@@ -14,7 +14,7 @@ import socket
 import sys
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class ServePlan:
     flags: dict[str, Any]
     resolved: ResolvedSettings
     reload: bool
+    capacity: int | None = None  # sessions per worker the imported app really holds
 
     @property
     def settings(self) -> ServerSettings:
@@ -57,8 +58,20 @@ class ServePlan:
         return self.project_dir / MANIFEST_FILE
 
     @property
+    def per_worker(self) -> int:
+        """Sessions one worker holds: the app's own count once imported, else the setting."""
+        return self.settings.max_concurrent_envs if self.capacity is None else self.capacity
+
+    @property
+    def capacity_source(self) -> str:
+        """Where the per-worker capacity came from, for the summary."""
+        if self.capacity is not None and self.capacity < self.settings.max_concurrent_envs:
+            return "the environment serves one session at a time (SUPPORTS_CONCURRENT_SESSIONS = False)"
+        return f"from {self.resolved.origin('max_concurrent_envs')}"
+
+    @property
     def total_capacity(self) -> int:
-        return self.settings.max_concurrent_envs * self.settings.workers
+        return self.per_worker * self.settings.workers
 
     @property
     def base_url(self) -> str:
@@ -127,8 +140,11 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def check_app_imports(plan: ServePlan, import_paths: list[str]) -> None:
-    """Import the app in this process (``import_paths`` first on sys.path) to fail early and briefly."""
+def check_app_imports(plan: ServePlan, import_paths: list[str]) -> Any:
+    """Import the app in this process (``import_paths`` first on sys.path) to fail early and briefly.
+
+    Returns the app object.
+    """
     module_name, _, attribute = plan.manifest.app.partition(":")
     sys.path[:0] = [path for path in import_paths if path and path not in sys.path]
     try:
@@ -145,6 +161,26 @@ def check_app_imports(plan: ServePlan, import_paths: list[str]) -> None:
             f"{module_name} has no attribute {attribute!r} (openenv.yaml: app is {plan.manifest.app}).",
             hint=f"Define `{attribute} = create_app(...)` in {module_name.replace('.', '/')}.py or fix `app:`.",
         )
+    return getattr(module, attribute)
+
+
+def adopt_app_settings(plan: ServePlan, app: Any) -> ServePlan:
+    """The plan with the settings the imported ``app`` resolved (its ``create_app`` arguments
+    included) and the capacity its session manager really holds.
+
+    The launcher resolves flags, environment and ``openenv.yaml`` before the app is imported;
+    only the app knows what its author passed to ``create_app``. An app not made by
+    ``create_app`` leaves the plan as it was.
+    """
+    state = getattr(app, "state", None)
+    resolved = getattr(state, "openenv_settings", None)
+    if not isinstance(resolved, ResolvedSettings):
+        return plan
+    sessions = getattr(state, "openenv_sessions", None)
+    capacity = getattr(sessions, "capacity", None)
+    return replace(
+        plan, resolved=resolved, capacity=capacity if isinstance(capacity, int) else None
+    )
 
 
 def open_file_advice(soft_limit: int, plan: ServePlan) -> str | None:

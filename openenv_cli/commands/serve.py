@@ -109,6 +109,7 @@ def command(
     --max-concurrent-envs 100 holds 800 sessions.
     """
     from openenv_cli.serving import (
+        adopt_app_settings,
         check_app_imports,
         check_port_free,
         open_file_advice,
@@ -142,7 +143,8 @@ def command(
         # Before the app is imported (below, and in each worker): create_app reads them.
         hand_over(plan.flags, plan.manifest_path)
         os.environ["PYTHONPATH"] = layout.env["PYTHONPATH"]  # for worker processes
-        check_app_imports(plan, layout.env["PYTHONPATH"].split(os.pathsep))
+        app = check_app_imports(plan, layout.env["PYTHONPATH"].split(os.pathsep))
+        plan = adopt_app_settings(plan, app)
         soft, _ = raise_open_file_limit()
         advice = open_file_advice(soft, plan)
         if advice:
@@ -167,8 +169,8 @@ def print_summary(plan: ServePlan) -> None:
         highlight=False,
     )
     console.print(
-        f"  capacity   {plan.total_capacity} sessions ({plan.settings.max_concurrent_envs} per worker × {workers} "
-        f"worker{'s' if workers > 1 else ''})",
+        f"  capacity   {plan.total_capacity} sessions ({plan.per_worker} per worker × {workers} "
+        f"worker{'s' if workers > 1 else ''}; {escape(plan.capacity_source)})",
         highlight=False,
     )
     console.print(f"  WebSocket  {url.replace('http', 'ws', 1)}/ws", highlight=False)
@@ -186,6 +188,8 @@ def print_summary(plan: ServePlan) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    for line in plan.resolved.overrides():
+        console.print(f"  [yellow]note[/] {escape(line)}", highlight=False, soft_wrap=True)
     client = _client_class(plan)
     console.print("\n  Connect from Python:", style="bold")
     console.print(f"    from {plan.manifest.name} import {client}", highlight=False)

@@ -85,3 +85,46 @@ def test_open_file_advice(project: Path) -> None:
     plan = plan_serve(project, flags={"max_concurrent_envs": 5000})
     assert "ulimit" in (open_file_advice(1024, plan) or "")
     assert open_file_advice(1 << 20, plan) is None
+
+
+def _serve_output(project: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
+    """Run `openenv serve` up to the point where uvicorn would start; return what it printed."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    import openenv_runtime.serve as runtime_serve
+    from openenv_cli import serving
+    from openenv_cli.main import app
+
+    monkeypatch.setattr(runtime_serve, "run_server", lambda launch, settings: None)
+    monkeypatch.setattr(serving, "check_port_free", lambda host, port: None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in [m for m in sys.modules if m == project.name or m.startswith(project.name + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    result = CliRunner().invoke(app, ["serve", str(project), *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_the_summary_shows_the_capacity_create_app_sets(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_py = project / "server" / "app.py"
+    app_py.write_text(
+        app_py.read_text(encoding="utf-8").replace(
+            "    version=VERSION,\n", "    version=VERSION,\n    max_concurrent_envs=4,\n"
+        ),
+        encoding="utf-8",
+    )
+    out = _serve_output(project, monkeypatch)
+    assert (
+        "capacity   4 sessions (4 per worker × 1 worker; from create_app(max_concurrent_envs=...))"
+        in out
+    )
+    assert "max_concurrent_envs       4 " in out
+    assert "overrides" not in out
+
+    out = _serve_output(project, monkeypatch, "--max-concurrent-envs", "7")
+    assert "capacity   7 sessions" in out
+    assert "--max-concurrent-envs overrides create_app(max_concurrent_envs=4)" in out

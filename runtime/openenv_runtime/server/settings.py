@@ -21,7 +21,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -248,9 +248,19 @@ class ResolvedSettings:
 
     values: ServerSettings
     origins: dict[str, Origin]
+    code: dict[str, Any] = field(default_factory=dict)  # create_app's explicit arguments
 
     def origin(self, name: str) -> Origin:
         return self.origins[name]
+
+    def overrides(self) -> list[str]:
+        """One line per ``create_app`` argument that a flag, variable or ``openenv.yaml`` replaced."""
+        return [
+            f"{self.origins[name]} overrides create_app({name}="
+            f"{'<hidden>' if name == 'api_key' else repr(value)})"
+            for name, value in self.code.items()
+            if name in self.origins and self.origins[name].source != "create_app()"
+        ]
 
 
 class _Environ(EnvSettingsSource):
@@ -359,14 +369,12 @@ def load_settings(
         values = ServerSettings(**merged)
     except ValidationError as exc:
         raise EnvironmentContractError(_explain(exc, merged, origins)) from None
-    code_overridden = [
-        f"{origins[name]} overrides create_app({name}={value!r})"
-        for name, value in (code or {}).items()
-        if value is not None and name in origins and origins[name].source != "create_app()"
-    ]
-    for line in code_overridden:
+    resolved = ResolvedSettings(
+        values, origins, {k: v for k, v in (code or {}).items() if v is not None and k in KEYS}
+    )
+    for line in resolved.overrides():
         logger.info("setting %s", line)
-    return ResolvedSettings(values, origins)
+    return resolved
 
 
 def _field_for_env(alias: str) -> str | None:
