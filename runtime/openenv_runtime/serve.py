@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures.thread
 import gc
 import multiprocessing
 import os
@@ -148,6 +149,9 @@ def _use_app_dir(launch: Launch) -> None:
         sys.path.insert(0, launch.app_dir)
 
 
+_POOL_FILE = concurrent.futures.thread.__file__
+
+
 class DrainingServer(uvicorn.Server):
     """uvicorn, with the shutdown an environment server needs.
 
@@ -188,10 +192,27 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
 
 
+def busy_environment_threads() -> list[threading.Thread]:
+    """The environment threads running a call now (an idle pool thread waiting for work is not)."""
+    frames = sys._current_frames()
+    busy = []
+    for thread in threading.enumerate():
+        if not thread.name.startswith(("openenv-env", "openenv-session")) or not thread.is_alive():
+            continue
+        frame = frames.get(thread.ident) if thread.ident is not None else None
+        while frame is not None:
+            # A pool thread runs each call inside concurrent.futures' work item's run().
+            if frame.f_code.co_name == "run" and frame.f_code.co_filename == _POOL_FILE:
+                busy.append(thread)
+                break
+            frame = frame.f_back
+    return busy
+
+
 def serve_forever(config: uvicorn.Config, sockets: list[socket.socket] | None = None) -> None:
     """Run one server process until it is told to stop; exit 0 within a bound."""
     DrainingServer(config).run(sockets=sockets)
-    stuck = [t for t in threading.enumerate() if t.name.startswith("openenv-env") and t.is_alive()]
+    stuck = busy_environment_threads()
     if stuck:
         # A step that never returns would keep the interpreter from exiting (thread pools are
         # joined at exit). Its instance was closed already: leave without waiting for it.
