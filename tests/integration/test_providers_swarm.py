@@ -99,7 +99,7 @@ def test_start_does_not_wait_for_the_images_health_check_interval(
     assert interval == 30 * 10**9
     with SwarmProvider(env_image, replicas=2, name_prefix=NAME) as urls:
         assert all(health(u) is not None for u in urls)
-        service = [s for s in client.services.list() if s.name.startswith(NAME)][0]
+        service = next(s for s in client.services.list() if s.name.startswith(NAME))
         api = tuple(int(p) for p in client.api.api_version.split(".")[:2])
         if api >= (1, 44):  # engines from 25 probe every second during the start period
             check = service.attrs["Spec"]["TaskTemplate"]["ContainerSpec"]["Healthcheck"]
