@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from openenv_cli.console import console
+from openenv_cli.console import console, err_console
 from openenv_cli.deploy import DeployResult, plan_deploy, remove_deployment, run_deploy
 
 
@@ -145,8 +145,13 @@ def command(
         stack=stack,
         balancing=balancing,
     )
-    result = run_deploy(plan, apply=apply, force=force, timeout=timeout)
+    result = run_deploy(plan, apply=apply, force=force, timeout=timeout, progress=_progress)
     _print(result, as_json)
+
+
+def _progress(line: str) -> None:
+    """What a long --apply is doing, on stderr (stdout stays one JSON object with --json)."""
+    err_console.print(escape(line), style="dim", highlight=False, soft_wrap=True)
 
 
 def _print(result: DeployResult, as_json: bool) -> None:

@@ -8,6 +8,7 @@ and applies or removes. One module per target renders ``templates/deploy/<target
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,8 +110,15 @@ def plan_deploy(
     return DeployPlan(settings, out, files, stack_name, str(base_image))
 
 
-def run_deploy(plan: DeployPlan, *, apply: bool, force: bool, timeout: float) -> DeployResult:
-    """Write the plan's files; with ``apply`` start them (Swarm, Slurm)."""
+def run_deploy(
+    plan: DeployPlan,
+    *,
+    apply: bool,
+    force: bool,
+    timeout: float,
+    progress: Callable[[str], None] = lambda line: None,
+) -> DeployResult:
+    """Write the plan's files; with ``apply`` start them (Swarm, Slurm), telling ``progress``."""
     target = plan.settings.target
     if apply and target not in ("swarm", "slurm"):
         raise UsageError(
@@ -135,7 +143,7 @@ def run_deploy(plan: DeployPlan, *, apply: bool, force: bool, timeout: float) ->
         run = swarm.apply(plan.out, plan.stack, base_image=plan.base_image, timeout=timeout)
         result.url, result.stack = run.url, run.stack
     elif apply and target == "slurm":
-        job = slurm.apply(plan.out, plan.settings.replicas, timeout=timeout)
+        job = slurm.apply(plan.out, plan.settings.replicas, timeout=timeout, progress=progress)
         result.url, result.job_id, result.endpoints = job.url, job.job_id, job.endpoints
     return result
 
