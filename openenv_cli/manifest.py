@@ -1,6 +1,7 @@
 """The ``openenv.yaml`` manifest: its schema, and loading it with useful errors.
 
-Required keys are ``name`` and ``app``; everything else has a default. Unknown keys are
+Required keys are ``name`` and ``app``; everything else has a default (without ``app:``,
+the layout ``openenv init`` writes is assumed: ``<name>.server.app:app``). Unknown keys are
 warnings (with a "did you mean" when one is close), never errors, so a manifest written for a
 newer CLI or by ``openenv-core`` (``type: space``, ``runtime: fastapi``) still loads.
 """
@@ -256,6 +257,9 @@ def parse_manifest(data: Any, project_dir: Path, path: Path | None = None) -> Ma
             )
         )
         return report
+    inferred = conventional_app(data.get("name")) if "app" not in data else None
+    if inferred is not None:
+        data = {**data, "app": inferred}  # the layout `openenv init` writes
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
@@ -282,6 +286,20 @@ def parse_manifest(data: Any, project_dir: Path, path: Path | None = None) -> Ma
         )
     report.manifest = manifest
     return report
+
+
+def conventional_app(name: Any) -> str | None:
+    """``<name>.server.app:app``, the app of a project laid out as ``openenv init`` does
+    (used when ``openenv.yaml`` has no ``app:``); None when ``name`` cannot be a package."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    package = re.sub(r"\W", "_", name.strip())
+    return f"{package}.server.app:app" if package.isidentifier() else None
+
+
+def is_app_path(text: str) -> bool:
+    """True for ``module.path:attribute`` (what ``app:`` holds)."""
+    return _APP_PATTERN.match(text.strip()) is not None
 
 
 def inspect_manifest(project_dir: Path) -> ManifestReport:

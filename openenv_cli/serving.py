@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.manifest import MANIFEST_FILE, Manifest, load_manifest
+from openenv_cli.manifest import MANIFEST_FILE, Manifest, is_app_path, load_manifest
 from openenv_runtime.errors import EnvironmentContractError
 from openenv_runtime.server.settings import ResolvedSettings, ServerSettings, load_settings
 
@@ -48,6 +48,7 @@ class ServePlan:
     resolved: ResolvedSettings
     reload: bool
     capacity: int | None = None  # sessions per worker the imported app really holds
+    single_file: bool = False  # MODULE:APP given instead of a project folder
 
     @property
     def settings(self) -> ServerSettings:
@@ -107,7 +108,11 @@ def plan_serve(
     ``flags`` maps setting names (``workers``, ``max_concurrent_envs``, ...) to the values
     given on the command line (None: not given).
     """
-    manifest = load_manifest(project_dir)
+    single = single_file_app(project_dir)
+    if single is not None:
+        project_dir, manifest = single
+    else:
+        manifest = load_manifest(project_dir)
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     environ = dict(os.environ if environ is None else environ)
     environ.pop("OPENENV_SERVER_FLAGS", None)  # this command's flags are the only flags
@@ -121,10 +126,39 @@ def plan_serve(
         flags=given,
         resolved=resolved,
         reload=reload,
+        single_file=single is not None,
     )
     if plan.reload and plan.settings.workers > 1:
         raise UsageError("--reload runs a single worker; drop --workers or --reload.")
     return plan
+
+
+def single_file_app(target: Path) -> tuple[Path, Manifest] | None:
+    """``MODULE:APP`` (or ``path/to/file.py:APP``) given instead of a project folder: the
+    folder to import it from and a manifest for it (that folder's ``openenv.yaml`` when it
+    has one, its ``app`` replaced). None when ``target`` is a folder or not of that form."""
+    text = str(target)
+    if target.is_dir() or ":" not in text:
+        return None
+    left, _, attribute = text.rpartition(":")
+    if left.endswith(".py"):
+        file = Path(left)
+        if not file.is_file():
+            raise UsageError(
+                f"No file {left} (from {text}).", hint="Give FILE.py:APP or MODULE:APP."
+            )
+        folder, module = file.resolve().parent, file.stem
+    else:
+        folder, module = Path.cwd(), left
+    app = f"{module}:{attribute}"
+    if not is_app_path(app):
+        raise UsageError(
+            f"{text!r} is neither a project folder nor MODULE:APP.",
+            hint="Give the project folder (with openenv.yaml), or the app as MODULE:APP, e.g. guess:app.",
+        )
+    if (folder / MANIFEST_FILE).is_file():
+        return folder, load_manifest(folder).model_copy(update={"app": app})
+    return folder, Manifest(name=module.split(".")[0], app=app)
 
 
 def check_port_free(host: str, port: int) -> None:

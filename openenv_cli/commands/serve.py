@@ -17,7 +17,10 @@ if TYPE_CHECKING:  # the runtime (fastapi) and the manifest load only when servi
 
 def command(
     path: Annotated[
-        Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)
+        Path,
+        typer.Argument(
+            help="The project folder (with openenv.yaml), or MODULE:APP / FILE.py:APP for a single-file environment."
+        ),
     ] = Path("."),
     host: Annotated[
         str | None, typer.Option(help="Interface to bind \\[env HOST; default 127.0.0.1].")
@@ -102,7 +105,7 @@ def command(
         ),
     ] = None,
 ) -> None:
-    """Serve the environment in PATH on uvicorn until Ctrl-C.
+    """Serve the environment in PATH (a project folder, or MODULE:APP such as guess:app) on uvicorn until Ctrl-C.
 
     Each setting comes from its flag, else its environment variable, else openenv.yaml, else
     the default; the summary says which. Capacity is per worker: --workers 8
@@ -192,7 +195,8 @@ def print_summary(plan: ServePlan) -> None:
         console.print(f"  [yellow]note[/] {escape(line)}", highlight=False, soft_wrap=True)
     client = _client_class(plan)
     console.print("\n  Connect from Python:", style="bold")
-    console.print(f"    from {plan.manifest.name} import {client}", highlight=False)
+    package = "openenv_runtime" if plan.single_file else plan.manifest.name
+    console.print(f"    from {package} import {client}", highlight=False)
     console.print(
         f'    with {client}(base_url="{url}").sync() as env: print(env.reset())\n',
         highlight=False,
@@ -203,6 +207,8 @@ def print_summary(plan: ServePlan) -> None:
 def _client_class(plan: ServePlan) -> str:
     from openenv_cli.scaffold import class_names
 
+    if plan.single_file:
+        return "GenericEnvClient"
     try:
         return class_names(plan.manifest.name).client
     except Exception:
