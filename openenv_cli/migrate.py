@@ -40,6 +40,8 @@ _STRING_PREFIX = re.compile(
     r"""^(?P<q>[rRbBuU]*['"]{1,3})(?P<mod>openenv\.core|openenv_core|openenv\.auto)(?=[.'"])"""
 )
 _AUTO = f"{RUNTIME}.auto"
+# Module paths the reference's documentation uses that its package never had.
+ALSO_RENAMED = {"openenv.providers": f"{RUNTIME}.containers.runtime"}
 
 
 @dataclass
@@ -50,13 +52,16 @@ class FileChange:
 
     def diff(self, root: Path) -> str:
         name = self.path.relative_to(root).as_posix()
+        lines = difflib.unified_diff(
+            self.old.splitlines(keepends=True),
+            self.new.splitlines(keepends=True),
+            fromfile=f"a/{name}" if self.old else "/dev/null",
+            tofile=f"b/{name}",
+        )
+        # a last line without its newline must say so, or `patch` / `git apply` refuse the diff
         return "".join(
-            difflib.unified_diff(
-                self.old.splitlines(keepends=True),
-                self.new.splitlines(keepends=True),
-                fromfile=f"a/{name}",
-                tofile=f"b/{name}",
-            )
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines
         )
 
 
@@ -68,7 +73,9 @@ class MigrationPlan:
     new_files: dict[Path, str] = field(default_factory=dict)
 
     def diff(self) -> str:
-        return "".join(c.diff(self.root) for c in self.changes)
+        """Every change and new file as one unified diff (``git apply`` / ``patch -p1``)."""
+        created = [FileChange(path, "", text) for path, text in self.new_files.items()]
+        return "".join(c.diff(self.root) for c in [*self.changes, *created])
 
 
 class _ImportRewriter(cst.CSTTransformer):
@@ -77,6 +84,8 @@ class _ImportRewriter(cst.CSTTransformer):
     def __init__(self) -> None:
         super().__init__()
         self.modules: set[str] = set()
+        self.unmapped: set[str] = set()  # reference-namespace modules with no counterpart
+        self.renamed: dict[str, str] = {}  # spellings outside the reference's own modules
 
     def leave_Attribute(
         self, original: cst.Attribute, updated: cst.Attribute
@@ -86,6 +95,9 @@ class _ImportRewriter(cst.CSTTransformer):
             return cst.Name(RUNTIME)
         if name == "openenv.auto":  # the reference's auto package has its twin here
             return cst.Attribute(value=cst.Name(RUNTIME), attr=cst.Name("auto"))
+        if name in ALSO_RENAMED:
+            self.renamed[name] = ALSO_RENAMED[name]
+            return cst.parse_expression(ALSO_RENAMED[name])
         return updated
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
@@ -101,6 +113,8 @@ class _ImportRewriter(cst.CSTTransformer):
             module = RUNTIME
         if module.startswith(RUNTIME):
             self.modules.add(module)
+        elif module.startswith("openenv."):
+            self.unmapped.add(module)
         return updated
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
@@ -108,6 +122,8 @@ class _ImportRewriter(cst.CSTTransformer):
             name = get_full_name_for_node(alias.name) or ""
             if name.startswith(RUNTIME):
                 self.modules.add(name)
+            elif name.startswith("openenv."):
+                self.unmapped.add(name)
         return updated
 
     def leave_SimpleString(
@@ -122,11 +138,29 @@ class _ImportRewriter(cst.CSTTransformer):
 
 def rewrite_python(source: str) -> tuple[str, set[str]]:
     """``source`` with the reference's imports renamed; also the runtime modules it now imports."""
+    new, modules, _ = rewrite_python_report(source)
+    return new, modules
+
+
+def rewrite_python_report(source: str) -> tuple[str, set[str], list[str]]:
+    """As :func:`rewrite_python`, plus one note per import it renamed by the docs' spelling
+    or could not map (a module of the ``openenv`` namespace with no counterpart here)."""
     if "openenv" not in source:
-        return source, set()
+        return source, set(), []
     tree = cst.parse_module(source)
     rewriter = _ImportRewriter()
-    return tree.visit(rewriter).code, rewriter.modules
+    new = tree.visit(rewriter).code
+    notes = [
+        f"`{old}` is not a module of the reference (its docs spell it so); renamed to `{ours}`, "
+        "which holds those names"
+        for old, ours in sorted(rewriter.renamed.items())
+    ]
+    notes += [
+        f"`{module}` has no counterpart in openenv-runtime; left as is (docs/migrating.md "
+        "maps the reference's modules)"
+        for module in sorted(rewriter.unmapped)
+    ]
+    return new, rewriter.modules, notes
 
 
 def _missing_modules(modules: set[str]) -> list[str]:
@@ -197,12 +231,13 @@ def plan_migration(root: Path, dockerfile_template: str | None = None) -> Migrat
         old = path.read_text(encoding="utf-8")
         uses_mcp = uses_mcp or "fastmcp" in old
         try:
-            new, modules = rewrite_python(old)
+            new, modules, notes = rewrite_python_report(old)
         except cst.ParserSyntaxError as exc:
             plan.notes.append(
                 f"{path.relative_to(root)}: not valid Python ({exc.message}); left as is"
             )
             continue
+        plan.notes.extend(f"{path.relative_to(root)}: {note}" for note in notes)
         for module in modules:
             imported.setdefault(module, []).append(path)
         if "import openenv\n" in new or re.search(r"^\s*import openenv\s*$", new, re.MULTILINE):

@@ -186,9 +186,17 @@ def check_app_imports(plan: ServePlan, import_paths: list[str]) -> Any:
     except Exception as exc:
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" ({frame.filename}:{frame.lineno})" if frame else ""
+        hint = "Fix the error above, or check `app:` in openenv.yaml; `openenv validate` checks the whole project."
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and missing.split(".")[0] in ("openenv", "openenv_core"):
+            hint = (
+                "The project is written for the reference OpenEnv (openenv.core): run "
+                f"`openenv migrate {plan.project_dir}` (add --dry-run to see the diff first), "
+                "then serve it again."
+            )
         raise OpenEnvError(
             f"The app {plan.manifest.app} (openenv.yaml: app) does not import: {type(exc).__name__}: {exc}{where}",
-            hint="Fix the error above, or check `app:` in openenv.yaml; `openenv validate` checks the whole project.",
+            hint=hint,
         ) from None
     if not hasattr(module, attribute):
         raise OpenEnvError(

@@ -193,3 +193,34 @@ def test_a_minimal_manifest_gets_the_conventional_app(project: Path) -> None:
         "name: demo_env\nversion: 0.1.0\ndescription: A demo\n", encoding="utf-8"
     )
     assert plan_serve(project).manifest.app == "demo_env.server.app:app"
+
+
+def test_an_unmigrated_project_is_told_to_run_migrate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import sys
+
+    from openenv_cli.errors import OpenEnvError as Error
+    from openenv_cli.serving import check_app_imports
+
+    if importlib.util.find_spec("openenv") is not None:
+        pytest.skip("the reference OpenEnv is installed here, so its imports succeed")
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    project = tmp_path / "ref_env"
+    (project / "server").mkdir(parents=True)
+    (project / "server" / "__init__.py").write_text("")
+    (project / "__init__.py").write_text("")
+    (project / "server" / "app.py").write_text(
+        "from openenv.core.env_server.http_server import create_app\n"
+    )
+    (project / "openenv.yaml").write_text("name: ref_env\napp: server.app:app\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    plan = plan_serve(project)
+    with pytest.raises(Error) as info:
+        check_app_imports(plan, [str(project)])
+    assert "No module named 'openenv'" in info.value.message
+    assert f"openenv migrate {project.resolve()}" in (info.value.hint or "")
+    for name in [m for m in sys.modules if m == "server" or m.startswith("server.")]:
+        monkeypatch.delitem(sys.modules, name)
