@@ -6,6 +6,9 @@ rendered from ``templates/deploy/envoy/`` with the discovery that target uses.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -104,32 +107,60 @@ class WriteOutcome:
     kept_edits: bool = False
 
 
+RECORD = ".openenv-deploy.json"  # what the last run wrote: {relative path: sha256}
+
+
 def write_files(
     files: Mapping[str, str], out: Path, *, force: bool, keep_edits: bool = False
 ) -> WriteOutcome:
     """Write ``files`` under ``out``, all or nothing.
 
-    Files already there with other contents are someone's edits: they are replaced only with
-    ``force``; with ``keep_edits`` (``--apply``) they are kept and used as they are.
+    A file already there with other contents is replaced when it is still what an earlier
+    run wrote (the options changed; ``out/.openenv-deploy.json`` records what was written);
+    otherwise it is someone's edit: replaced only with ``force``, and with ``keep_edits``
+    (``--apply``) kept and used as it is.
     """
+    record = _load_record(out)
     differing = [
         relative
         for relative, text in files.items()
         if (out / relative).is_file() and _read(out / relative) != text
     ]
+    edited = [r for r in differing if record.get(r) != _digest(_read(out / r))]
     missing = [relative for relative in files if not (out / relative).is_file()]
     if not differing and not missing:
         return WriteOutcome([], unchanged=True)
-    if differing and not force:
-        if keep_edits and not missing:
+    if edited and not force:
+        if keep_edits and not missing and len(edited) == len(differing):
             return WriteOutcome([], kept_edits=True)
         raise UsageError(
-            f"{out} holds edited files ({', '.join(sorted(differing))}) that these options would "
+            f"{out} holds edited files ({', '.join(sorted(edited))}) that these options would "
             "replace.",
             hint="Pass --force to replace them, --out DIR for another folder, or --apply to "
             "apply the edited files as they are.",
         )
-    return WriteOutcome(write_project(dict(files), out, force=True))
+    written = write_project(dict(files), out, force=True)
+    _save_record(
+        out, {**record, **{r: hashlib.sha256(t.encode()).hexdigest() for r, t in files.items()}}
+    )
+    return WriteOutcome(written)
+
+
+def _digest(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _load_record(out: Path) -> dict[str, str]:
+    try:
+        data = json.loads((out / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _save_record(out: Path, record: Mapping[str, str]) -> None:
+    with contextlib.suppress(OSError):
+        (out / RECORD).write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n")
 
 
 def _read(path: Path) -> str | None:

@@ -168,3 +168,17 @@ def test_session_balancing_hashes_the_session_header(project: Path) -> None:
     assert "hash_policy" not in route
     # A draining replica's 503 (before any session opens) is retried on another one.
     assert route["retry_policy"]["retriable_status_codes"] == [503]
+
+
+def test_new_options_replace_files_no_one_edited(project: Path, tmp_path: Path) -> None:
+    out = tmp_path / "envoy"
+    first = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8001"])
+    assert write_files(first.files, out, force=False).written
+    second = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8002"], front_port=9090)
+    assert second.files != first.files
+    assert write_files(second.files, out, force=False).written  # only the options changed
+    written = next(p for p in out.rglob("envoy.yaml"))
+    assert "8002" in written.read_text()
+    written.write_text(written.read_text() + "# mine\n")  # now someone edits it
+    with pytest.raises(UsageError, match="edited files"):
+        write_files(first.files, out, force=False)
