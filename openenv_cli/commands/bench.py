@@ -187,7 +187,7 @@ def command(
         bool,
         typer.Option(
             "--plots/--no-plots",
-            help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit[bench]').",
+            help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit\\[bench]').",
         ),
     ] = True,
     token: Annotated[

@@ -89,7 +89,7 @@ def command(
     ] = False,
     stack: Annotated[
         str | None,
-        typer.Option("--stack", help="swarm: stack name [default: the project name]."),
+        typer.Option("--stack", help="swarm: stack name \\[default: the project name]."),
     ] = None,
     job_id: Annotated[
         str | None, typer.Option("--job-id", help="slurm --remove: the job to cancel.")

@@ -87,3 +87,8 @@ def test_examples_use_options_that_exist(example: str) -> None:
     assert args[0] == "openenv"
     result = runner.invoke(app, [*args[1:], "--help"])
     assert result.exit_code == 0, result.output
+
+
+def test_bracketed_help_text_survives_rich_markup() -> None:
+    assert "openenv-toolkit[bench]" in _help("bench").replace("\n", "")
+    assert "[default: the project name]" in " ".join(_help("deploy").split())
