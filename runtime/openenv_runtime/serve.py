@@ -294,12 +294,12 @@ def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:
     if settings.workers > 1 and not launch.reload:
         _supervise(launch, settings)
         return
-    config = _uvicorn_config(launch, settings)
     if launch.reload:
-        # The reloader re-imports the app in a child process, so it needs uvicorn.run.
+        # The reloader re-imports the app in a child process, so it needs uvicorn.run (and
+        # only its own Config: each one with reload on logs "Will watch ..." again).
         install_redaction()
         uvicorn.run(
-            config.app,
+            launch.app,
             app_dir=launch.app_dir,
             host=settings.host,
             port=settings.port,
@@ -310,7 +310,7 @@ def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:
         )
         return
     _use_app_dir(launch)
-    serve_forever(_loaded(config, settings))
+    serve_forever(_loaded(_uvicorn_config(launch, settings), settings))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from openenv_runtime.serve import busy_environment_threads
 
@@ -35,3 +39,21 @@ def test_idle_pool_threads_are_not_counted_as_running_a_step() -> None:
         release.set()
         pool.shutdown(wait=True)
         session.shutdown(wait=True)
+
+
+def test_reload_says_what_it_watches_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+    import uvicorn.config
+
+    import openenv_runtime.serve as serve
+    from openenv_runtime.server.settings import load_settings
+
+    def run(app: str, **options: Any) -> None:  # what uvicorn.run does first
+        uvicorn.Config(app, reload=True, reload_dirs=options.get("reload_dirs"))
+
+    said: list[str] = []
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(uvicorn.config.logger, "info", lambda msg, *a, **k: said.append(msg % a))
+    launch = serve.Launch("x:app", reload=True, reload_dirs=(str(tmp_path),))
+    serve.run_server(launch, load_settings(environ={}).values)
+    assert sum("Will watch" in line for line in said) == 1
