@@ -166,7 +166,7 @@ def _print(result: DeployResult, as_json: bool) -> None:
         return
     if result.kept_edits:
         state = "kept as edited"
-    elif result.written:
+    elif result.changed:
         state = "written"
     else:
         state = "unchanged"

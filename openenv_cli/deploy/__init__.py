@@ -42,8 +42,9 @@ class DeployResult:
     target: str
     out: str
     files: list[str]
-    written: bool
+    written: bool  # the files in ``out`` are these options' (written now, or already so)
     kept_edits: bool = False
+    changed: bool = False  # this run wrote or replaced files
     url: str | None = None
     stack: str | None = None
     job_id: str | None = None
@@ -136,12 +137,13 @@ def run_deploy(
         target=target,
         out=str(plan.out),
         files=sorted(plan.files),
-        written=bool(outcome.written),
+        written=not outcome.kept_edits,
         kept_edits=outcome.kept_edits,
+        changed=bool(outcome.written),
     )
     if apply and target == "swarm":
         run = swarm.apply(plan.out, plan.stack, base_image=plan.base_image, timeout=timeout)
-        result.url, result.stack = run.url, run.stack
+        result.url, result.stack, result.endpoints = run.url, run.stack, run.endpoints
     elif apply and target == "slurm":
         job = slurm.apply(plan.out, plan.settings.replicas, timeout=timeout, progress=progress)
         result.url, result.job_id, result.endpoints = job.url, job.job_id, job.endpoints
