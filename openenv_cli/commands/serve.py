@@ -105,7 +105,10 @@ def command(
         ),
     ] = None,
 ) -> None:
-    """Serve the environment in PATH (a project folder, or MODULE:APP such as guess:app) on uvicorn until Ctrl-C.
+    """Serve the environment in PATH on uvicorn until Ctrl-C.
+
+    PATH is a project folder (with openenv.yaml), or MODULE:APP (FILE.py:APP) for a
+    single-file environment such as guess:app.
 
     Each setting comes from its flag, else its environment variable, else openenv.yaml, else
     the default; the summary says which. Capacity is per worker: --workers 8
