@@ -128,7 +128,7 @@ def test_from_env_runs_the_image_openenv_build_tags(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One naming rule: the image AutoEnv starts is one of the tags `openenv build` applies."""
-    from openenv_cli.build.plan import plan_build
+    from openenv_cli.image.plan import plan_build
     from openenv_cli.scaffold import render_project, write_project
 
     for variable in ("OPENENV_IMAGE_TAG", "OPENENV_BASE_IMAGE"):

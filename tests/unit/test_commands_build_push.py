@@ -190,3 +190,17 @@ def test_the_generated_files_point_other_builders_at_context_dir(project: Path) 
     assert any("openenv build --context-dir" in line for line in before_copy)
     readme = (project / "README.md").read_text(encoding="utf-8")
     assert "openenv build --context-dir" in readme and "docker build" in readme
+
+
+def test_a_fresh_init_project_pushes_and_builds_with_no_secret_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "250")
+    code, _, err = run(capsys, "init", "fresh_env", "--license", "MIT")
+    assert code == 0, err
+    for command in ("push", "build"):
+        code, out, err = run(capsys, command, "fresh_env", "--dry-run")
+        assert code == 0, err
+        assert "secret:" not in out and "link:" not in out and "Secrets shipped" not in out
+    assert "server/app.py" in out

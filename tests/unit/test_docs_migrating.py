@@ -24,7 +24,7 @@ def test_every_block_runs_or_says_why_not(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_the_map_names_modules_that_hold_the_names() -> None:
-    runtime = importlib.import_module("openenv_runtime.containers.runtime")
+    runtime = importlib.import_module("openenv_runtime.compat.containers.runtime")
     for name in ("LocalDockerProvider", "DockerSwarmProvider", "UVProvider", "DaytonaProvider"):
         assert hasattr(runtime, name)
     text = DOC.read_text(encoding="utf-8")

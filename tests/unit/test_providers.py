@@ -23,9 +23,9 @@ from openenv_runtime.providers.process import resolve_target
 
 def test_reference_names_are_the_reference_style_faces() -> None:
     # LocalDockerProvider / DockerSwarmProvider have the reference's API (start_container, ...)
-    # in openenv_runtime.containers.runtime; providers/ keeps only our own classes.
+    # in openenv_runtime.compat.containers.runtime; providers/ keeps only our own classes.
     import openenv_runtime.providers as providers
-    from openenv_runtime.containers.runtime import LocalDockerProvider
+    from openenv_runtime.compat.containers.runtime import LocalDockerProvider
 
     assert not hasattr(providers, "LocalDockerProvider")
     assert hasattr(LocalDockerProvider, "start_container")
@@ -127,7 +127,11 @@ def test_swarm_tasks_get_a_start_interval_where_the_engine_takes_one() -> None:
     from openenv_runtime.providers import SwarmProvider
 
     provider = SwarmProvider("img:1", startup_timeout=60)
-    image_check = {"Test": ["CMD-SHELL", "probe"], "Interval": 30 * 10**9, "StartPeriod": 20 * 10**9}
+    image_check = {
+        "Test": ["CMD-SHELL", "probe"],
+        "Interval": 30 * 10**9,
+        "StartPeriod": 20 * 10**9,
+    }
     fast = provider._fast_healthcheck(_Engine("1.44", image_check))
     assert fast == {"StartInterval": 10**9, "StartPeriod": 20 * 10**9}  # the rest inherits
     no_period = provider._fast_healthcheck(_Engine("1.45", {"Test": ["CMD", "x"]}))

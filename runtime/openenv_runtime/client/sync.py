@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import typing
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..models import Action, Observation, State, StepResult
-from .compat import async_call
+from .blocking import async_call, background_loop
 
 if TYPE_CHECKING:
-    from ..pool import EnvPool, Result
+    from .checkpoint import Checkpoint
     from .env_client import EnvClient
+    from .pool import EnvPool, Result
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
@@ -21,29 +21,13 @@ StateT = TypeVar("StateT", bound=State)
 T = TypeVar("T")
 ClientT = TypeVar("ClientT", bound="EnvClient")  # type: ignore[type-arg]
 
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
-
-def _background_loop() -> asyncio.AbstractEventLoop:
-    """One daemon thread runs the event loop shared by every sync client of the process."""
-    global _loop
-    with _loop_lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(
-                target=loop.run_forever, name="openenv-client-loop", daemon=True
-            ).start()
-            _loop = loop
-        return _loop
-
 
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     """Blocking twin of :class:`EnvClient`; works in plain scripts and inside a running loop's thread."""
 
     def __init__(self, client: EnvClient[ActT, ObsT, StateT]) -> None:
         self.client = client
-        self._loop = _background_loop()
+        self._loop = background_loop()
 
     @property
     def _async(self) -> EnvClient[ActT, ObsT, StateT]:
@@ -73,6 +57,18 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 
     def close(self) -> None:
         self._call(async_call(self.client, "close"))
+
+    def checkpoint(self) -> Checkpoint:
+        """Blocking :meth:`EnvClient.checkpoint`."""
+        return self._call(self.client.checkpoint())
+
+    def restore(self, checkpoint: Checkpoint | str) -> Checkpoint:
+        """Blocking :meth:`EnvClient.restore`."""
+        return self._call(self.client.restore(checkpoint))
+
+    def fork(self, checkpoint: Checkpoint | None = None) -> SyncEnvClient[ActT, ObsT, StateT]:
+        """Blocking :meth:`EnvClient.fork`; the fork is a blocking client too."""
+        return SyncEnvClient(self._call(self.client.fork(checkpoint)))
 
     def __getattr__(self, name: str) -> Any:
         # Other async methods of the client (MCPToolClient.call_tool, ...) become blocking too.
@@ -110,7 +106,7 @@ class SyncEnvPool(Generic[ClientT]):
 
     def __init__(self, pool: EnvPool[ClientT]) -> None:
         self.pool = pool
-        self._loop = _background_loop()
+        self._loop = background_loop()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -126,6 +122,21 @@ class SyncEnvPool(Generic[ClientT]):
 
     def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
         return self._call(self.pool.step(actions, timeout=timeout))
+
+    def send(self, indices: Iterable[int], actions: Sequence[Any]) -> None:
+        self._call(self.pool.send(indices, actions))
+
+    def send_reset(self, indices: Iterable[int], seeds: Sequence[int | None] | None = None) -> None:
+        self._call(self.pool.send_reset(indices, seeds))
+
+    def recv(
+        self, min_results: int = 1, *, timeout: float | None = None
+    ) -> list[tuple[int, Result]]:
+        return self._call(self.pool.recv(min_results, timeout=timeout))
+
+    @property
+    def in_flight(self) -> list[int]:
+        return self.pool.in_flight
 
     def replace(self, index: int) -> ClientT:
         return self._call(self.pool.replace(index))

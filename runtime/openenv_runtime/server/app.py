@@ -16,20 +16,23 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
-from ..compat.types import ConcurrencyConfig, ServerMode
 from ..environment import Environment, overrides
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
+from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
+from .actions import action_validator
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths
-from .compat import GRADIO_OPTIONS, action_validator, resolve_reference_options
+from .checkpoint_ops import Checkpointer, build_checkpoint_router
+from .checkpoints import CheckpointStore
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
 from .lifecycle import LifecycleSettings
 from .limits import BodyLimitMiddleware
 from .logs import install_redaction
 from .mcp import MCPHandler, build_mcp_router, serve_attached
+from .options import GRADIO_OPTIONS, resolve_reference_options
 from .sessions import SessionManager
 from .settings import load_settings
 from .tasks import build_task_router
@@ -116,7 +119,7 @@ def create_app(
         reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
         env_name, concurrency_config, mode, gradio_builder, custom_tab_name,
             custom_tab_primary, show_default_tab, title_override: the reference OpenEnv's
-            options, each mapped to ours (see ``openenv_runtime.server.compat``).
+            options, each mapped to ours (see ``openenv_runtime.server.options``).
     """
     gradio = (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab)
     ref = resolve_reference_options(
@@ -234,6 +237,17 @@ def create_app(
         manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
+    checkpointer = Checkpointer(
+        manager,
+        CheckpointStore(
+            f"{env_name}:{env_cls.__qualname__ if env_cls is not None else ''}",
+            config.checkpoint_dir,
+            config.max_checkpoint_bytes,
+            config.checkpoint_ttl,
+        ),
+    )
+    ws_endpoint.checkpoints = checkpointer
+    app.state.openenv_checkpoints = checkpointer
     mcp_handler = MCPHandler(manager, auth_required=bool(api_key))
     ws_endpoint.mcp, ws_endpoint.attach = mcp_handler.handle, serve_attached
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
@@ -287,6 +301,7 @@ def create_app(
 
     if not ref.production:
         _add_routes(app, build_http_router(manager, action_cls, auth_required=bool(api_key)))
+    _add_routes(app, build_checkpoint_router(checkpointer, auth_required=bool(api_key)))
     _add_routes(app, build_mcp_router(mcp_handler))
     # Last: its /{env_name}/... patterns must not shadow the routes above.
     _add_routes(app, build_task_router(runner, str(env_name)))
