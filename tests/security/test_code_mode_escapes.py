@@ -287,3 +287,17 @@ def test_the_worker_reports_its_confinement() -> None:
     assert confined["limits"]["RLIMIT_NPROC"] == 0 and confined["limits"]["RLIMIT_AS"] > 0
     if os.geteuid() == 0:
         assert confined["uid"] == 65534
+
+
+def test_runs_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker holds memory: when every slot is taken a run waits, then says so."""
+    import threading
+
+    monkeypatch.setattr(code_mode, "_slots", threading.BoundedSemaphore(1))
+    code_mode._slots.acquire()
+    try:
+        metadata = run("result = 1", timeout_s=0.3)
+    finally:
+        code_mode._slots.release()
+    assert "busy" in metadata["error"], metadata
+    assert run("result = 1") == {"result": 1}

@@ -23,7 +23,8 @@ Bounds:
   code has printed over ``PRINT_STOP_CHARS``;
 * the ``result`` value: its JSON form may be at most ``MAX_RESULT_CHARS`` long (values
   come back as JSON: tuples as lists, other objects as their ``repr``);
-* memory: ``CODE_MEMORY_BYTES`` of address space beyond what the interpreter loaded.
+* memory: ``CODE_MEMORY_BYTES`` of address space beyond what the interpreter loaded;
+* workers: at most ``MAX_WORKERS`` run at once; a run waits for a slot within its time.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ CODE_MEMORY_BYTES = 512 * 1024 * 1024
 CODE_OPEN_FILES = 16
 START_TIMEOUT_S = 120.0  # the worker's import of the interpreter, on a loaded machine
 KILL_GRACE_S = 1.0
+# Workers running at once (each holds about 50 MB); a run waits for a slot within its time.
+MAX_WORKERS = max(4, 2 * (os.cpu_count() or 1))
 MAX_FRAME_BYTES = 8 * (MAX_RESULT_CHARS + PRINT_STOP_CHARS)
 WORKER = Path(__file__).with_name("_code_worker.py")
 
@@ -150,6 +153,7 @@ class _Worker:
 
 _spare: _Worker | None = None
 _spare_lock = threading.Lock()
+_slots = threading.BoundedSemaphore(MAX_WORKERS)
 
 
 def _take_worker() -> _Worker:
@@ -250,6 +254,18 @@ def run_code(
     ``stdout`` holds what the code printed (at most ``MAX_PRINT_CHARS``), when it printed.
     """
     _check_interpreter()
+    if not _slots.acquire(timeout=timeout_s):
+        return {
+            "error": f"Code mode is busy ({MAX_WORKERS} runs at once) and no run ended within "
+            f"{timeout_s} s; try again"
+        }
+    try:
+        return _run(code, tools, timeout_s)
+    finally:
+        _slots.release()
+
+
+def _run(code: str, tools: dict[str, Callable[..., Any]], timeout_s: float) -> dict[str, Any]:
     worker = _take_worker()
     try:
         return _outcome(_converse(worker, code, tools, timeout_s))
