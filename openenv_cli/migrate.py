@@ -19,6 +19,7 @@ writes them. What changes:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib.util
 import os
@@ -45,6 +46,7 @@ _STRING_PREFIX = re.compile(
     r"""^(?P<q>[rRbBuU]*['"]{1,3})(?P<mod>openenv\.core|openenv_core|openenv\.auto)(?=[.'"])"""
 )
 _AUTO = f"{RUNTIME}.auto"
+MAX_NESTING = 400  # syntax-tree depth; real code stays far below, libcst takes ~0.5 s here
 
 
 @dataclass
@@ -125,10 +127,35 @@ class _ImportRewriter(cst.CSTTransformer):
         return updated.with_changes(value=match.group("q") + target + updated.value[match.end() :])
 
 
+class NotRewritable(ValueError):
+    """Python that CPython refuses, or nested too deeply for libcst to parse safely (its
+    parser crashes on very deep nesting and slows quadratically on long chains)."""
+
+
+def _check_parsable(source: str) -> None:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        raise NotRewritable(f"CPython cannot parse it: {type(exc).__name__}") from None
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_NESTING:
+            raise NotRewritable(f"nested over {MAX_NESTING} levels deep")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
 def rewrite_python(source: str) -> tuple[str, set[str]]:
-    """``source`` with the reference's imports renamed; also the runtime modules it now imports."""
+    """``source`` with the reference's imports renamed; also the runtime modules it now imports.
+
+    Raises :class:`NotRewritable` (before libcst sees it) for what CPython cannot parse or
+    what is nested over ``MAX_NESTING`` levels.
+    """
     if "openenv" not in source:
         return source, set()
+    _check_parsable(source)
     tree = cst.parse_module(source)
     rewriter = _ImportRewriter()
     return tree.visit(rewriter).code, rewriter.modules
@@ -236,6 +263,9 @@ def _plan_python(plan: MigrationPlan) -> bool:
             new, modules = rewrite_python(old)
         except cst.ParserSyntaxError as exc:
             plan.notes.append(f"{relative}: not valid Python ({exc.message}); left as is")
+            continue
+        except NotRewritable as exc:
+            plan.notes.append(f"{relative}: not rewritten ({exc}); left as is")
             continue
         for module in modules:
             imported.setdefault(module, []).append(relative)

@@ -155,3 +155,26 @@ def test_a_folder_name_cannot_inject_into_openenv_yaml(tmp_path: Path) -> None:
     output = migrate(root)
     assert not (root / "openenv.yaml").exists()
     assert "not a Python package name" in output
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = " + "(" * 100_000 + "1" + ")" * 100_000,  # crashed the process (libcst)
+        "x = x" + "[0]" * 5_000,  # took minutes (libcst is quadratic on chains)
+        "x = " + "-" * 100_000 + "1",
+    ],
+    ids=["deep-parentheses", "long-subscript-chain", "deep-unary"],
+)
+def test_hostile_python_is_left_as_is_quickly(project: Path, body: str) -> None:
+    (project / "hostile.py").write_text("import openenv.core\n" + body + "\n")
+    output = migrate(project)
+    assert "hostile.py: not rewritten" in output
+    assert (project / "hostile.py").read_text().startswith("import openenv.core\n")
+    assert "openenv_runtime" in (project / "server" / "app.py").read_text()
+
+
+def test_a_fifo_named_like_python_does_not_hang_migrate(project: Path) -> None:
+    os.mkfifo(project / "pipe.py")
+    output = migrate(project)
+    assert "pipe.py: a symbolic link or not a regular file" in output
