@@ -285,6 +285,8 @@ def test_the_worker_reports_its_confinement() -> None:
     confined = ready["confined"]
     assert confined["landlock_abi"] >= 1, "this kernel has no Landlock: files stay readable"
     assert confined["limits"]["RLIMIT_NPROC"] == 0 and confined["limits"]["RLIMIT_AS"] > 0
+    if os.uname().machine in ("x86_64", "aarch64"):
+        assert confined["seccomp"] is True
     if os.geteuid() == 0:
         assert confined["uid"] == 65534
 
@@ -301,3 +303,24 @@ def test_runs_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         code_mode._slots.release()
     assert "busy" in metadata["error"], metadata
     assert run("result = 1") == {"result": 1}
+
+
+def test_fallen_interpreter_cannot_open_any_socket(fallen: Path) -> None:
+    """No socket at all: no UDP datagram out, no unix socket (a Docker socket would be root)."""
+    unix_path = fallen / "s.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(unix_path))
+        listener.listen()
+        unix_path.chmod(0o777)
+        refused(
+            attempt(
+                "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                f"s.connect({str(unix_path)!r})\nresult = 'connected'"
+            )
+        )
+    refused(
+        attempt(
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "s.sendto(b'x', ('127.0.0.1', 9))\nresult = 'sent'"
+        )
+    )

@@ -17,7 +17,9 @@ Confinement, applied after the imports and before any agent code is read:
 
 * no environment (the parent passes ``env={}``), working folder ``/``;
 * started as root: every group dropped, then uid and gid ``nobody``;
-* ``PR_SET_NO_NEW_PRIVS``, then a Landlock domain (Linux >= 5.13) that handles every file
+* ``PR_SET_NO_NEW_PRIVS``; a seccomp filter (x86_64, aarch64) refusing every socket,
+  ``execve``, ``fork``, ``ptrace``, other processes' memory, namespaces, ``bpf``,
+  ``io_uring``, ``userfaultfd``, keys and ``perf_event_open``; then a Landlock domain (Linux >= 5.13) that handles every file
   access right with no rule granting any: no file or folder can be opened, created or
   executed, TCP bind/connect is refused (ABI 4+), and signals and abstract unix sockets
   cannot reach processes outside the domain (ABI 6+);
@@ -50,6 +52,67 @@ LANDLOCK_CREATE_RULESET_VERSION = 1
 # 3: +TRUNCATE, 5: +IOCTL_DEV)
 FS_RIGHTS_BITS = {1: 13, 2: 14, 3: 15, 4: 15, 5: 16}
 WATCH_INTERVAL_S = 0.02
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_EPERM = 0x00050000 | 1
+X32_SYSCALL_BIT = 0x40000000
+# Syscalls refused with EPERM, by architecture (AUDIT_ARCH_*): every socket (so no UDP or
+# unix socket either), starting programs, reading other processes, new namespaces, and
+# kernel interfaces that widen the attack surface (bpf, io_uring, userfaultfd, keys, perf).
+DENIED_SYSCALLS = {
+    0xC000003E: {  # x86_64
+        "socket": 41,
+        "connect": 42,
+        "accept": 43,
+        "bind": 49,
+        "listen": 50,
+        "socketpair": 53,
+        "fork": 57,
+        "vfork": 58,
+        "execve": 59,
+        "ptrace": 101,
+        "mount": 165,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "unshare": 272,
+        "accept4": 288,
+        "perf_event_open": 298,
+        "setns": 308,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "bpf": 321,
+        "execveat": 322,
+        "userfaultfd": 323,
+        "io_uring_setup": 425,
+    },
+    0xC00000B7: {  # aarch64
+        "mount": 40,
+        "unshare": 97,
+        "ptrace": 117,
+        "socket": 198,
+        "socketpair": 199,
+        "bind": 200,
+        "listen": 201,
+        "accept": 202,
+        "connect": 203,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "execve": 221,
+        "perf_event_open": 241,
+        "accept4": 242,
+        "setns": 268,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "bpf": 280,
+        "execveat": 281,
+        "userfaultfd": 282,
+        "io_uring_setup": 425,
+    },
+}
+MACHINE_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 _print_container: type | None = None  # the interpreter's class that collects prints
 _write_lock = threading.Lock()
@@ -111,6 +174,42 @@ def _landlock() -> int:
     return abi
 
 
+def _seccomp(libc: Any) -> bool:
+    """Install a seccomp filter refusing ``DENIED_SYSCALLS`` (and every syscall of another
+    architecture's ABI); False on an architecture it does not know."""
+    arch = MACHINE_ARCH.get(os.uname().machine)
+    if arch is None:
+        return False
+    denied = sorted(DENIED_SYSCALLS[arch].values())
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+        return struct.pack("HBBI", code, jt, jf, k)
+
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    checks = [op(load, 0)]  # seccomp_data.nr
+    if arch == 0xC000003E:
+        checks.append(op(jge, X32_SYSCALL_BIT))  # the x32 ABI: jt patched below
+    checks += [op(jeq, nr) for nr in denied]
+    program = [op(load, 4), op(jeq, arch, 0, 0), *checks, op(ret, SECCOMP_RET_ALLOW)]
+    program.append(op(ret, SECCOMP_RET_EPERM))
+    deny = len(program) - 1
+    for index in range(len(program)):  # point every comparison at the deny instruction
+        code, _, _, k = struct.unpack("HBBI", program[index])
+        if index == 1:  # the architecture: on to the checks if it matches, else deny
+            program[index] = op(code, k, 0, deny - index - 1)
+        elif code in (jeq, jge):
+            program[index] = op(code, k, deny - index - 1, 0)
+    filters = ctypes.create_string_buffer(b"".join(program))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Program(len(program), ctypes.cast(filters, ctypes.c_void_p))
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
+    return True
+
+
 def _address_space() -> int:
     with open("/proc/self/status") as status:
         for line in status:
@@ -134,6 +233,7 @@ def lock_down() -> dict[str, Any]:
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
         applied["landlock_abi"] = _landlock()
+        applied["seccomp"] = _seccomp(libc)
     return applied
 
 
