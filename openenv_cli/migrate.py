@@ -32,9 +32,8 @@ import tomlkit
 from libcst.helpers import get_full_name_for_node
 from packaging.requirements import InvalidRequirement, Requirement
 
-from openenv_cli.build.safe_files import OutsideProjectError, read_inside
 from openenv_cli.errors import OpenEnvError
-from openenv_cli.safe_write import write_inside
+from openenv_cli.project_files import OutsideProjectError, read_inside, write_inside
 
 RUNTIME = "openenv_runtime"
 COMPAT = f"{RUNTIME}.compat"  # where the reference's ``openenv.core`` tree lives here
