@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,8 @@ import psutil
 import pytest
 from fastmcp import FastMCP
 
-from openenv_runtime import MCPEnvironment, Observation, State
-from openenv_runtime.mcp import code_mode
+from openenv_runtime import Observation, State
+from openenv_runtime.mcp import MCPEnvironment, code_mode
 
 SECRET = "hf_FAKE_code_mode_secret_0123456789"
 
@@ -279,7 +280,7 @@ def test_a_worker_cannot_call_what_is_not_a_tool(fallen: Path) -> None:
 def test_the_worker_reports_its_confinement() -> None:
     worker = code_mode._Worker()
     try:
-        ready = worker.receive(code_mode.time.monotonic() + code_mode.START_TIMEOUT_S)
+        ready = worker.receive(time.monotonic() + code_mode.START_TIMEOUT_S)
     finally:
         worker.stop()
     confined = ready["confined"]
@@ -324,3 +325,17 @@ def test_fallen_interpreter_cannot_open_any_socket(fallen: Path) -> None:
             "s.sendto(b'x', ('127.0.0.1', 9))\nresult = 'sent'"
         )
     )
+
+
+def test_a_forked_server_process_does_not_share_the_spare_worker() -> None:
+    """Two processes on one worker's pipe would read each other's code and tool results."""
+    assert run("result = 1") == {"result": 1}
+    assert code_mode._spare is not None
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh spare and fresh slots, its own runs
+        ok = code_mode._spare is None and code_mode.run_code("result = 2", {}) == {"result": 2}
+        code_mode._stop_spare()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    assert run("result = 3") == {"result": 3}

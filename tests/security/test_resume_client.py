@@ -18,15 +18,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class FakeClient:
+class FakeServer:
     url = "ws://server.invalid"
-    message_timeout = None
 
     def __init__(self, grace: str) -> None:
-        self._conn: Any = None
         self.grace = grace
 
-    async def _open_connection(self, headers: dict[str, str]) -> Any:
+    async def open_connection(self, headers: dict[str, str]) -> Any:
         return SimpleNamespace(
             response=SimpleNamespace(
                 headers={
@@ -52,6 +50,7 @@ class FakeClient:
     ],
 )
 async def test_the_announced_grace_is_finite_and_bounded(announced: str, kept: float) -> None:
-    transport = ResumingTransport(FakeClient(announced))  # type: ignore[arg-type]
+    server = FakeServer(announced)
+    transport = ResumingTransport(server.open_connection, server.url, None)
     await transport.connect()
     assert transport.resumable and transport.grace == kept

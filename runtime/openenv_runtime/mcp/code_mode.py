@@ -169,6 +169,17 @@ def _take_worker() -> _Worker:
     return worker
 
 
+def _forget_after_fork() -> None:
+    """A forked server process starts afresh: the spare and the slots are its parent's."""
+    global _spare, _spare_lock, _slots
+    _spare, _spare_lock = None, threading.Lock()
+    _slots = threading.BoundedSemaphore(MAX_WORKERS)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 @atexit.register
 def _stop_spare() -> None:
     global _spare
