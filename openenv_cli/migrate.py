@@ -31,6 +31,7 @@ import libcst as cst
 import tomlkit
 from libcst.helpers import get_full_name_for_node
 from packaging.requirements import InvalidRequirement, Requirement
+from tomlkit.exceptions import TOMLKitError
 
 from openenv_cli.errors import OpenEnvError
 from openenv_cli.project_files import OutsideProjectError, read_inside, write_inside
@@ -301,16 +302,25 @@ def plan_migration(root: Path, dockerfile_template: str | None = None) -> Migrat
     name = plan.root.name
     uses_mcp = _plan_python(plan)
     if os.path.lexists(plan.root / "pyproject.toml"):
-        old = _read(plan, "pyproject.toml")
-        if old is not None:
-            new, notes = rewrite_pyproject(old, uses_mcp)
-            plan.notes.extend(notes)
-            if new != old:
-                plan.changes.append(FileChange(plan.root / "pyproject.toml", old, new))
+        _plan_pyproject(plan, uses_mcp)
     _plan_manifest(plan, name)
     if dockerfile_template is not None and os.path.lexists(plan.root / "server" / "Dockerfile"):
         _plan_dockerfile(plan, dockerfile_template)
     return plan
+
+
+def _plan_pyproject(plan: MigrationPlan, uses_mcp: bool) -> None:
+    old = _read(plan, "pyproject.toml")
+    if old is None:
+        return
+    try:
+        new, notes = rewrite_pyproject(old, uses_mcp)
+    except (TOMLKitError, RecursionError) as exc:
+        plan.notes.append(f"pyproject.toml: not valid TOML ({exc}); left as is")
+        return
+    plan.notes.extend(notes)
+    if new != old:
+        plan.changes.append(FileChange(plan.root / "pyproject.toml", old, new))
 
 
 def _plan_manifest(plan: MigrationPlan, name: str) -> None:

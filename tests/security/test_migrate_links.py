@@ -188,3 +188,15 @@ def test_a_folder_name_cannot_inject_into_the_dockerfile(tmp_path: Path) -> None
     migrate(root)
     assert (root / "server" / "Dockerfile").read_text() == REFERENCE_DOCKERFILE
     assert not (root / "server" / "Dockerfile.reference").exists()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[project\n", "x = " + "[" * 100_000 + "]" * 100_000 + "\n", '[project]\nname = "a\n'],
+    ids=["broken-table", "deep-array", "open-string"],
+)
+def test_a_broken_pyproject_is_reported_not_a_crash(project: Path, text: str) -> None:
+    (project / "pyproject.toml").write_text(text)
+    output = migrate(project)
+    assert "pyproject.toml: not valid TOML" in output
+    assert (project / "pyproject.toml").read_text() == text
