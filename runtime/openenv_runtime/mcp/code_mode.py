@@ -205,6 +205,24 @@ def _call_tool(tools: dict[str, Callable[..., Any]], message: dict[str, Any]) ->
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def _call_tool_within(
+    tools: dict[str, Callable[..., Any]], message: dict[str, Any], deadline: float
+) -> dict[str, Any]:
+    """:func:`_call_tool` on its own thread; ``TimeoutError`` when it is still running at
+    ``deadline`` (a hung tool is left to finish by itself, the run ends on time)."""
+    box: dict[str, dict[str, Any]] = {}
+    thread = threading.Thread(
+        target=lambda: box.update(reply=_call_tool(tools, message)),
+        name="openenv-code-tool",
+        daemon=True,
+    )
+    thread.start()
+    thread.join(max(deadline - time.monotonic(), 0.0))
+    if "reply" not in box:
+        raise TimeoutError
+    return box["reply"]
+
+
 def _await(awaitable: Any) -> Any:
     async def wait() -> Any:
         return await awaitable
@@ -238,7 +256,7 @@ def _converse(
         message = worker.receive(hard)
         if "call" not in message:
             return message
-        reply = _call_tool(tools, message)
+        reply = _call_tool_within(tools, message, hard)
         try:
             worker.send(reply, hard)
         except (BrokenPipeError, TimeoutError):
