@@ -67,6 +67,10 @@ class CodeWorkerError(Exception):
 
 
 def _check_interpreter() -> None:
+    if sys.platform == "win32":
+        raise NotImplementedError(
+            "code mode runs agent code in a confined worker process: Linux or macOS only"
+        )
     if importlib.util.find_spec("smolagents") is None:
         raise ModuleNotFoundError(
             "execute_code runs agent code in smolagents' restricted interpreter: "
