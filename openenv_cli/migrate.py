@@ -87,6 +87,12 @@ def _dotted(name: str) -> cst.Attribute | cst.Name:
     return cst.Attribute(value=_dotted(head), attr=cst.Name(last))
 
 
+def _is_runtime(module: str) -> bool:
+    """``openenv_runtime`` or one of its modules (``openenv_runtime_x`` is someone else's:
+    looking it up would import the project's own code)."""
+    return module == RUNTIME or module.startswith(RUNTIME + ".")
+
+
 class _ImportRewriter(cst.CSTTransformer):
     """Renames the reference's module prefixes to ``openenv_runtime.compat`` wherever they appear."""
 
@@ -115,14 +121,14 @@ class _ImportRewriter(cst.CSTTransformer):
             # from openenv import AutoEnv → the reference's top-level names
             updated = updated.with_changes(module=_dotted(COMPAT))
             module = COMPAT
-        if module.startswith(RUNTIME):
+        if _is_runtime(module):
             self.modules.add(module)
         return updated
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
         for alias in updated.names:
             name = get_full_name_for_node(alias.name) or ""
-            if name.startswith(RUNTIME):
+            if _is_runtime(name):
                 self.modules.add(name)
         return updated
 

@@ -200,3 +200,21 @@ def test_a_broken_pyproject_is_reported_not_a_crash(project: Path, text: str) ->
     output = migrate(project)
     assert "pyproject.toml: not valid TOML" in output
     assert (project / "pyproject.toml").read_text() == text
+
+
+def test_a_dry_run_never_imports_the_projects_own_packages(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m openenv_cli`` puts the project folder first on ``sys.path``: checking
+    whether imported runtime modules exist must not import a look-alike from the project."""
+    (project / "openenv_runtime_x").mkdir()
+    (project / "openenv_runtime_x" / "__init__.py").write_text(
+        f"open({str(project / 'PWNED')!r}, 'w').write('ran')\n"
+    )
+    (project / "server" / "app.py").write_text(
+        REFERENCE_APP + "from openenv_runtime_x.sub import thing\n"
+    )
+    monkeypatch.syspath_prepend(str(project))
+    result = CliRunner().invoke(app, ["migrate", str(project), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert not (project / "PWNED").exists()
