@@ -259,7 +259,10 @@ def confine(memory_bytes: int, open_files: int, watch: Any = None) -> dict[str, 
 
 
 def set_cpu_limit(seconds: float) -> None:
-    whole = int(seconds) + 2
+    """CPU seconds for the run: what the start-up (the interpreter's import) already used,
+    plus ``seconds``, plus 2."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    whole = int(usage.ru_utime + usage.ru_stime + seconds) + 2
     resource.setrlimit(resource.RLIMIT_CPU, (whole, whole))
 
 
