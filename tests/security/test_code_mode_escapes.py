@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -339,3 +340,25 @@ def test_a_forked_server_process_does_not_share_the_spare_worker() -> None:
     _, status = os.waitpid(pid, 0)
     assert status == 0
     assert run("result = 3") == {"result": 3}
+
+
+def test_a_long_c_call_holding_the_gil_does_not_freeze_the_server() -> None:
+    """One big power runs in C without releasing the GIL: in-process it froze every thread of
+    the server until it finished; in the worker it is killed at the time limit."""
+    ticks: list[float] = []
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        metadata = run("result = len(str(7 ** (10 ** 8)))", timeout_s=1)
+    finally:
+        stop.set()
+        ticker.join()
+    assert "took over 1 s" in metadata["error"], metadata
+    assert len(ticks) > 10  # this process kept running meanwhile
