@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-NEW_FILE_MODE = 0o644
+NEW_FILE_MODE = 0o666  # narrowed by the umask, as any new file
 
 
 class OutsideProjectError(OSError):
@@ -73,14 +73,14 @@ def write_inside(root: Path, relative: str, text: str) -> None:
 
     Raises :class:`OutsideProjectError` when a component of the path is a symbolic link or
     the target exists and is not a regular file. ``root`` must be resolved. The file keeps
-    its permission bits; a new file gets ``NEW_FILE_MODE``.
+    its permission bits; a new file gets ``NEW_FILE_MODE`` less the umask.
     """
     parts = _parts(relative)
     folder = _open_folder(root, parts[:-1])
     name = parts[-1]
     temporary = f".{name}.{secrets.token_hex(6)}.tmp"
     try:
-        mode = NEW_FILE_MODE
+        mode: int | None = None
         try:
             current = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
@@ -92,12 +92,13 @@ def write_inside(root: Path, relative: str, text: str) -> None:
         fd = os.open(
             temporary,
             os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
-            mode,
+            NEW_FILE_MODE if mode is None else 0o600,  # an existing file's mode is set below
             dir_fd=folder,
         )
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-                os.fchmod(out.fileno(), mode)  # the umask does not narrow what the file had
+                if mode is not None:  # the umask does not narrow what the file had
+                    os.fchmod(out.fileno(), mode)
                 out.write(text)
                 out.flush()
                 os.fsync(out.fileno())

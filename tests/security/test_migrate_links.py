@@ -218,3 +218,13 @@ def test_a_dry_run_never_imports_the_projects_own_packages(
     result = CliRunner().invoke(app, ["migrate", str(project), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert not (project / "PWNED").exists()
+
+
+def test_new_files_follow_the_umask(project: Path) -> None:
+    previous = os.umask(0o077)
+    try:
+        migrate(project)
+    finally:
+        os.umask(previous)
+    for name in ("openenv.yaml", "server/Dockerfile.reference"):
+        assert (project / name).stat().st_mode & 0o777 == 0o600, name
