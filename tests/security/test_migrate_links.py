@@ -228,3 +228,16 @@ def test_new_files_follow_the_umask(project: Path) -> None:
         os.umask(previous)
     for name in ("openenv.yaml", "server/Dockerfile.reference"):
         assert (project / name).stat().st_mode & 0o777 == 0o600, name
+
+
+def test_project_text_cannot_drive_the_terminal(project: Path) -> None:
+    """A dry run shows the project's own text: escape sequences in it (clear the screen,
+    move the cursor over a line, write the clipboard) are shown, not sent to the terminal."""
+    (project / "server" / "app.py").write_text(
+        REFERENCE_APP + "# \x1b[2J\x1b[1A\x1b]52;c;ZXZpbA==\x1b\\ \x9b31m\n"
+    )
+    (project / "bad\x1b[2Jname.py").write_text("x = \n")
+    result = CliRunner().invoke(app, ["migrate", str(project), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x9b" not in result.output
+    assert "\\x1b[2J" in result.output
