@@ -27,7 +27,12 @@ class ContractViolation(Exception):
 
 
 class StepTimeout(Exception):
-    """A reset or step ran past ``step_timeout``; its instance has been abandoned."""
+    """A create, reset, step, state or tool call ran past ``step_timeout``; its instance has
+    been abandoned."""
+
+
+class Exhausted(Exception):
+    """Too many environment calls are stuck past the step timeout to start new environments."""
 
 
 class _Method:
@@ -205,6 +210,33 @@ class EnvRunner:
             self._abandon(env, call)
             raise StepTimeout(self._timeout_message(func)) from None
 
+    @property
+    def exhausted(self) -> bool:
+        """True when so many calls are stuck that the pool is no longer replaced."""
+        return self.stuck_threads > 4 * self._pool_size
+
+    def check_not_exhausted(self) -> None:
+        """Raise :class:`Exhausted` (a clear error for the client) instead of waiting forever."""
+        if self.exhausted:
+            raise Exhausted(
+                f"{self.stuck_threads} environment calls are stuck past the step timeout; this "
+                "server starts no new environments until they return. Retry later, or restart it."
+            )
+
+    async def bounded(self, env: Any, func: Callable[..., Any], *args: Any) -> Any:
+        """Run ``func(*args)`` (plain or ``async``, returning a value or an awaitable) on ``env``
+        within ``step_timeout``, like :meth:`guarded`."""
+        is_async = inspect.iscoroutinefunction(func)
+        result = await self.guarded(env, is_async, func, *args)
+        if inspect.isawaitable(result):
+            timeout = self.step_timeout
+            try:
+                result = await asyncio.wait_for(result, timeout)
+            except asyncio.TimeoutError:
+                self._later(self._close_quietly(env))
+                raise StepTimeout(self._timeout_message(func)) from None
+        return result
+
     def _timeout_message(self, func: Callable[..., Any]) -> str:
         name = getattr(func, "__qualname__", "the call")
         return (
@@ -212,7 +244,7 @@ class EnvRunner:
             "session was ended. Open a new one (and raise STEP_TIMEOUT if steps legitimately take longer)."
         )
 
-    def _abandon(self, env: Any, call: Future[Any]) -> None:
+    def _abandon(self, env: Any, call: Future[Any], made: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self.stuck_threads += 1
         if self.stuck_threads <= 4 * self._pool_size:
@@ -226,10 +258,15 @@ class EnvRunner:
                 self.stuck_threads,
             )
 
-        def finished(_: Future[Any]) -> None:
+        def finished(done: Future[Any]) -> None:
             def later() -> None:
                 self.stuck_threads -= 1
-                self._later(self._close_quietly(env))
+                instance = env
+                if made:  # an abandoned constructor: close what it made, if it made anything
+                    failed = done.cancelled() or done.exception() is not None
+                    instance = None if failed else done.result()
+                if instance is not None:
+                    self._later(self._close_quietly(instance))
 
             try:
                 loop.call_soon_threadsafe(later)
@@ -272,7 +309,53 @@ class EnvRunner:
         )
 
     async def create(self) -> Any:
-        """A new environment instance (the factory may be a class, a function or a coroutine)."""
+        """A new environment instance (the factory may be a class, a function or a coroutine),
+        within ``step_timeout``: a constructor that overruns raises :class:`StepTimeout` and
+        what it makes later is closed."""
+        timeout = self.step_timeout
+        if timeout is None:
+            return await self._create()
+        if self._factory_is_async:
+            try:
+                return await asyncio.wait_for(self._create(), timeout)
+            except asyncio.TimeoutError:
+                raise StepTimeout(self._timeout_message(self._factory)) from None
+        self.check_not_exhausted()
+        if getattr(self._factory, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) is True:
+            made = asyncio.ensure_future(self._create())  # on the instance's own thread
+            try:
+                return await asyncio.wait_for(asyncio.shield(made), timeout)
+            except asyncio.TimeoutError:
+                made.add_done_callback(self._close_when_made)
+                raise StepTimeout(self._timeout_message(self._factory)) from None
+        call = self._pool.submit(self._create_in_thread)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(call)), timeout)
+        except asyncio.TimeoutError:
+            self._abandon(None, call, made=True)
+            raise StepTimeout(self._timeout_message(self._factory)) from None
+
+    def _close_when_made(self, made: asyncio.Future[Any]) -> None:
+        if not made.cancelled() and made.exception() is None:
+            self._later(self._close_quietly(made.result()))
+
+    def _create_in_thread(self) -> Any:
+        """A plain factory's instance, made on a pool thread (the bounded path of :meth:`create`)."""
+        env = self._factory()
+        self._claim_thread(env)
+        self.adapter_for(env)
+        return env
+
+    def _claim_thread(self, env: Any) -> None:
+        if (
+            getattr(type(env), "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
+            and id(env) not in self._own_threads
+        ):
+            self._own_threads[id(env)] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="openenv-session"
+            )
+
+    async def _create(self) -> Any:
         if self._factory_is_async:
             env = await self._factory()
         elif getattr(self._factory, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) is True:
@@ -286,13 +369,7 @@ class EnvRunner:
             self._own_threads[id(env)] = own
         else:
             env = await self._create_cost.run(self._pool, self._factory)
-        if (
-            getattr(type(env), "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
-            and id(env) not in self._own_threads
-        ):
-            self._own_threads[id(env)] = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="openenv-session"
-            )
+        self._claim_thread(env)
         self.adapter_for(env)  # checks the contract once per class
         return env
 
@@ -341,14 +418,19 @@ class EnvRunner:
         return step
 
     async def state(self, env: Any) -> State:
+        """The instance's state, within ``step_timeout`` (a hung ``state`` never pins a slot)."""
         adapter = self.adapter_for(env)
         if adapter.state_is_property:
             if adapter.state_is_async:
-                result = await env.state
+
+                async def read() -> Any:
+                    return await env.state
+
+                result = await self.guarded(env, True, read)
             else:
-                result = await self._run(False, getattr, env, "state", pool=self._pool_for(env))
+                result = await self.guarded(env, False, partial(getattr, env, "state"))
         else:
-            result = await self._run(adapter.state_is_async, env.state, pool=self._pool_for(env))
+            result = await self.guarded(env, adapter.state_is_async, env.state)
         if not isinstance(result, State):
             raise ContractViolation(
                 f"{type(env).__qualname__}.state returned {type(result).__name__}; "

@@ -261,7 +261,7 @@ class WebSocketEndpoint:
             )
             return None
         if not state.token_matches(token):
-            logger.warning("session %s: resume refused (wrong token)", session_id)
+            logger.warning("session %s: resume refused (wrong token)", session.label)
             await resume.refuse_handshake(
                 scope,
                 send,
@@ -291,7 +291,7 @@ class WebSocketEndpoint:
                 "headers": [(resume.HEADER_RESUMED, str(state.last_seq).encode())],
             }
         )
-        logger.info("session %s resumed", session_id)
+        logger.info("session %s resumed", session.label)
         return session
 
     async def _handle(self, session: Session, frame: str | bytes) -> Any:
@@ -391,7 +391,7 @@ class WebSocketEndpoint:
                 reply = await self.mcp(msg.get("data"), current=session)
                 return encode({"type": "mcp", "data": reply})
         except StepTimeout as exc:
-            logger.error("session %s ended: %s", session.id, exc)
+            logger.error("session %s ended: %s", session.label, exc)
             self.manager.abandoned += 1
             return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
         except ContractViolation as exc:
