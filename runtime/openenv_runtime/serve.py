@@ -179,7 +179,14 @@ class DrainingServer(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        if os.environ.get(drain.SUPERVISOR_VARIABLE):
+            # a sibling worker took POST /admin/drain: the supervisor tells every worker
+            self._loop.add_signal_handler(drain.DRAIN_SIGNAL, self._drain_on_request)
         await super().serve(sockets)
+
+    def _drain_on_request(self) -> None:
+        assert self._loop is not None
+        drain.start_local_drain(self._loop)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         loop = self._loop
@@ -244,8 +251,16 @@ def _supervise(launch: Launch, settings: ServerSettings) -> None:
         nonlocal stopping
         stopping = True
 
+    def drain_every_worker(signum: int, _frame: object) -> None:
+        for process in workers:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, drain.DRAIN_SIGNAL)
+
+    workers: list[multiprocessing.process.BaseProcess] = []
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    workers = [start() for _ in range(settings.workers)]
+    previous[drain.DRAIN_SIGNAL] = signal.signal(drain.DRAIN_SIGNAL, drain_every_worker)
+    os.environ[drain.SUPERVISOR_VARIABLE] = str(os.getpid())  # inherited by each worker
+    workers.extend(start() for _ in range(settings.workers))
     restarts = 0
     try:
         while not stopping:

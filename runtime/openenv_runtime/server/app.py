@@ -25,6 +25,7 @@ from . import drain
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths
 from .compat import GRADIO_OPTIONS, action_validator, resolve_reference_options
+from .docs_pages import install_docs
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
 from .lifecycle import LifecycleSettings
@@ -231,7 +232,10 @@ def create_app(
         version=PROTOCOL_VERSION,
         lifespan=lifespan,
         description=str(metadata["description"]),
+        docs_url=None,
+        redoc_url=None,
     )
+    install_docs(app)  # the same pages, with the title escaped and a CSP
     ws_endpoint = WebSocketEndpoint(
         manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
     )
