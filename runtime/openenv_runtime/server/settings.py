@@ -320,9 +320,11 @@ def _yaml_layer(path: Path | None) -> dict[str, Any]:
         return {}
     import yaml  # uvicorn[standard] brings PyYAML
 
+    from ..bounded_yaml import read_bounded
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = read_bounded(path)  # size, depth and aliases bounded
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
         raise EnvironmentContractError(f"Cannot read {path}: {exc}") from None
     found: dict[str, Any] = {}
     for name, key in KEYS.items():
