@@ -193,7 +193,7 @@ def hung_state(server: Any) -> str:
 
 def unused_http_sessions(server: Any) -> str:
     opened = []
-    for _ in range(8):
+    for _ in range(8):  # as many as the per-client cap leaves room for
         status, body = server.request(
             "POST", "/reset", body=b"{}", headers={"content-type": "application/json"}
         )
