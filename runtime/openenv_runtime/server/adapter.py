@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -18,6 +17,7 @@ from typing import Any
 from ..environment import Environment, contract_error_message, missing_members, overrides
 from ..errors import EnvironmentContractError
 from ..models import Observation, State
+from .call_cost import LifecycleCost
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -93,52 +93,6 @@ def _overrides(cls: type, name: str) -> bool:
 
 def _duck_missing(cls: type) -> list[str]:
     return [m for m in ("reset", "step", "state") if not hasattr(cls, m)]
-
-
-class LifecycleCost:
-    """Decides where a plain constructor or ``close()`` runs: the pool until proven cheap.
-
-    Creating and closing an instance happens once per session; for a cheap ``__init__`` the
-    hop to the thread pool and back costs more than the call. Calls are judged by the CPU
-    time of the thread that ran them (wall time on a busy machine includes GIL waits and
-    preemption), plus a wall-clock bound that catches blocking I/O. After ``TRIALS`` cheap
-    calls on the pool it runs inline on the event loop; a call that is ever expensive sends
-    it back to the pool for good, so a heavy constructor (a model load) never blocks the
-    loop more than once.
-    """
-
-    CHEAP_CPU = 0.0005
-    INLINE_CPU_LIMIT = 0.002
-    WALL_LIMIT = 0.1
-    TRIALS = 16
-    __slots__ = ("cheap_calls", "demoted", "inline")
-
-    def __init__(self) -> None:
-        self.cheap_calls = 0
-        self.inline = False
-        self.demoted = False
-
-    @staticmethod
-    def _timed(func: Callable[[], Any]) -> tuple[Any, float, float]:
-        wall, cpu = time.perf_counter(), time.thread_time()
-        value = func()
-        return value, time.thread_time() - cpu, time.perf_counter() - wall
-
-    async def run(self, pool: ThreadPoolExecutor, func: Callable[[], Any]) -> Any:
-        if self.inline:
-            result, cpu, wall = self._timed(func)
-            if cpu > self.INLINE_CPU_LIMIT or wall > self.WALL_LIMIT:
-                self.inline, self.demoted = False, True
-            return result
-        result, cpu, wall = await asyncio.get_running_loop().run_in_executor(
-            pool, self._timed, func
-        )
-        if cpu > self.CHEAP_CPU or wall > self.WALL_LIMIT:
-            self.demoted = True
-        elif not self.demoted:
-            self.cheap_calls += 1
-            self.inline = self.cheap_calls >= self.TRIALS
-        return result
 
 
 class EnvRunner:
@@ -238,7 +192,10 @@ class EnvRunner:
         return result
 
     def _timeout_message(self, func: Callable[..., Any]) -> str:
-        name = getattr(func, "__qualname__", "the call")
+        if isinstance(func, partial) and func.func is getattr and len(func.args) == 2:
+            name = f"{type(func.args[0]).__qualname__}.{func.args[1]}"  # a property read
+        else:
+            name = getattr(func, "__qualname__", "the call")
         return (
             f"{name} ran longer than the server's step timeout of {self.step_timeout:g}s; the "
             "session was ended. Open a new one (and raise STEP_TIMEOUT if steps legitimately take longer)."
@@ -426,6 +383,7 @@ class EnvRunner:
                 async def read() -> Any:
                     return await env.state
 
+                read.__qualname__ = f"{type(env).__qualname__}.state"
                 result = await self.guarded(env, True, read)
             else:
                 result = await self.guarded(env, False, partial(getattr, env, "state"))
