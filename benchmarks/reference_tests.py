@@ -4,7 +4,7 @@ The reference's tests (``tests/core``, ``tests/test_core``, ``tests/envs``) and
 environments (``envs/``) are copied from a local snapshot of its repository into two
 temporary folders (never into this repository). One copy runs as is in the virtualenv
 with ``openenv==0.10.0``; the other is first ported by ``openenv migrate``'s import
-rewriter (``openenv.core`` → ``openenv_runtime``) and runs in this interpreter, where the
+rewriter (``openenv.core`` → ``openenv_runtime.compat``) and runs in this interpreter, where the
 reference is not installed. The score is: of the tests that pass on the reference, the
 share that also pass on ours.
 

@@ -13,9 +13,9 @@ from openenv_cli.console import console
 from openenv_cli.errors import UsageError
 
 if TYPE_CHECKING:
-    from openenv_cli.build.selection import LeftOut
     from openenv_cli.hub.deploy import PushResult
     from openenv_cli.hub.upload import PushPlan
+    from openenv_cli.image.selection import LeftOut
 
 
 def command(
@@ -287,9 +287,9 @@ def _show_left_out(left_out: tuple[LeftOut, ...], *, brief: bool) -> None:
 
 
 def _show_plan(plan: PushPlan) -> None:
-    from openenv_cli.build.engine import human_size
-    from openenv_cli.build.selection import RUNTIME_DIR
     from openenv_cli.hub.space import render_front_matter
+    from openenv_cli.image.engine import human_size
+    from openenv_cli.image.selection import RUNTIME_DIR
 
     root = plan.staged.root
     sizes = {f: (root / f).stat().st_size for f in plan.staged.files}

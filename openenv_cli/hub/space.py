@@ -18,9 +18,9 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # public, not in __all__
 
-from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.config import parse_bool
 from openenv_cli.errors import UsageError
+from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.manifest import Manifest
 
 SPACE_COLORS = ("red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray")

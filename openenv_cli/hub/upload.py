@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openenv_cli.build.context import ContextFolder, stage_context
-from openenv_cli.build.safe_files import read_inside
 from openenv_cli.hub.space import (
     RepoRef,
     parse_repo_id,
@@ -19,6 +17,8 @@ from openenv_cli.hub.space import (
     space_variables,
     truthy,
 )
+from openenv_cli.image.context import ContextFolder, stage_context
+from openenv_cli.image.safe_files import read_inside
 from openenv_cli.manifest import Manifest
 
 README = "README.md"

@@ -25,7 +25,9 @@ def test_sessions_reset_but_never_stepped_expire_first(monkeypatch: pytest.Monke
         post_json(
             url + "/step", {"session_id": used, "action": {"message": "hi"}}
         )  # keeps it alive
-        assert wait_until(lambda: get_json(url + f"/state?session_id={unused}")[0] == 404)
+        # (polled through /health: a /state call would itself keep the session in use)
+        assert wait_until(lambda: get_json(url + "/health")[1]["http_sessions"] == 1)
+        assert get_json(url + f"/state?session_id={unused}")[0] == 404
         assert get_json(url + f"/state?session_id={used}")[0] == 200
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from fastmcp import FastMCP
 from websockets.sync.client import connect
 
-from openenv_runtime import Environment, MCPEnvironment, Observation, State, create_app
+from openenv_runtime import Environment, Observation, State, create_app
+from openenv_runtime.mcp import MCPEnvironment
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.support.servers import get_json, post_json, wait_until

@@ -66,6 +66,7 @@ class Session:
         "last_active",
         "lock",
         "mcp_stack",
+        "opened",
         "released",
         "resume",
         "send",
@@ -82,7 +83,7 @@ class Session:
         self.env: Any = None
         self.mcp_stack: AsyncExitStack | None = None  # the held MCP connection, if any
         self.step: Any = None  # the environment's step, bound once (see EnvRunner.bind_step)
-        self.last_active = time.monotonic()
+        self.last_active = self.opened = time.monotonic()
         self.busy = False
         self.released = False
         self.detached = False
@@ -385,8 +386,9 @@ class SessionManager:
     async def reap_idle(self) -> int:
         """Close every session idle for longer than the timeout; returns how many.
 
-        An HTTP session opened but never stepped gets ``unused_timeout`` instead, when shorter:
-        holding slots with ``POST /reset`` alone costs a client little, so it buys little time.
+        An HTTP session opened but never stepped gets ``unused_timeout`` from its opening,
+        when shorter: holding slots with ``POST /reset`` (or ``/state``) alone costs a client
+        little, so it buys little time.
         """
         if self.idle_timeout is None:
             return 0
@@ -399,7 +401,7 @@ class SessionManager:
             for s in self.sessions.values()
             if not s.busy
             and s.kind != "call"
-            and s.last_active < (deadline if s.stepped else max(deadline, unused_deadline))
+            and (s.last_active < deadline or (not s.stepped and s.opened < unused_deadline))
         ]
         for session in idle:
             logger.info(

@@ -17,7 +17,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from ..compat.types import GetTaskRangeRequest, GetTaskRequest, ListTasksRequest, NumTasksRequest
+from ..wire import GetTaskRangeRequest, GetTaskRequest, ListTasksRequest, NumTasksRequest
 from .adapter import Exhausted, StepTimeout
 from .limits import client_identity
 from .sessions import NoCapacity, SessionManager
