@@ -15,7 +15,6 @@ from websockets.sync.client import connect
 
 from openenv_cli.manifest import inspect_manifest
 from openenv_runtime import Environment, GenericEnvClient, State, create_app
-from openenv_runtime.bounded_yaml import YamlRefused, load_bounded
 from openenv_runtime.errors import EnvironmentContractError
 from openenv_runtime.server.settings import load_settings
 from openenv_runtime.testing import free_port, running_server
@@ -169,6 +168,8 @@ def test_openenv_yaml_is_read_within_bounds(text: str, tmp_path: Path) -> None:
 
 
 def test_a_plain_manifest_still_loads() -> None:
+    from openenv_runtime.bounded_yaml import YamlRefused, load_bounded
+
     assert load_bounded("server:\n  workers: 2\n") == {"server": {"workers": 2}}
     with pytest.raises(YamlRefused):
         load_bounded("a: &x 1\nb: *x\n")
