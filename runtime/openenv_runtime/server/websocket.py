@@ -27,7 +27,7 @@ from ..protocol import (
     state_message,
 )
 from . import resume
-from .adapter import ContractViolation, StepTimeout
+from .adapter import ContractViolation, Exhausted, StepTimeout
 from .auth import selected_subprotocol
 from .drain import CLOSE_SERVICE_RESTART
 from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
@@ -223,7 +223,12 @@ class WebSocketEndpoint:
             await manager.release(session)
             return None
         except Exception as exc:
-            logger.exception("creating the environment failed")
+            if isinstance(exc, (StepTimeout, Exhausted)):  # said in full: no traceback to add
+                logger.error("creating the environment failed: %s", exc)
+            else:
+                logger.exception("creating the environment failed")
+            if isinstance(exc, StepTimeout):
+                session.env = None  # abandoned: closed when its constructor returns
             await manager.release(session)
             await send(
                 {
