@@ -109,7 +109,7 @@ class ConnectionGuard:
         async def gated(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http" and scope["path"] not in PROBES:
                 limit = guard.limit
-                if probes_only or (limit is not None and len(guard.owners) > limit):
+                if probes_only or (limit is not None and len(guard.owners) >= limit):
                     await service_unavailable(scope, receive, send)
                     return
             await app(scope, receive, send)
