@@ -7,8 +7,8 @@ same capacity and per-client cap.
 
 An HTTP session's id is a secret (32 random bytes) handed only to the client that opened it;
 logs name sessions by ``label`` only. A WebSocket session is reachable only from its own
-connection (or a resume that presents its token). A session is released exactly once (its environment
-``close()``d exactly once) whatever ends it: a close message, a disconnect, the end of its
+connection (or a resume that presents its token). A session is released exactly once (its
+environment ``close()``d exactly once) whatever ends it: a close message, a disconnect, the end of its
 resume grace period, the idle reaper, a drain, or server shutdown.
 """
 
@@ -196,10 +196,14 @@ class SessionManager:
         session = self.open("call", client)
         if session is None:
             raise self.refusal(client)
+        session.busy = True  # in use from the start: a drain waits for it
         try:
-            session.env = await self.runner.create()
-            session.busy = True
-            yield session.env
+            env = await self.runner.create()
+            if session.released:  # shut down meanwhile: the instance is not handed out
+                await self.runner.close(env)
+                raise self.refusal(client)
+            session.env = env
+            yield env
         except StepTimeout:
             session.env = None
             raise
