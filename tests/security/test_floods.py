@@ -18,6 +18,8 @@ from tests.fixtures.mcp_echo import ToolEchoEnvironment
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import get_json, post_json, wait_until
 
+pytestmark = pytest.mark.integration  # real servers on real sockets
+
 OTHER = "127.0.0.2"  # a second client address on the loopback interface
 
 

@@ -13,6 +13,8 @@ from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import get_json, post_json, wait_until
 
+pytestmark = pytest.mark.integration  # real servers on real sockets
+
 
 def test_sessions_reset_but_never_stepped_expire_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UNUSED_SESSION_TIMEOUT", "0.5")

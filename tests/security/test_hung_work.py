@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from fastmcp import FastMCP
 from websockets.sync.client import connect
 
@@ -16,6 +17,8 @@ from openenv_runtime.mcp import MCPEnvironment
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.support.servers import get_json, post_json, wait_until
+
+pytestmark = pytest.mark.integration  # real servers on real sockets
 
 RELEASE = threading.Event()  # set at the end of each test: every hung call returns
 HANG_CREATE = threading.Event()

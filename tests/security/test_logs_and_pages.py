@@ -21,6 +21,8 @@ from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.servers import get_json, post_json, spawn_server, stop_process, wait_until
 
+pytestmark = pytest.mark.integration  # real servers on real sockets
+
 SPELLINGS = ("access_token", "auth", "key", "password", "access%5Ftoken", "api%2Dkey", "session_id")
 
 

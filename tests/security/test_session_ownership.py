@@ -14,6 +14,8 @@ from openenv_runtime.testing import running_server
 from tests.fixtures.mcp_echo import ToolEchoEnvironment
 from tests.support.servers import active_sessions, get_json, post_json
 
+pytestmark = pytest.mark.integration  # real servers on real sockets
+
 KEY = "victim-session-key-0001"  # what a resuming client sends, and a load balancer sees
 
 
