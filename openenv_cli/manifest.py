@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openenv_cli.errors import OpenEnvError
+from openenv_runtime.bounded_yaml import MAX_BYTES, YamlRefused, load_bounded
 
 MANIFEST_FILE = "openenv.yaml"
 SPEC_VERSION = 1
@@ -331,7 +332,14 @@ def inspect_manifest(project_dir: Path) -> ManifestReport:
         )
         return report
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise YamlRefused(f"it is {path.stat().st_size} bytes; at most {MAX_BYTES} are read")
         text = path.read_text(encoding="utf-8")
+    except YamlRefused as exc:
+        report.errors.append(
+            ManifestIssue("", f"{MANIFEST_FILE} is refused: {exc}.", "Keep only settings in it.")
+        )
+        return report
     except (OSError, UnicodeDecodeError) as exc:
         report.errors.append(
             ManifestIssue(
@@ -340,7 +348,12 @@ def inspect_manifest(project_dir: Path) -> ManifestReport:
         )
         return report
     try:
-        data = yaml.safe_load(text)
+        data = load_bounded(text)  # size, depth and aliases bounded
+    except YamlRefused as exc:
+        report.errors.append(
+            ManifestIssue("", f"{MANIFEST_FILE} is refused: {exc}", f"Fix {path}.")
+        )
+        return report
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

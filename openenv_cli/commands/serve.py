@@ -51,15 +51,38 @@ def command(
     step_timeout: Annotated[
         float | None,
         typer.Option(
-            help="Seconds a reset/step may run before its session ends with STEP_TIMEOUT "
-            "\\[env STEP_TIMEOUT; server.step_timeout; default off]."
+            help="Seconds an environment's constructor, reset, step, state or tool call may run "
+            "before its session ends with STEP_TIMEOUT \\[env STEP_TIMEOUT; server.step_timeout; "
+            "default off]."
         ),
     ] = None,
     max_sessions_per_client: Annotated[
         int | None,
         typer.Option(
             help="Sessions one client (token, else address) may hold \\[env "
-            "MAX_SESSIONS_PER_CLIENT; server.max_sessions_per_client; default off]."
+            "MAX_SESSIONS_PER_CLIENT; server.max_sessions_per_client; default off locally, 16 "
+            "when public (auth on, or on a Space); 0 = off]."
+        ),
+    ] = None,
+    unused_session_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Idle seconds before an HTTP session opened but never stepped is closed "
+            "\\[env UNUSED_SESSION_TIMEOUT; server.unused_session_timeout; default 60]."
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a new connection gets to send its request headers \\[env "
+            "HEADER_TIMEOUT; server.header_timeout; default 10]."
+        ),
+    ] = None,
+    max_connections_per_address: Annotated[
+        int | None,
+        typer.Option(
+            help="Open connections one client address may hold per worker \\[env "
+            "MAX_CONNECTIONS_PER_ADDRESS; default sessions + 32; 0 = no cap]."
         ),
     ] = None,
     forwarded_allow_ips: Annotated[
@@ -156,6 +179,9 @@ def command(
             "session_timeout": session_timeout,
             "step_timeout": step_timeout,
             "max_sessions_per_client": max_sessions_per_client,
+            "unused_session_timeout": unused_session_timeout,
+            "header_timeout": header_timeout,
+            "max_connections_per_address": max_connections_per_address,
             "forwarded_allow_ips": forwarded_allow_ips,
             "limit_concurrency": limit_concurrency,
             "resume_grace": resume_grace,

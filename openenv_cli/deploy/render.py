@@ -6,13 +6,13 @@ rendered from ``templates/deploy/envoy/`` with the discovery that target uses.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from openenv_cli.deploy.settings import Backend, DeploySettings
@@ -125,6 +125,13 @@ def write_files(
     otherwise it is someone's edit: replaced only with ``force``, and with ``keep_edits``
     (``--apply``) kept and used as it is.
     """
+    linked = _links_in_the_way(files, out)
+    if linked:
+        raise UsageError(
+            f"Symbolic links are on the way to the deploy files: {', '.join(linked)}. "
+            "openenv deploy never writes through a link (it could point outside the project).",
+            hint="Remove the links, or pass --out with another folder.",
+        )
     record = _load_record(out)
     differing = [
         relative
@@ -156,16 +163,41 @@ def _digest(text: str | None) -> str | None:
 
 
 def _load_record(out: Path) -> dict[str, str]:
+    path = out / RECORD
+    if path.is_symlink():  # not ours: no record, every differing file counts as edited
+        return {}
     try:
-        data = json.loads((out / RECORD).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def _save_record(out: Path, record: Mapping[str, str]) -> None:
-    with contextlib.suppress(OSError):
-        (out / RECORD).write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n")
+    """Write the record, never through a link (no record is written then)."""
+    text = json.dumps(dict(sorted(record.items())), indent=1) + "\n"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(out / RECORD, flags, 0o644)
+    except OSError:
+        return
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _links_in_the_way(files: Mapping[str, str], out: Path) -> list[str]:
+    """The symbolic links among ``out``'s own components (when it is relative: the folder it
+    names inside the current one) and every existing path from ``out`` to each file."""
+    found: list[Path] = []
+    if not out.is_absolute():
+        found += [p for p in [*reversed(out.parents), out] if p.parts and p.is_symlink()]
+    for relative in files:
+        path = out
+        for part in PurePosixPath(relative).parts:
+            path = path / part
+            if path.is_symlink():
+                found.append(path)
+    return sorted({str(p) for p in found})
 
 
 def _read(path: Path) -> str | None:

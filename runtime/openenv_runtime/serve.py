@@ -30,7 +30,7 @@ from typing import Any
 import uvicorn
 
 from .errors import EnvironmentContractError
-from .server import drain
+from .server import connections, drain
 from .server.logs import install_redaction
 from .server.settings import (
     FLAGS_VARIABLE,
@@ -82,8 +82,19 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
-    """uvicorn's options for ``settings``: the protocol-level limits every server gets."""
+def uvicorn_options(settings: ServerSettings, *, reload: bool = False) -> dict[str, Any]:
+    """uvicorn's options for ``settings``: the protocol-level limits every server gets.
+
+    Each call binds a new :class:`~openenv_runtime.server.connections.ConnectionGuard` (one per
+    server); under ``reload`` (options pickled to a child process) the protocols use that
+    process's own guard, made from the same settings.
+    """
+    http: type
+    ws: type
+    if reload:
+        http, ws = connections.GuardedHTTPProtocol, connections.GuardedWebSocketProtocol
+    else:
+        http, ws = connections.protocols(connections.for_settings(settings))
     return {
         "log_level": settings.log_level,
         "ws_ping_interval": settings.ws_ping_interval,
@@ -94,7 +105,11 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
         "ws_max_size": settings.max_message_bytes,
         # Headers of one request may not grow past this (h11; httptools has its own 80 KiB cap).
         "h11_max_incomplete_event_size": 64 << 10,
-        "limit_concurrency": settings.connection_limit,
+        # uvicorn's own limit would refuse /health too: the guarded protocol applies it instead,
+        # with a per-address cap and a deadline for a new connection's headers.
+        "http": http,
+        "ws": ws,
+        "limit_concurrency": None,
         "timeout_keep_alive": settings.timeout_keep_alive,
         "proxy_headers": True,
         "forwarded_allow_ips": settings.forwarded_allow_ips,
@@ -168,7 +183,14 @@ class DrainingServer(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        if os.environ.get(drain.SUPERVISOR_VARIABLE):
+            # a sibling worker took POST /admin/drain: the supervisor tells every worker
+            self._loop.add_signal_handler(drain.DRAIN_SIGNAL, self._drain_on_request)
         await super().serve(sockets)
+
+    def _drain_on_request(self) -> None:
+        assert self._loop is not None
+        drain.start_local_drain(self._loop)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         loop = self._loop
@@ -250,8 +272,16 @@ def _supervise(launch: Launch, settings: ServerSettings) -> None:
         nonlocal stopping
         stopping = True
 
+    def drain_every_worker(signum: int, _frame: object) -> None:
+        for process in workers:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, drain.DRAIN_SIGNAL)
+
+    workers: list[multiprocessing.process.BaseProcess] = []
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    workers = [start() for _ in range(settings.workers)]
+    previous[drain.DRAIN_SIGNAL] = signal.signal(drain.DRAIN_SIGNAL, drain_every_worker)
+    os.environ[drain.SUPERVISOR_VARIABLE] = str(os.getpid())  # inherited by each worker
+    workers.extend(start() for _ in range(settings.workers))
     restarts = 0
     try:
         while not stopping:
@@ -306,7 +336,7 @@ def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:
             reload=True,
             reload_dirs=list(launch.reload_dirs) or None,
             backlog=launch.backlog,
-            **uvicorn_options(settings),
+            **uvicorn_options(settings, reload=True),
         )
         return
     _use_app_dir(launch)

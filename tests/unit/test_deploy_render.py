@@ -208,3 +208,16 @@ def test_shared_checkpoint_volume_when_asked(project: Path) -> None:
     assert service["volumes"] == ["checkpoints:/var/lib/openenv/checkpoints"]
     assert "checkpoints" in stack["volumes"]
     assert "/var/lib/openenv/checkpoints" in render_project("demo_env")["server/Dockerfile"]
+
+
+def test_the_record_of_written_files_is_never_written_through_a_link(
+    project: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "envoy"
+    out.mkdir()
+    outside = tmp_path / "outside.json"
+    outside.write_text("keep\n")
+    (out / ".openenv-deploy.json").symlink_to(outside)
+    plan = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8001"])
+    assert write_files(plan.files, out, force=False).written
+    assert outside.read_text() == "keep\n"

@@ -114,10 +114,12 @@ def _load_manifest_from_package(package_name: str, module_name: str) -> dict[str
         return None
     import yaml  # PyYAML comes with uvicorn[standard], a runtime dependency
 
+    from ..bounded_yaml import load_bounded
+
     try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        logger.warning("openenv.yaml of %s is not valid YAML: %s", package_name, exc)
+        loaded = load_bounded(text)  # size, depth and aliases bounded
+    except (yaml.YAMLError, ValueError) as exc:
+        logger.warning("openenv.yaml of %s is not read: %s", package_name, exc)
         return None
     return loaded if isinstance(loaded, dict) else None
 
