@@ -228,6 +228,7 @@ def print_summary(plan: ServePlan) -> None:
         f"  capacity   {plan.total_capacity} sessions ({plan.per_worker} per worker × {workers} "
         f"worker{'s' if workers > 1 else ''}; {escape(plan.capacity_source)})",
         highlight=False,
+        soft_wrap=True,
     )
     console.print(f"  WebSocket  {url.replace('http', 'ws', 1)}/ws", highlight=False)
     if plan.settings.web_interface:
