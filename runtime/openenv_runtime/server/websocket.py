@@ -117,7 +117,7 @@ class WebSocketEndpoint:
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
-            parse, dispatch = self._parse, self._dispatch
+            parse, dispatch, step_now = self._parse, self._dispatch, self._step_now
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive" or session.released:
@@ -134,7 +134,9 @@ class WebSocketEndpoint:
                     if type(msg) is not dict:
                         reply = msg  # the frame's error
                     elif state is None:
-                        reply = await dispatch(session, msg)
+                        reply = step_now(session, msg)  # a cheap plain step: no coroutine
+                        if reply is None:
+                            reply = await dispatch(session, msg)
                     else:
                         seq = msg.get("seq")
                         if seq is None or msg.get("type") == "close":
@@ -414,25 +416,57 @@ class WebSocketEndpoint:
             future.set_result(reply)
         return reply
 
+    def _step_now(self, session: Session, msg: dict[str, Any]) -> Any:
+        """The reply to a step whose plain ``step()`` runs inline, or None when it is not one."""
+        step = session.step
+        if type(step) is not PlainStep or not step.placement.inline or msg.get("type") != "step":
+            return None
+        try:
+            action = self._action(msg.get("data"))
+            if type(action) is str:
+                return action  # the action's validation error
+            obs = step.now(action)
+            session.episode_open = not obs.done
+            return observation_message(obs)
+        except Exception as exc:
+            return self._failure(session, "step", exc)
+
+    def _action(self, data: Any) -> Any:
+        """The validated action, or the error reply (a ``str``) that says what is wrong."""
+        if type(data) is dict and len(data) > self.max_action_fields:
+            return error_message(
+                ErrorCode.VALIDATION_ERROR, str(too_many_fields(data, self.max_action_fields))
+            )
+        try:
+            return self.validate_action(data)
+        except ValidationError as exc:
+            return error_message(
+                ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc)
+            )
+
+    def _failure(self, session: Session, kind: Any, exc: Exception) -> str:
+        """The reply when handling a ``kind`` message raised ``exc`` (logged here)."""
+        if isinstance(exc, StepTimeout):
+            logger.error("session %s ended: %s", session.label, exc)
+            self.manager.abandoned += 1
+            return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
+        if isinstance(exc, ContractViolation):
+            logger.error("%s", exc)
+            return error_message(ErrorCode.EXECUTION_ERROR, str(exc))
+        if isinstance(exc, ValidationError):  # e.g. the environment built an invalid Observation
+            logger.exception("environment raised a validation error")
+            return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
+        logger.exception("environment raised during %s", kind)
+        return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
+
     async def _dispatch(self, session: Session, msg: dict[str, Any]) -> Any:
         kind = msg.get("type")
         try:
             if kind == "step":
-                data = msg.get("data")
-                if type(data) is dict and len(data) > self.max_action_fields:
-                    too_many = too_many_fields(data, self.max_action_fields)
-                    return error_message(ErrorCode.VALIDATION_ERROR, str(too_many))
-                try:
-                    action = self.validate_action(data)
-                except ValidationError as exc:
-                    return error_message(
-                        ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc)
-                    )
-                step = session.step
-                if type(step) is PlainStep and step.placement.inline:
-                    obs = step.now(action)  # a cheap plain step: no coroutine, no thread
-                else:
-                    obs = await step(action)
+                action = self._action(msg.get("data"))
+                if type(action) is str:
+                    return action  # the action's validation error
+                obs = await session.step(action)
                 session.episode_open = not obs.done
                 return observation_message(obs)
             if kind == "reset":
@@ -459,20 +493,8 @@ class WebSocketEndpoint:
             if kind == "mcp" and self.mcp is not None:
                 reply = await self.mcp(msg.get("data"), current=session)
                 return encode({"type": "mcp", "data": reply})
-        except StepTimeout as exc:
-            logger.error("session %s ended: %s", session.label, exc)
-            self.manager.abandoned += 1
-            return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
-        except ContractViolation as exc:
-            logger.error("%s", exc)
-            return error_message(ErrorCode.EXECUTION_ERROR, str(exc))
-        except ValidationError as exc:
-            # e.g. the environment built an invalid Observation
-            logger.exception("environment raised a validation error")
-            return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
         except Exception as exc:
-            logger.exception("environment raised during %s", kind)
-            return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
+            return self._failure(session, kind, exc)
         return error_message(
             ErrorCode.UNKNOWN_TYPE,
             f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp, checkpoint, restore.",
