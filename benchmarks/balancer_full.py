@@ -108,7 +108,12 @@ async def one_session(url: str, opened: asyncio.Event, done: list[int]) -> dict[
         done[0] += 1
         if done[0] >= done[1]:
             opened.set()
-        return {"ok": False, "start_ms": None, "error": f"{type(exc).__name__}: {exc}"[:200]}
+        error = f"{type(exc).__name__}: {exc}"
+        response = getattr(exc, "response", None)
+        if response is not None:  # who refused: the replica (X-OpenEnv-Error) or Envoy
+            refused_by = response.headers.get("x-openenv-error") or "envoy"
+            error += f" [{refused_by}: {bytes(response.body or b'')[:160]!r}]"
+        return {"ok": False, "start_ms": None, "error": error[:300]}
 
 
 async def burst(url: str, sessions: int) -> list[dict[str, Any]]:

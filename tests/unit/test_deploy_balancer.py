@@ -61,3 +61,8 @@ def test_replicas_learn_a_balancer_is_in_front_and_503_is_retried_elsewhere(
     # A replica answering 503 is busy, not broken: never ejected for it.
     cluster = config["static_resources"]["clusters"][0]
     assert cluster["outlier_detection"]["enforcing_consecutive_5xx"] == 0
+    # Sessions that end count as local-origin errors: a burst of closes must not eject a replica.
+    assert cluster["outlier_detection"]["enforcing_consecutive_local_origin_failure"] == 0
+    # A burst refused by a full replica is retried whole (Envoy's default: 3 retries at once).
+    for threshold in cluster["circuit_breakers"]["thresholds"]:
+        assert threshold["max_retries"] == threshold["max_connections"]
