@@ -182,7 +182,7 @@ def test_sync_pool_owns_its_provider() -> None:
 
 
 def test_the_readme_rollout_loop_survives_a_lost_server() -> None:
-    """The README's loop, as written, with one of its two servers killed half-way."""
+    """The loop of docs/client.md, as written, with one of its two servers killed half-way."""
     provider = ProcessProvider(
         "tests.fixtures.echo_app:app",
         replicas=2,

@@ -1,8 +1,9 @@
-"""The README's commands, run as written.
+"""The documentation's commands, run as written.
 
-Every ```bash and ```python block of README.md is either run here or listed in ``SKIPPED``
-with the reason, so none is silently left out (a new block fails
-``test_every_block_is_accounted_for`` until it is runnable here or listed).
+Every ```bash and ```python block of README.md, of each page in docs/ and of
+runtime/README.md is either run here or listed in ``SKIPPED`` with the reason, so none is
+silently left out (a new block fails ``test_every_block_is_accounted_for`` until it is
+runnable here or listed).
 
 The quickstart runs for real in a fresh virtualenv holding this checkout's CLI and runtime:
 each shell line in order (``cd`` moves the working folder; ``openenv serve`` starts in the
@@ -16,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ from tests.support.release import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 README = REPO / "README.md"
+RUNTIME_README = REPO / "runtime" / "README.md"
+# Every page whose code blocks are run here or listed in SKIPPED.
+DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md")), RUNTIME_README]
 
 # First line of a block → why it is not run here.
 SKIPPED = {
@@ -54,6 +59,10 @@ QUICKSTART_FIRST_LINE = "openenv init my_env"
 CLIENT_BLOCKS = ("from my_env import MyAction, MyEnv", "import asyncio")
 ENVIRONMENT_BLOCK = "from uuid import uuid4"
 MODULE_BLOCK = "python -m openenv_cli --help"
+RUNTIME_BLOCKS = (
+    "from uuid import uuid4\n\nfrom openenv_runtime import",
+    "from openenv_runtime import GenericEnvClient",
+)
 
 
 @dataclass(frozen=True)
@@ -70,25 +79,30 @@ class Block:
         return "\n".join(self.lines) + "\n"
 
 
-def blocks() -> list[Block]:
+def blocks(documents: list[Path] = DOCUMENTS) -> list[Block]:
     pattern = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
     return [
         Block(m.group(1), m.group(2).rstrip("\n").splitlines())
-        for m in pattern.finditer(README.read_text())
+        for document in documents
+        for m in pattern.finditer(document.read_text())
     ]
 
 
-def _block(first: str) -> Block:
-    return next(b for b in blocks() if b.first.startswith(first))
+def _block(first: str, documents: list[Path] = DOCUMENTS) -> Block:
+    return next(b for b in blocks(documents) if b.first.startswith(first))
 
 
 def test_every_block_is_accounted_for() -> None:
     run_here = (QUICKSTART_FIRST_LINE, *CLIENT_BLOCKS, ENVIRONMENT_BLOCK, MODULE_BLOCK)
+    runtime_blocks = blocks([RUNTIME_README])
+    assert [b.source.startswith(RUNTIME_BLOCKS) for b in runtime_blocks] == [True, True]
     unaccounted = [
-        b.first for b in blocks() if b.first not in SKIPPED and not b.first.startswith(run_here)
+        b.first
+        for b in blocks([README, *DOCUMENTS[1:-1]])
+        if b.first not in SKIPPED and not b.first.startswith(run_here)
     ]
     assert not unaccounted, (
-        "README blocks neither run by tests/integration/test_readme.py nor listed in its "
+        "Blocks of the README or docs/ neither run by tests/integration/test_readme.py nor listed in its "
         f"SKIPPED with a reason: {unaccounted}"
     )
     for first in SKIPPED:
@@ -190,4 +204,19 @@ def test_writing_an_environment_block_runs(venv: Path, tmp_path: Path) -> None:
         "    print(result.reward, result.done)\n"
     )
     out = run([venv / "python", "-c", probe], cwd=tmp_path, env=_env(venv))
+    assert out.splitlines()[-1] == "1.0 True"
+
+
+def test_runtime_readme_quickstart_runs(tmp_path: Path) -> None:
+    # the runtime's package page: its environment served here, its client block against it
+    environment, client = blocks([RUNTIME_README])
+    (tmp_path / "guess_rt.py").write_text(environment.source)
+    probe = (
+        "import sys\n"
+        "import guess_rt\n"
+        "from openenv_runtime.testing import running_server\n"
+        "with running_server(guess_rt.app) as url:\n"
+        f"    exec(compile({client.source!r}.replace('http://127.0.0.1:8000', url), 'b', 'exec'))\n"
+    )
+    out = run([sys.executable, "-c", probe], cwd=tmp_path, env=dict(os.environ))
     assert out.splitlines()[-1] == "1.0 True"
