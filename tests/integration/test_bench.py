@@ -19,8 +19,6 @@ from openenv_cli.bench.server import bench_server, get_json, running
 from openenv_cli.bench.wsclient import open_connection
 from openenv_runtime.testing import free_port
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

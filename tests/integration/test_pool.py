@@ -18,8 +18,6 @@ from openenv_runtime import EnvClient, EnvError, EnvPool, GenericEnvClient, Stat
 from openenv_runtime.providers import ProcessProvider
 from openenv_runtime.providers.base import health
 
-pytestmark = pytest.mark.integration
-
 BENCH_APP = "openenv_cli.bench.bench_env:app"
 
 

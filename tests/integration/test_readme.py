@@ -35,7 +35,7 @@ from tests.support.release import (
     wait_http,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 README = REPO / "README.md"
 RUNTIME_README = REPO / "runtime" / "README.md"

@@ -15,8 +15,6 @@ from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import active_sessions, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def tracker() -> Tracker:

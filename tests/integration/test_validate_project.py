@@ -20,7 +20,6 @@ from openenv_runtime import create_app
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
-pytestmark = pytest.mark.integration
 runner = CliRunner()
 
 

@@ -35,8 +35,6 @@ from tests.fixtures.web_kinds import (
 )
 from tests.support.servers import active_sessions, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
-
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "web"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
