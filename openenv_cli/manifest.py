@@ -85,7 +85,7 @@ class BuildConfig(_Section):
         "python:3.11-slim", description="Passed as the BASE_IMAGE build argument."
     )
     tag: str | None = Field(None, description="Image tag; defaults to <name>:<version>.")
-    # buildpush: files of the secret deny list the user really wants shipped (build and push).
+    # build and push: files of the secret deny list the user really wants shipped (build and push).
     include_secret_files: list[str] = Field(
         default_factory=list,
         description="Paths on the secret deny list to ship anyway (build context and Space).",
@@ -113,7 +113,7 @@ class PushConfig(_Section):
         return value
 
 
-# `openenv deploy` (issue 15): the deploy: section.
+# `openenv deploy`: the deploy: section.
 class DeployConfig(_Section):
     """The ``deploy:`` section of ``openenv.yaml`` (every key optional)."""
 

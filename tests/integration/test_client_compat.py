@@ -1,4 +1,4 @@
-"""The client as code written for the reference's client uses it (issue 12)."""
+"""The client as code written for the reference's client uses it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Our server with the reference OpenEnv's options, routes and conventions (issue 12)."""
+"""Our server with the reference OpenEnv's options, routes and conventions."""
 
 from __future__ import annotations
 
