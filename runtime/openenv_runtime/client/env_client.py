@@ -11,10 +11,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import InvalidURI
 
+from ..blocking import install_blocking
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
-from .blocking import install_blocking
 from .compat import ReferenceClientMixin, client_mode, reference_options
 from .constructors import ProviderConstructors
 from .resume import ResumingTransport
