@@ -21,6 +21,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 
 from openenv_runtime.client.transport import Connection, ConnectionLost, HandshakeRefused
+from openenv_runtime.protocol import CLOSE_FRAME
 
 __all__ = [
     "CLIENTS",
@@ -31,7 +32,6 @@ __all__ = [
     "open_connection",
 ]
 
-CLOSE_FRAME = '{"type":"close"}'
 USER_AGENT = "openenv-bench"
 CLIENTS = ("lean", "websockets")
 
