@@ -2,6 +2,8 @@
 
 Only tiny grids, and never an assertion on how fast anything was: the outputs must exist
 and make sense (every session accounted for, steps counted, CPU read from /proc).
+With ``test_bench_token.py`` and ``test_bench_action.py``, the tests of ``bench/sessions.py``,
+``bench/runner.py`` and ``bench/server.py``, which drive real servers.
 """
 
 from __future__ import annotations
