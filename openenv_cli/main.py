@@ -148,6 +148,9 @@ def _tidy_types(params: list[Any]) -> list[Any]:
             param.metavar = ""
         elif getattr(param, "multiple", False) and param.metavar is None:
             param.metavar = "<str>…"
+        elif getattr(param, "nargs", 1) == -1 and hasattr(param, "display_type"):
+            # A variadic argument (``TARGET...``): its type is shown the same way.
+            param.display_type = lambda ctx: "<str>…"
     return params
 
 

@@ -75,6 +75,15 @@ class ServerSection(_Section):
     warm_pool: int | None = Field(
         None, ge=0, description="Instances created ahead of demand (WARM_POOL)."
     )
+    checkpoint_dir: str | None = Field(
+        None, description="Folder that keeps checkpoints, shared by replicas (CHECKPOINT_DIR)."
+    )
+    max_checkpoint_bytes: int | None = Field(
+        None, ge=1, description="Largest state a checkpoint may hold (MAX_CHECKPOINT_BYTES)."
+    )
+    checkpoint_ttl: float | None = Field(
+        None, ge=0, description="Seconds a checkpoint is kept (CHECKPOINT_TTL; 0: until deleted)."
+    )
 
 
 class BuildConfig(_Section):
@@ -85,10 +94,11 @@ class BuildConfig(_Section):
         "python:3.11-slim", description="Passed as the BASE_IMAGE build argument."
     )
     tag: str | None = Field(None, description="Image tag; defaults to <name>:<version>.")
-    # build and push: files of the secret deny list the user really wants shipped (build and push).
+    # A request only: a cloned repository writes this file, so the command refuses unless each
+    # path is also typed as --include-secret (see image.selection.typed_includes).
     include_secret_files: list[str] = Field(
         default_factory=list,
-        description="Paths on the secret deny list to ship anyway (build context and Space).",
+        description="Secret paths this project asks to ship; build and push refuse unless each is also passed as --include-secret.",
     )
 
 
@@ -134,6 +144,11 @@ class DeployConfig(_Section):
     )
     cpu: str | None = Field(None, description="CPU request per replica (Kubernetes), e.g. 500m.")
     memory: str | None = Field(None, description="Memory limit per replica, e.g. 1Gi.")
+    checkpoints: bool = Field(
+        False,
+        description="A volume every replica shares as CHECKPOINT_DIR, so a checkpoint taken on "
+        "one can be restored on any (Kubernetes: a ReadWriteMany claim; Swarm: a named volume).",
+    )
 
 
 class Manifest(_Section):

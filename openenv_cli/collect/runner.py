@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from openenv_cli.errors import OpenEnvError, UsageError
 
@@ -292,5 +293,12 @@ def validate_spec(spec: CollectSpec) -> None:
         raise UsageError("--group-size, --concurrency and --max-turns must be at least 1.")
     if spec.format not in ("parquet", "jsonl"):
         raise UsageError(f"--format {spec.format!r}: choose parquet or jsonl.")
+    for url in (*spec.targets, spec.llm or ""):
+        if "@" in urlsplit(url).netloc:
+            raise UsageError(
+                f"{urlsplit(url).hostname}: a URL with a user name or password would be recorded "
+                "in the dataset's provenance.",
+                hint="Pass server tokens with --token or OPENENV_API_KEY instead.",
+            )
     if spec.tokens and spec.policy != "model":
         raise UsageError("--tokens records the model's token ids: it needs a model policy.")

@@ -84,7 +84,7 @@ def command(
         typer.Option(
             "--include-secret",
             metavar="PATH",
-            help="Put this file (or folder) in the context although it is on the secret deny list (repeatable); also build.include_secret_files.",
+            help="Put this file (or folder) in the context although a secret rule (its name, a hard link, or a secret found in it) leaves it out (repeatable). build.include_secret_files in openenv.yaml only asks: the flag must be typed.",
             show_default=False,
         ),
     ] = None,
@@ -101,7 +101,7 @@ def command(
 
     The build context is the project (minus what .gitignore and .dockerignore exclude) plus the runtime this CLI runs with, in [bold]_openenv_runtime/[/], so the image serves with exactly this runtime version.
 
-    Never in the context: symbolic links leading out of the project, and secrets (.env*, .netrc, .aws/, .ssh/, *.pem, id_rsa*, shell histories, ...) unless named with --include-secret; what is left out is listed.
+    Never in the context: symbolic links leading out of the project, hard links, and secrets (.env*, .netrc, .aws/, .ssh/, *.pem, id_rsa*, terraform state, shell histories, ..., and any file holding a private key or a token) unless named with --include-secret; what is left out is listed, and so is every secret that ships.
 
     Needs a Docker engine (DOCKER_HOST is honoured); the log is streamed as the engine builds.
     """
@@ -156,6 +156,9 @@ def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool 
         style="dim",
     )
 
+    from openenv_cli.commands.push import show_secrets_shipped
+
+    show_secrets_shipped(context.secrets_shipped, indent="  ")
     # Secrets and links always: a missing file must never be a surprise.
     shown = [
         i for i in context.left_out if every_left_out or i.kind in {"secret", "link", "not a file"}

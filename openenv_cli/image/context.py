@@ -15,7 +15,9 @@ from openenv_cli.errors import OpenEnvError
 from openenv_cli.image.dockerfile import set_base_image
 from openenv_cli.image.runtime_bundle import runtime_version, write_runtime_bundle
 from openenv_cli.image.safe_files import OutsideProjectError, copy_inside, read_inside
-from openenv_cli.image.selection import LeftOut, select_files
+from openenv_cli.image.secret_rules import secret_pattern
+from openenv_cli.image.secret_scan import scan_text
+from openenv_cli.image.selection import LeftOut, ShippedSecret, normalise_includes, select_files
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,8 @@ class ContextFolder:
     ``files`` lists every file under ``root`` (relative POSIX paths, sorted), the runtime
     bundle included; ``dockerfile`` is the Dockerfile to build with, relative to ``root``
     (``"Dockerfile"`` when staged at the root), and ``dockerfile_text`` its final content;
-    ``left_out`` is what the project has and the folder does not, with the reasons.
+    ``left_out`` is what the project has and the folder does not, with the reasons;
+    ``secrets_shipped`` the files that match a secret rule and ship because they were named.
     """
 
     root: Path
@@ -34,6 +37,7 @@ class ContextFolder:
     dockerfile_text: str
     runtime_version: str
     left_out: tuple[LeftOut, ...] = ()
+    secrets_shipped: tuple[ShippedSecret, ...] = ()
 
     @property
     def size(self) -> int:
@@ -49,12 +53,20 @@ class ContextFolder:
             self.dockerfile_text,
             self.runtime_version,
             self.left_out,
+            self.secrets_shipped,
         )
+
+
+def _looks_like_a_dockerfile(relative: str) -> bool:
+    name = relative.rpartition("/")[2].lower()
+    return "dockerfile" in name or "containerfile" in name
 
 
 def read_dockerfile(root: Path, dockerfile: str) -> tuple[str, str]:
     """The Dockerfile's path relative to ``root`` and its text; it must be a regular file
-    inside the project (a link leading out is refused)."""
+    inside the project (a link leading out is refused), named as a Dockerfile
+    (``Dockerfile``, ``Dockerfile.gpu``, ``app.dockerfile``, ``Containerfile``), and match no
+    secret rule (by its own name or the name it was given)."""
     relative = dockerfile.strip().replace("\\", "/")
     source = (root / relative).resolve()
     if not source.is_relative_to(root):
@@ -68,6 +80,16 @@ def read_dockerfile(root: Path, dockerfile: str) -> tuple[str, str]:
             hint="Create it (`openenv init` writes server/Dockerfile) or set build.dockerfile in openenv.yaml.",
         )
     inside = source.relative_to(root).as_posix()
+    for name in dict.fromkeys((relative, inside)):
+        pattern = secret_pattern(name)
+        if pattern is not None or not _looks_like_a_dockerfile(name):
+            why = (
+                f"matches the secret rule {pattern}" if pattern else "is not named as a Dockerfile"
+            )
+            raise OpenEnvError(
+                f"The Dockerfile {dockerfile} {why}; it would be shipped as the image's recipe.",
+                hint="Point build.dockerfile (or --dockerfile) at a Dockerfile of the project, e.g. server/Dockerfile.",
+            )
     try:
         return inside, read_inside(root, inside).decode("utf-8")
     except OutsideProjectError as exc:
@@ -109,8 +131,29 @@ def stage_context(
             f"The staging folder {destination} is not empty.",
             hint="Stage into a new or empty folder.",
         )
-    selection = select_files(root, excludes, include_secrets)
+    named = normalise_includes(include_secrets)
+    finding = scan_text(text, dockerfile_relative)
+    if finding is not None and dockerfile_relative not in named:
+        raise OpenEnvError(
+            f"The Dockerfile {dockerfile_relative} holds what looks like a secret ({finding.describe()}).",
+            hint="Pass secrets at run time (a Space secret: openenv push --secret NAME), not in the Dockerfile; "
+            f"if this is a false alarm, type --include-secret {dockerfile_relative}.",
+        )
+    links = (root / dockerfile_relative).lstat().st_nlink
+    if links > 1 and dockerfile_relative not in named:
+        raise OpenEnvError(
+            f"The Dockerfile {dockerfile_relative} is a hard link ({links} names for one file; another may lie outside the project).",
+            hint=f"Copy it into a file of its own; to ship it as it is, type --include-secret {dockerfile_relative}.",
+        )
+    selection = select_files(root, excludes, named)
     left_out = list(selection.left_out)
+    shipped = list(selection.secrets_shipped)
+    if finding is not None:
+        shipped.append(
+            ShippedSecret(
+                dockerfile_relative, f"holds what looks like a secret ({finding.describe()})"
+            )
+        )
     inside = destination.relative_to(root).as_posix() if destination.is_relative_to(root) else None
     destination.mkdir(parents=True, exist_ok=True)
     for item in selection.files:
@@ -137,4 +180,5 @@ def stage_context(
         dockerfile_text=text,
         runtime_version=runtime_version(),
         left_out=tuple(sorted(left_out, key=lambda item: item.path)),
+        secrets_shipped=tuple(sorted(set(shipped), key=lambda item: item.path)),
     )

@@ -22,6 +22,7 @@ from openenv_cli.config import Resolved, parse_assignments, resolve
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.image import BASE_IMAGE_ENV, TAG_ENV
 from openenv_cli.image.runtime_bundle import runtime_version
+from openenv_cli.image.selection import typed_includes
 from openenv_cli.manifest import Manifest, load_manifest
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
@@ -146,7 +147,7 @@ def plan_build(
         labels=labels,
         no_cache=no_cache,
         platform=platform or None,
-        include_secrets=(*manifest.build.include_secret_files, *include_secrets),
+        include_secrets=typed_includes(manifest.build.include_secret_files, include_secrets),
     )
 
 

@@ -1,14 +1,20 @@
 """Which files of a project go into a build context or a Space upload, and which do not.
 
 Four rules, in this order; the first that applies decides, and every file or folder left out
-is reported with its reason (``openenv push --dry-run`` and ``openenv build`` print them):
+is reported with its reason (``openenv push --dry-run`` and ``openenv build`` print them).
+Then two more that only ``--include-secret PATH`` (typed at the command) can override:
+a **hard link** (a file with more than one name, one of which may lie outside the project)
+is left out, and so is a file whose **content** holds a secret (:mod:`.secret_scan`: a private
+key, an AWS, Hugging Face or GitHub token, ...) whatever its name. Every secret that ships
+because it was named is listed in :attr:`Selection.secrets_shipped`.
 
 1. **Never shipped**: version control, caches, build output, other tools' lock files, an old
    ``_openenv_runtime/``, and any folder holding a virtual or conda environment.
-2. **Secrets** (:data:`SECRET_PATTERNS`: ``.env*``, ``.netrc``, ``.aws/``, ``.ssh/``, ``*.pem``,
-   ``id_rsa*``, shell histories, …). The project's ignore files cannot bring them back (a
-   ``!`` negation in ``.gitignore`` or ``.dockerignore`` has no effect on them); only naming the
-   path explicitly does (``--include-secret PATH`` or ``build.include_secret_files``).
+2. **Secrets** (:data:`.secret_rules.SECRET_PATTERNS`: ``.env*``, ``.netrc``, ``.aws/``,
+   ``.ssh/``, ``*.pem``, ``id_rsa*``, Terraform state, key stores, shell histories, …, at any
+   depth, in any case, and their backups). The project's ignore files cannot bring them back
+   (a ``!`` negation in ``.gitignore`` or ``.dockerignore`` has no effect on them); only
+   naming the path explicitly does (``include_secrets``, from ``--include-secret PATH``).
 3. **Ignore files**: ``.gitignore`` files (nested ones apply below their folder), the root
    ``.dockerignore`` with Docker's own matcher (the Docker SDK's, which ``docker build``
    follows), and extra patterns (``--exclude``, ``push.exclude``; gitignore syntax).
@@ -30,8 +36,11 @@ from typing import Literal
 import pathspec
 from docker.utils.build import PatternMatcher
 
-from openenv_cli.errors import UsageError
+from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.image.safe_files import read_inside, target_inside
+from openenv_cli.image.secret_rules import SECRET_PATTERNS as SECRET_PATTERNS
+from openenv_cli.image.secret_rules import secret_pattern
+from openenv_cli.image.secret_scan import scan_file, scan_text
 
 RUNTIME_DIR = "_openenv_runtime"
 
@@ -61,45 +70,10 @@ NEVER_SHIPPED: tuple[str, ...] = (
     ".conda/",
 )
 
-# Gitignore syntax, matched at any depth. Left out unless named explicitly.
-SECRET_PATTERNS: tuple[str, ...] = (
-    "*.env",
-    ".env",
-    ".env.*",
-    ".envrc",
-    ".netrc",
-    "_netrc",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    ".aws/",
-    ".ssh/",
-    ".hf/",
-    ".huggingface/",
-    ".cache/huggingface/",
-    ".docker/config.json",
-    ".kube/",
-    ".gnupg/",
-    ".azure/",
-    ".config/gcloud/",
-    "credentials.json",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ecdsa*",
-    "id_ed25519*",
-    ".*_history",
-    ".history",
-    "fish_history",
-)
 # Files that mark a folder as a Python environment (virtualenv / conda).
 ENVIRONMENT_MARKERS = ("pyvenv.cfg", "conda-meta")
 
 _NEVER = pathspec.GitIgnoreSpec.from_lines(NEVER_SHIPPED)
-_SECRETS = pathspec.GitIgnoreSpec.from_lines(SECRET_PATTERNS)
 
 Kind = Literal["never shipped", "secret", "ignored", "link", "not a file", "environment"]
 
@@ -123,11 +97,20 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class ShippedSecret:
+    """A file that ships although a secret rule matches it, because it was named."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Selection:
-    """The outcome of :func:`select_files`, both lists sorted by path."""
+    """The outcome of :func:`select_files`, every list sorted by path."""
 
     files: tuple[ContextFile, ...]
     left_out: tuple[LeftOut, ...]
+    secrets_shipped: tuple[ShippedSecret, ...] = ()
 
     @property
     def paths(self) -> list[str]:
@@ -135,14 +118,6 @@ class Selection:
 
     def left_out_of(self, *kinds: Kind) -> list[LeftOut]:
         return [item for item in self.left_out if item.kind in kinds]
-
-
-def secret_pattern(relative: str, is_dir: bool = False) -> str | None:
-    """The deny-list pattern ``relative`` matches, or None."""
-    result = _SECRETS.check_file(relative + "/" if is_dir else relative)
-    if result.include and result.index is not None:
-        return SECRET_PATTERNS[result.index]
-    return None
 
 
 def normalise_includes(paths: Iterable[str]) -> frozenset[str]:
@@ -162,6 +137,25 @@ def normalise_includes(paths: Iterable[str]) -> frozenset[str]:
             )
         clean.add(PurePosixPath(*parts).as_posix())
     return frozenset(clean)
+
+
+def typed_includes(asked: Iterable[str], typed: Iterable[str]) -> tuple[str, ...]:
+    """The includes to use: only ``typed`` (``--include-secret``, typed at the command).
+
+    ``asked`` (``build.include_secret_files`` in ``openenv.yaml``, which a cloned repository
+    controls) may only ask: any entry the command line does not also name is refused, with
+    every such path and the flag that would ship it.
+    """
+    flags = normalise_includes(typed)
+    missing = sorted(normalise_includes(asked) - flags)
+    if missing:
+        flags_text = " ".join(f"--include-secret {p}" for p in missing)
+        raise OpenEnvError(
+            "openenv.yaml (build.include_secret_files) asks to ship files on the secret deny "
+            f"list: {', '.join(missing)}. A project file cannot opt secrets in.",
+            hint=f"If you mean to ship them, type {flags_text}; otherwise remove build.include_secret_files from openenv.yaml.",
+        )
+    return tuple(sorted(flags))
 
 
 def _under(relative: str, folder: str) -> bool:
@@ -299,10 +293,59 @@ def select_files(
                 left_out.append(LeftOut(relative, "not a file", "not a regular file"))
                 continue
             files.append(ContextFile(relative, relative))
+    shippable, shipped = _check_files(root, files, rules, left_out)
     return Selection(
-        files=tuple(sorted(files, key=lambda f: f.path)),
+        files=tuple(sorted(shippable, key=lambda f: f.path)),
         left_out=tuple(sorted(left_out, key=lambda item: item.path)),
+        secrets_shipped=tuple(sorted(shipped, key=lambda item: item.path)),
     )
+
+
+def _check_files(
+    root: Path, files: list[ContextFile], rules: _Rules, left_out: list[LeftOut]
+) -> tuple[list[ContextFile], list[ShippedSecret]]:
+    """The last two rules, on what the first four keep: hard links, then the content scan.
+    A file named with an include ships anyway, and is listed with the rule it breaks."""
+    kept: list[ContextFile] = []
+    shipped: list[ShippedSecret] = []
+    for item in files:
+        named = rules.named(item.path, False) or rules.named(item.source, False)
+        why = []
+        pattern = secret_pattern(item.path) or secret_pattern(item.source)
+        if pattern is not None:
+            why.append(f"matches {pattern}")
+        try:
+            links = os.lstat(root / item.source).st_nlink
+        except OSError:
+            links = 1
+        if links > 1:
+            if not named:
+                left_out.append(
+                    LeftOut(
+                        item.path,
+                        "link",
+                        f"hard link ({links} names for one file; another may lie outside the project); name it with --include-secret to ship it",
+                    )
+                )
+                continue
+            why.append(f"hard link with {links} names")
+        # A token can hide in a file's name too (the name travels as the path on the Hub).
+        finding = scan_text(item.path) or scan_file(root, item.source)
+        if finding is not None:
+            if not named:
+                left_out.append(
+                    LeftOut(
+                        item.path,
+                        "secret",
+                        f"holds what looks like a secret ({finding.describe()}); name it with --include-secret to ship it",
+                    )
+                )
+                continue
+            why.append(f"holds what looks like a secret ({finding.describe()})")
+        if why:
+            shipped.append(ShippedSecret(item.path, "; ".join(why)))
+        kept.append(item)
+    return kept, shipped
 
 
 def _link_left_out(root: Path, relative: str, *, folder_link: bool) -> LeftOut:

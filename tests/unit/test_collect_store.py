@@ -88,3 +88,26 @@ def test_default_action_mapping() -> None:
     assert text_to_action('{"x": 1, "y": 2}', two) == ({"x": 1, "y": 2}, "")
     action, problem = text_to_action("move left", two)
     assert action is None and "JSON" in problem
+
+
+def test_a_push_with_a_secret_in_an_episode_is_refused(tmp_path: Path) -> None:
+    from openenv_cli.collect.hub import push_dataset, scan_collection
+
+    store = Store(tmp_path, SPEC)
+    store.open(False, {})
+    row = new_row(plan(SPEC)[0])
+    leaked = "AKIA" + "IOSFODNN7EXAMPLE"  # an AWS access key id, as an environment might echo it
+    row["observations"] = [json.dumps({"text": f"key={leaked}"})]
+    store.write_shard([row])
+    assert scan_collection(tmp_path) == ["episode ep-0000000: AWS Access Key"]
+    with pytest.raises(OpenEnvError, match="Not pushed"):
+        push_dataset(tmp_path, "alice/leak", private=True, token="unused")
+
+
+def test_credentials_in_urls_are_refused() -> None:
+    from openenv_cli.collect.runner import validate_spec
+
+    with pytest.raises(UsageError, match="user name or password"):
+        validate_spec(replace(SPEC, targets=("http://bob:hunter2@127.0.0.1:8000",)))
+    with pytest.raises(UsageError, match="user name or password"):
+        validate_spec(replace(SPEC, policy="model", llm="https://k:s@llm.local", model="m"))

@@ -15,6 +15,7 @@ from ..blocking import install_blocking
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import CLOSE_FRAME, STATE_FRAME, encode, reply_data, reset_frame, step_frame
+from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
 from .constructors import ProviderConstructors
 from .resume import ResumingTransport
@@ -52,7 +53,9 @@ def _default_token(url: str) -> str | None:
     return None
 
 
-class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
+class EnvClient(
+    ProviderConstructors, ReferenceClientMixin, CheckpointMixin, Generic[ActT, ObsT, StateT]
+):
     """Async client for one session on an environment server.
 
     Subclass it with your models and you are done::
