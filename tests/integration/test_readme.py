@@ -53,6 +53,17 @@ SKIPPED = {
     "openenv build -t registry.example.com/my_env:0.1.0 && docker push registry.example.com/my_env:0.1.0": "needs an image registry the cluster pulls from; tests/integration/test_deploy_swarm.py builds and deploys an image locally",
     "from openenv_runtime import EnvError, EnvPool": "a function a trainer calls with its policy and a Docker image; tests/integration/test_pool.py and test_providers_docker.py run the same EnvPool and DockerProvider calls against real servers and containers",
     "openenv bench --serve --requests-grid 32,128 --wait-grid 0.1 --reps 1     # the built-in environment": "needs the bench extra and a running server; tests/integration/test_bench.py and test_bench_action.py run these",
+    # docs/collect-and-eval.md
+    "openenv collect http://127.0.0.1:8000 --llm http://127.0.0.1:9000 --model my-model \\": "needs a model server; tests/integration/test_collect.py collects from a real server with a scripted policy",
+    "from datasets import load_dataset": "reads the dataset the block above writes; test_collect.py loads a collected dataset with the datasets library",
+    "openenv eval http://127.0.0.1:8000 --llm http://127.0.0.1:9000 --model my-model \\": "needs a model server; test_collect.py checks an eval report end to end",
+    # docs/pool-and-checkpoints.md
+    'async with EnvPool(MyEnv, urls=urls, size=64, autoreset="next_step") as pool:': "a fragment of a trainer's loop (MyEnv, urls, policy are the reader's); tests/integration/test_pool.py runs first-ready pools",
+    "class MyEnvironment(Environment[MyAction, MyObservation, MyState]):": "a fragment (the models are the reader's); tests/integration/test_checkpoints.py serves environments with checkpoints",
+    "async with MyEnv(base_url=url) as env:": "a fragment against the reader's server; tests/integration/test_checkpoints.py checkpoints, restores and forks for real",
+    # docs/security.md
+    "openenv push --include-secret certs/ca.pem --dry-run   # see what would go, with the ca.pem": "needs a project with that file; tests/integration/test_push_secrets.py runs push's secret rules",
+    "openenv push --secret HF_TOKEN --dry-run": "needs a project; tests/integration/test_push_secrets.py and test_push.py run push with secrets",
 }
 
 QUICKSTART_FIRST_LINE = "openenv init my_env"
