@@ -42,14 +42,21 @@ RUNTIME_README = REPO / "runtime" / "README.md"
 # Every page whose code blocks are run here or listed in SKIPPED.
 DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md")), RUNTIME_README]
 
-# First line of a block → why it is not run here.
+# Pages whose runnable blocks another test runs (the others there say why not in the page).
+RUN_ELSEWHERE = {
+    "migrating.md": "tests/unit/test_docs_migrating.py",
+    "first-hour.md": "tests/unit/test_docs_migrating.py",
+    "train-with-trl.md": "tests/integration/test_docs_train_with_trl.py",
+}
+
+# First line of a block → why it is not run here. (A page may instead say why right above
+# the block, in a `<!-- not run: REASON -->` line.)
 SKIPPED = {
     'pip install -e ./runtime -e ".[test]"': "the repository's own set-up and full test run: that is .ci/run itself",
     "openenv validate                    # manifest, files, pyproject, models, schemas, Dockerfile, a smoke episode": "its three lines need a project (run by the quickstart) and a Space on the Hub",
     "openenv serve --workers 8 --max-concurrent-envs 500    # 4,000 sessions on one machine": "minutes of load on 8 workers; the quickstart serves for real",
     "openenv build                      # my_env:0.1.0 and my_env:latest": "needs a Docker engine (tests/integration/test_build.py)",
     "hf auth login                                   # once, with a write token (or pass --token / set HF_TOKEN)": "needs the Hugging Face Hub and a token (tests/integration/test_push.py)",
-    "openenv migrate path/to/my_env --dry-run   # the diff: imports, pyproject, Dockerfile, openenv.yaml": "needs a project written for the reference OpenEnv: tests/integration/test_reference_envs.py migrates and serves six of its own",
     "openenv build -t registry.example.com/my_env:0.1.0 && docker push registry.example.com/my_env:0.1.0": "needs an image registry the cluster pulls from; tests/integration/test_deploy_swarm.py builds and deploys an image locally",
     "from openenv_runtime import EnvError, EnvPool": "a function a trainer calls with its policy and a Docker image; tests/integration/test_pool.py and test_providers_docker.py run the same EnvPool and DockerProvider calls against real servers and containers",
     "openenv bench --serve --requests-grid 32,128 --wait-grid 0.1 --reps 1     # the built-in environment": "needs the bench extra and a running server; tests/integration/test_bench.py and test_bench_action.py run these",
@@ -80,6 +87,7 @@ RUNTIME_BLOCKS = (
 class Block:
     language: str
     lines: list[str]
+    not_run: str = ""  # the reason in a `<!-- not run: ... -->` line right above the block
 
     @property
     def first(self) -> str:
@@ -91,9 +99,11 @@ class Block:
 
 
 def blocks(documents: list[Path] = DOCUMENTS) -> list[Block]:
-    pattern = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
+    pattern = re.compile(
+        r"(?:^<!-- not run: ([^>]+)-->\n)?^```(bash|python)\n(.*?)^```", re.S | re.M
+    )
     return [
-        Block(m.group(1), m.group(2).rstrip("\n").splitlines())
+        Block(m.group(2), m.group(3).rstrip("\n").splitlines(), (m.group(1) or "").strip())
         for document in documents
         for m in pattern.finditer(document.read_text())
     ]
@@ -109,8 +119,8 @@ def test_every_block_is_accounted_for() -> None:
     assert [b.source.startswith(RUNTIME_BLOCKS) for b in runtime_blocks] == [True, True]
     unaccounted = [
         b.first
-        for b in blocks([README, *DOCUMENTS[1:-1]])
-        if b.first not in SKIPPED and not b.first.startswith(run_here)
+        for b in blocks([README, *(d for d in DOCUMENTS[1:-1] if d.name not in RUN_ELSEWHERE)])
+        if not b.not_run and b.first not in SKIPPED and not b.first.startswith(run_here)
     ]
     assert not unaccounted, (
         "Blocks of the README or docs/ neither run by tests/integration/test_readme.py nor listed in its "
