@@ -74,6 +74,7 @@ def plan_deploy(
     project: Path | None = path
     if chosen == "envoy" and not (path / MANIFEST_FILE).is_file():
         project = None
+    manifest = load_manifest(project) if project is not None else None  # read once
     settings = resolve_settings(
         chosen,
         project,
@@ -83,8 +84,8 @@ def plan_deploy(
         token=token,
         backends=backends,
         balancing=balancing,
+        manifest=manifest,
     )
-    manifest = load_manifest(project) if project is not None else None
     base_image = resolve(
         "base_image",
         env=BASE_IMAGE_ENV,
