@@ -288,7 +288,7 @@ def main() -> None:
     for row in curve:
         print(f"| {row['concurrency']} | {row['episodes_per_second']:.1f} | {row['errors']} |")
     print(
-        f"\n1,000-episode run: {full['wall_seconds']} s wall (CLI start-up included), {full['errors']} errors"
+        f"\n{episodes}-episode run: {full['wall_seconds']} s wall (CLI start-up included), {full['errors']} errors"
     )
     print(
         f"resume after {resumed['kills']} SIGKILLs: {resumed['duplicates']} duplicates, {resumed['missing']} missing"
