@@ -48,6 +48,8 @@ class DeployResult:
     job_id: str | None = None
     endpoints: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    fronts: int | None = None
+    sessions_per_front: int | None = None
 
 
 def plan_deploy(
@@ -62,6 +64,8 @@ def plan_deploy(
     token: bool | None = None,
     stack: str | None = None,
     balancing: str | None = None,
+    fronts: int | None = None,
+    front_nofile: int | None = None,
 ) -> DeployPlan:
     """Resolve the settings of ``openenv deploy TARGET`` and render its files (no side effect)."""
     if target not in TARGETS:
@@ -81,6 +85,8 @@ def plan_deploy(
         token=token,
         backends=backends,
         balancing=balancing,
+        fronts=fronts,
+        front_nofile=front_nofile,
     )
     manifest = load_manifest(project) if project is not None else None
     base_image = resolve(
@@ -130,6 +136,8 @@ def run_deploy(plan: DeployPlan, *, apply: bool, force: bool, timeout: float) ->
         files=sorted(plan.files),
         written=bool(outcome.written),
         kept_edits=outcome.kept_edits,
+        fronts=plan.settings.fronts,
+        sessions_per_front=plan.settings.sessions_per_front,
     )
     if apply and target == "swarm":
         run = swarm.apply(plan.out, plan.stack, base_image=plan.base_image, timeout=timeout)

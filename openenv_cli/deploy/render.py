@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from openenv_cli.deploy.settings import Backend, DeploySettings
+from openenv_cli.deploy.settings import Backend, DeploySettings, front_session_budget
 from openenv_cli.errors import UsageError
 from openenv_cli.scaffold import render_project, write_project
 
@@ -33,8 +33,10 @@ def idle_timeout(settings: DeploySettings) -> str:
 
 
 def connection_limit(settings: DeploySettings) -> int:
-    """Envoy's connection and request ceilings: the capacity asked for plus a quarter."""
-    return max(1024, settings.capacity + settings.capacity // 4)
+    """One front's connection and request ceilings: its share of the capacity plus a quarter,
+    never more sessions than its open files hold (past that Envoy refuses, not fails)."""
+    share = settings.sessions_per_front
+    return min(max(1024, share + share // 4), front_session_budget(settings.front_nofile))
 
 
 def base_context(settings: DeploySettings) -> dict[str, Any]:
@@ -50,6 +52,9 @@ def base_context(settings: DeploySettings) -> dict[str, Any]:
         "sessions_per_worker": settings.sessions_per_worker,
         "capacity_per_replica": settings.capacity_per_replica,
         "capacity": settings.capacity,
+        "fronts": settings.fronts,
+        "front_nofile": settings.front_nofile,
+        "sessions_per_front": settings.sessions_per_front,
         "session_timeout": _number(settings.session_timeout),
         "drain_timeout": _number(settings.drain_timeout),
         "grace_period": math.ceil(settings.drain_timeout) + GRACE_MARGIN_S,
@@ -79,7 +84,7 @@ def envoy_files(
         "admin_port": admin_port,
         "listen_address": "0.0.0.0",
         "max_connections": connection_limit(settings),
-        "backlog": max(4096, min(settings.capacity, 65535)),
+        "backlog": max(4096, min(settings.sessions_per_front, 65535)),
         "idle_timeout": idle_timeout(settings),
         "session_timeout_label": (
             f"{_number(settings.session_timeout)} s" if settings.session_timeout > 0 else "none"
