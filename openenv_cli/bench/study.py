@@ -1,0 +1,389 @@
+"""The scaling study in one call: deploy the project on each infrastructure, run the sessions
+grid against it, take it down, and collect the results for :mod:`.study_report`.
+
+Each infrastructure is reached the way a user would reach it, through the CLI:
+
+* ``local``: ``openenv serve`` on a free 127.0.0.1 port (stopped by its process id);
+* ``docker``: ``openenv build``, then one container of that image (removed by its id);
+* ``swarm``: ``openenv deploy swarm --apply`` (removed by its stack name);
+* ``slurm``: ``openenv deploy slurm --apply`` (cancelled by its job id).
+
+An infrastructure that is not there (no engine, no swarm, no ``sinfo``) is skipped with the
+reason; one that fails to deploy is reported as failed with the error, and the study goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .runner import BenchSettings, Observer, run_bench
+
+INFRAS = ("local", "docker", "swarm", "slurm")
+HOW = {
+    "local": "openenv serve (uvicorn), 127.0.0.1",
+    "docker": "openenv build + one container",
+    "swarm": "openenv deploy swarm --apply (replicas behind Envoy)",
+    "slurm": "openenv deploy slurm --apply (one server per task, Envoy on the first node)",
+}
+
+
+@dataclass
+class StudySettings:
+    """What the study deploys, where, and the grid it runs on each infrastructure."""
+
+    project_dir: Path
+    infras: list[str]
+    requests_grid: list[int] = field(default_factory=lambda: [32, 128, 512])
+    wait_grid: list[float] = field(default_factory=lambda: [1.0])
+    reps: int = 1
+    timeout: float = 30.0
+    deadline: float = 900.0
+    """Seconds the grid may take on one infrastructure."""
+    processes: int = 1
+    replicas: int = 2
+    """Server replicas on swarm and slurm."""
+    deploy_timeout: float = 600.0
+    action: str | None = None
+    """--action (JSON text); else --action-file; else the project's example_action."""
+    action_file: Path | None = None
+    token: str | None = field(default=None, repr=False)
+
+
+@dataclass
+class InfraOutcome:
+    """One infrastructure's part of the study."""
+
+    name: str
+    status: str  # measured, skipped or failed
+    reason: str = ""
+    how: str = ""
+    handle: str = ""  # what it was taken down by: pid, container id, stack name, job id
+    cores: int | None = None
+    points: list[dict[str, Any]] = field(default_factory=list)
+    """``SessionsPoint`` of each (batch, wait) as a dict (latencies in ms)."""
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+@dataclass
+class StudyResult:
+    """Everything the report is built from."""
+
+    started_at: str
+    project: str
+    settings: dict[str, Any]
+    machine: dict[str, Any]
+    infras: list[InfraOutcome]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Deployment:
+    """A running deployment: where to send the load, and how it was started."""
+
+    url: str
+    handle: str
+    cores: int | None
+    server_pids: list[int] = field(default_factory=list)
+
+
+class Unavailable(Exception):
+    """The infrastructure is not there; the message says why."""
+
+
+def parse_infras(text: str) -> list[str]:
+    """``local,docker`` → ``["local", "docker"]``; raises ``ValueError`` on an unknown name."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in INFRAS]
+    if unknown or not names:
+        raise ValueError(
+            f"--study takes a comma-separated list of {', '.join(INFRAS)} "
+            f"(got {', '.join(unknown) or 'nothing'})"
+        )
+    return list(dict.fromkeys(names))
+
+
+# --- availability -----------------------------------------------------------------------------
+
+
+def unavailable_reason(infra: str) -> str | None:
+    """Why ``infra`` cannot be used here, or None when it can."""
+    if infra == "local":
+        return None
+    if infra == "slurm":
+        if shutil.which("sinfo") is None:
+            return "no Slurm here (`sinfo` is not on PATH)"
+        try:
+            done = subprocess.run(
+                ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"Slurm does not answer (`sinfo`: {exc})"
+        if done.returncode != 0:
+            return f"Slurm does not answer (`sinfo`: {(done.stderr or done.stdout).strip()})"
+        return None
+    try:
+        import docker
+        import docker.errors
+    except ImportError:
+        return "the Docker SDK is not installed (pip install docker)"
+    try:
+        info = docker.from_env(timeout=15).info()
+    except (docker.errors.DockerException, OSError) as exc:
+        return f"no Docker engine answers ({exc})"
+    if infra == "swarm" and (info.get("Swarm") or {}).get("LocalNodeState") != "active":
+        return "this Docker engine is not part of a swarm (docker swarm init)"
+    return None
+
+
+# --- deploying --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _openenv(*args: str, cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str:
+    """Run the CLI (this interpreter's), return stdout; raise RuntimeError with its error."""
+    done = subprocess.run(
+        [sys.executable, "-m", "openenv_cli.main", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(f"`openenv {args[0]} {args[1] if len(args) > 1 else ''}` failed: " + " ".join(lines[-4:]))
+    return done.stdout
+
+
+def wait_healthy(url: str, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=3) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url}/health did not answer in {timeout:.0f} s")
+
+
+@contextmanager
+def deploy_local(settings: StudySettings) -> Iterator[Deployment]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "openenv_cli.main", "serve", "--host", "127.0.0.1", "--port",
+         str(port)],
+        cwd=settings.project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, settings.deploy_timeout, lambda: process.poll() is None)
+        yield Deployment(url, f"pid {process.pid}", os.cpu_count(), [process.pid])
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def project_image(project_dir: Path) -> str:
+    """The tag ``openenv build`` gives the project's image (what ``deploy swarm`` runs)."""
+    from openenv_cli.deploy.settings import resolve_settings
+
+    return resolve_settings("swarm", project_dir).image
+
+
+def build_image(settings: StudySettings) -> str:
+    _openenv("build", str(settings.project_dir), cwd=settings.project_dir, timeout=1800)
+    return project_image(settings.project_dir)
+
+
+@contextmanager
+def deploy_docker(settings: StudySettings, image: str) -> Iterator[Deployment]:
+    import docker
+
+    from openenv_cli.deploy.settings import resolve_settings
+
+    inner = resolve_settings("swarm", settings.project_dir).port
+    port = free_port()
+    client = docker.from_env(timeout=120)
+    container = client.containers.run(
+        image, detach=True, ports={f"{inner}/tcp": ("127.0.0.1", port)}, environment={"PORT": str(inner)}
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, settings.deploy_timeout)
+        container.reload()
+        pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        yield Deployment(url, f"container {container.id[:12]}", os.cpu_count(), [pid] if pid else [])
+    finally:
+        client.containers.get(container.id).remove(force=True)
+
+
+@contextmanager
+def deploy_swarm(settings: StudySettings, work: Path) -> Iterator[Deployment]:
+    stack = f"study-{os.getpid()}"
+    out = _openenv(
+        "deploy", "swarm", str(settings.project_dir), "--apply", "--json", "--out",
+        str(work / "swarm"), "--stack", stack, "--replicas", str(settings.replicas), "--port",
+        str(free_port()), "--timeout", str(settings.deploy_timeout), "--force",
+        cwd=settings.project_dir, timeout=settings.deploy_timeout + 600,
+    )  # fmt: skip
+    try:
+        result = json.loads(out.strip().splitlines()[-1])
+        yield Deployment(result["url"], f"stack {stack}", os.cpu_count())
+    finally:
+        _openenv("deploy", "swarm", "--remove", "--stack", stack, "--json",
+                 cwd=settings.project_dir, timeout=300)  # fmt: skip
+
+
+def _allocated_cpus(job_id: str) -> int | None:
+    try:
+        done = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%C"], capture_output=True, text=True, timeout=15
+        )
+        return int(done.stdout.strip())
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+@contextmanager
+def deploy_slurm(settings: StudySettings, work: Path) -> Iterator[Deployment]:
+    out = _openenv(
+        "deploy", "slurm", str(settings.project_dir), "--apply", "--json", "--out",
+        str(work / "slurm"), "--replicas", str(settings.replicas), "--port", str(free_port()),
+        "--timeout", str(settings.deploy_timeout), "--force",
+        cwd=settings.project_dir, timeout=settings.deploy_timeout + 120,
+        env={"OPENENV_BASE_PORT": str(free_port())},
+    )  # fmt: skip
+    result = json.loads(out.strip().splitlines()[-1])
+    job_id = str(result["job_id"])
+    try:
+        cpus = _allocated_cpus(job_id)
+        yield Deployment(result["url"], f"job {job_id}", cpus)
+    finally:
+        _openenv("deploy", "slurm", "--remove", "--job-id", job_id, "--json",
+                 cwd=settings.project_dir, timeout=120)  # fmt: skip
+
+
+# --- the study --------------------------------------------------------------------------------
+
+
+def measure(
+    settings: StudySettings, deployment: Deployment, observer: Observer | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The sessions grid against one deployment: its points and notes."""
+    from .action import resolve_action
+
+    step = resolve_action(
+        action=settings.action,
+        action_file=settings.action_file,
+        serve=False,
+        base_url=deployment.url,
+        project_dir=settings.project_dir,
+        token=settings.token,
+    )
+    bench = BenchSettings(
+        url=deployment.url,
+        mode="sessions",
+        requests_grid=list(settings.requests_grid),
+        wait_grid=list(settings.wait_grid),
+        reps=settings.reps,
+        timeout=settings.timeout,
+        deadline=settings.deadline,
+        processes=settings.processes,
+        action=dict(step.value),
+        wait_field=step.wait_field,
+        action_source=step.source,
+        server_pids=list(deployment.server_pids),
+        token=settings.token,
+    )
+    run = run_bench(bench, observer)
+    notes = list(run.notes)
+    if not step.wait_field and any(w > 0 for w in settings.wait_grid):
+        notes.append("the action has no `wait` field: steps did not wait")
+    if run.failure:
+        notes.append(f"stopped: {run.failure}")
+    return [asdict(p) for p in run.points], notes
+
+
+def run_study(
+    settings: StudySettings,
+    observer: Observer | None = None,
+    announce: Callable[[str], None] = lambda _: None,
+) -> StudyResult:
+    """Deploy, measure and take down each infrastructure in turn; never leaves one running."""
+    result = StudyResult(
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        project=settings.project_dir.name,
+        settings={
+            "infras": settings.infras,
+            "requests_grid": settings.requests_grid,
+            "wait_grid": settings.wait_grid,
+            "reps": settings.reps,
+            "timeout": settings.timeout,
+            "replicas": settings.replicas,
+        },
+        machine={"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]},
+        infras=[],
+    )
+    image: str | None = None
+    with tempfile.TemporaryDirectory(prefix="openenv-study-") as tmp:
+        for infra in settings.infras:
+            outcome = InfraOutcome(infra, "skipped", how=HOW[infra])
+            result.infras.append(outcome)
+            reason = unavailable_reason(infra)
+            if reason is not None:
+                outcome.reason = reason
+                announce(f"{infra}: skipped ({reason})")
+                continue
+            started = time.monotonic()
+            announce(f"{infra}: deploying ({HOW[infra]})")
+            try:
+                if infra in ("docker", "swarm") and image is None:
+                    image = build_image(settings)
+                deployer = {
+                    "local": lambda: deploy_local(settings),
+                    "docker": lambda: deploy_docker(settings, image or ""),
+                    "swarm": lambda: deploy_swarm(settings, Path(tmp)),
+                    "slurm": lambda: deploy_slurm(settings, Path(tmp)),
+                }[infra]
+                with deployer() as deployment:
+                    outcome.handle, outcome.cores = deployment.handle, deployment.cores
+                    announce(f"{infra}: measuring {deployment.url} ({deployment.handle})")
+                    outcome.points, outcome.notes = measure(settings, deployment, observer)
+                outcome.status = "measured"
+                announce(f"{infra}: taken down ({outcome.handle})")
+            except Exception as exc:  # one infrastructure failing must not end the study
+                outcome.status, outcome.reason = "failed", str(exc) or type(exc).__name__
+                announce(f"{infra}: failed ({outcome.reason})")
+            outcome.duration_s = round(time.monotonic() - started, 1)
+    return result
