@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from openenv_cli.deploy.settings import Backend, DeploySettings, front_session_budget
@@ -122,6 +122,13 @@ def write_files(
     Files already there with other contents are someone's edits: they are replaced only with
     ``force``; with ``keep_edits`` (``--apply``) they are kept and used as they are.
     """
+    linked = _links_in_the_way(files, out)
+    if linked:
+        raise UsageError(
+            f"Symbolic links are on the way to the deploy files: {', '.join(linked)}. "
+            "openenv deploy never writes through a link (it could point outside the project).",
+            hint="Remove the links, or pass --out with another folder.",
+        )
     differing = [
         relative
         for relative, text in files.items()
@@ -140,6 +147,21 @@ def write_files(
             "apply the edited files as they are.",
         )
     return WriteOutcome(write_project(dict(files), out, force=True))
+
+
+def _links_in_the_way(files: Mapping[str, str], out: Path) -> list[str]:
+    """The symbolic links among ``out``'s own components (when it is relative: the folder it
+    names inside the current one) and every existing path from ``out`` to each file."""
+    found: list[Path] = []
+    if not out.is_absolute():
+        found += [p for p in [*reversed(out.parents), out] if p.parts and p.is_symlink()]
+    for relative in files:
+        path = out
+        for part in PurePosixPath(relative).parts:
+            path = path / part
+            if path.is_symlink():
+                found.append(path)
+    return sorted({str(p) for p in found})
 
 
 def _read(path: Path) -> str | None:

@@ -251,7 +251,13 @@ def resolve_settings(
             parse=parse_float,
             environ=environ,
         ).value
-        return float(value if value is not None else default)
+        parsed = float(value if value is not None else default)
+        if not math.isfinite(parsed):
+            raise UsageError(
+                f"{key} is {parsed}: it must be a finite number.",
+                hint=f"Check {env or key} and {where} in openenv.yaml.",
+            )
+        return parsed
 
     workers = int(number("workers", None, "WORKERS", "server.workers", runtime_default("workers")))
     sessions = int(
