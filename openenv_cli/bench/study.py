@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -176,7 +176,10 @@ def _openenv(*args: str, cwd: Path, timeout: float, env: dict[str, str] | None =
     )
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
-        raise RuntimeError(f"`openenv {args[0]} {args[1] if len(args) > 1 else ''}` failed: " + " ".join(lines[-4:]))
+        raise RuntimeError(
+            f"`openenv {args[0]} {args[1] if len(args) > 1 else ''}` failed: "
+            + " ".join(lines[-4:])
+        )
     return done.stdout
 
 
@@ -236,14 +239,19 @@ def deploy_docker(settings: StudySettings, image: str) -> Iterator[Deployment]:
     port = free_port()
     client = docker.from_env(timeout=120)
     container = client.containers.run(
-        image, detach=True, ports={f"{inner}/tcp": ("127.0.0.1", port)}, environment={"PORT": str(inner)}
+        image,
+        detach=True,
+        ports={f"{inner}/tcp": ("127.0.0.1", port)},
+        environment={"PORT": str(inner)},
     )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, settings.deploy_timeout)
         container.reload()
         pid = int(container.attrs.get("State", {}).get("Pid") or 0)
-        yield Deployment(url, f"container {container.id[:12]}", os.cpu_count(), [pid] if pid else [])
+        yield Deployment(
+            url, f"container {container.id[:12]}", os.cpu_count(), [pid] if pid else []
+        )
     finally:
         client.containers.get(container.id).remove(force=True)
 
@@ -294,6 +302,19 @@ def deploy_slurm(settings: StudySettings, work: Path) -> Iterator[Deployment]:
                  cwd=settings.project_dir, timeout=120)  # fmt: skip
 
 
+def deploy(
+    infra: str, settings: StudySettings, image: str, work: Path
+) -> AbstractContextManager[Deployment]:
+    """Deploy the project on ``infra``; leaving the context takes it down."""
+    if infra == "local":
+        return deploy_local(settings)
+    if infra == "docker":
+        return deploy_docker(settings, image)
+    if infra == "swarm":
+        return deploy_swarm(settings, work)
+    return deploy_slurm(settings, work)
+
+
 # --- the study --------------------------------------------------------------------------------
 
 
@@ -327,7 +348,7 @@ def measure(
         token=settings.token,
     )
     run = run_bench(bench, observer)
-    notes = list(run.notes)
+    notes = [n for n in run.notes if not n.startswith("server CPU is")]
     if not step.wait_field and any(w > 0 for w in settings.wait_grid):
         notes.append("the action has no `wait` field: steps did not wait")
     if run.failure:
@@ -370,13 +391,7 @@ def run_study(
             try:
                 if infra in ("docker", "swarm") and image is None:
                     image = build_image(settings)
-                deployer = {
-                    "local": lambda: deploy_local(settings),
-                    "docker": lambda: deploy_docker(settings, image or ""),
-                    "swarm": lambda: deploy_swarm(settings, Path(tmp)),
-                    "slurm": lambda: deploy_slurm(settings, Path(tmp)),
-                }[infra]
-                with deployer() as deployment:
+                with deploy(infra, settings, image or "", Path(tmp)) as deployment:
                     outcome.handle, outcome.cores = deployment.handle, deployment.cores
                     announce(f"{infra}: measuring {deployment.url} ({deployment.handle})")
                     outcome.points, outcome.notes = measure(settings, deployment, observer)

@@ -61,7 +61,9 @@ def measured(result: StudyResult) -> list[InfraOutcome]:
     return [o for o in result.infras if o.status == "measured"]
 
 
-def max_batch(outcome: InfraOutcome, wait: float, threshold: float = SUCCESS_THRESHOLD) -> int | None:
+def max_batch(
+    outcome: InfraOutcome, wait: float, threshold: float = SUCCESS_THRESHOLD
+) -> int | None:
     """The largest batch of ``wait`` at ≥ ``threshold`` success, counting only an unbroken run
     of passing batches from the smallest (a pass after a failure is luck, not capacity)."""
     best = None
@@ -70,6 +72,12 @@ def max_batch(outcome: InfraOutcome, wait: float, threshold: float = SUCCESS_THR
             break
         best = point["batch"]
     return best
+
+
+def _at_least(outcome: InfraOutcome, wait: float, best: int | None) -> str:
+    """``≥ `` when the max batch is the largest batch tried: the grid, not the server, bounds it."""
+    tried = [p["batch"] for p in outcome.points if p["wait"] == wait]
+    return "≥ " if best is not None and tried and best == max(tried) else ""
 
 
 def waits(result: StudyResult) -> list[float]:
@@ -97,18 +105,23 @@ def success_table(result: StudyResult, wait: float) -> Table:
 
 def capacity_table(result: StudyResult, wait: float) -> Table:
     """Max batch at ≥ 95% success, cores, batch per core, total p99 and RPS at that batch."""
-    headers = ["infrastructure", "max batch (≥95%)", "cores", "batch/core", "p99 at max", "RPS at max"]
+    headers = [
+        "infrastructure",
+        "max batch (≥95%)",
+        "cores",
+        "batch/core",
+        "p99 at max",
+        "RPS at max",
+    ]
     rows = []
     for outcome in measured(result):
         best = max_batch(outcome, wait)
-        point = next(
-            (p for p in outcome.points if p["batch"] == best and p["wait"] == wait), None
-        )
+        point = next((p for p in outcome.points if p["batch"] == best and p["wait"] == wait), None)
         per_core = f"{best / outcome.cores:.1f}" if best and outcome.cores else "—"
         rows.append(
             [
                 outcome.name,
-                f"{best:,}" if best else "none",
+                f"{_at_least(outcome, wait, best)}{best:,}" if best else "none",
                 str(outcome.cores or "?"),
                 per_core,
                 _s(point["total_p99"]) if point else "—",
@@ -141,15 +154,16 @@ def published_table(result: StudyResult, wait: float) -> Table:
         theirs = by_name[COUNTERPART[outcome.name]]
         best = max_batch(outcome, wait)
         ours = best / outcome.cores if best and outcome.cores else None
+        bound = _at_least(outcome, wait, best)
         rows.append(
             [
                 outcome.name,
-                f"{best or 0:,} / {outcome.cores or '?'}",
-                f"{ours:.1f}" if ours is not None else "—",
+                f"{bound}{best or 0:,} / {outcome.cores or '?'}",
+                f"{bound}{ours:.1f}" if ours is not None else "—",
                 theirs.infra,
                 f"{theirs.max_batch:,} / {theirs.cores}",
                 f"{theirs.per_core:.1f}",
-                f"{ours / theirs.per_core:.2f}×" if ours is not None else "—",
+                f"{bound}{ours / theirs.per_core:.2f}×" if ours is not None else "—",
             ]
         )
     return headers, rows
@@ -195,16 +209,22 @@ def markdown(result: StudyResult) -> str:
         (
             ["infrastructure", "max batch", "cores", "batch/core", "p99", "RPS"],
             [
-                [p.infra, f"{p.max_batch:,}", str(p.cores), f"{p.per_core:.1f}", f"{p.p99_s:.2f} s",
-                 f"{p.rps:.0f}"]
+                [
+                    p.infra,
+                    f"{p.max_batch:,}",
+                    str(p.cores),
+                    f"{p.per_core:.1f}",
+                    f"{p.p99_s:.2f} s",
+                    f"{p.rps:.0f}",
+                ]
                 for p in PUBLISHED
-            ],  # fmt: skip
+            ],
         )
     )
     lines += [
         "",
-        "A max batch is the largest of an unbroken run of batches at ≥ 95% success: it is "
-        "bounded by the largest batch tried. Batch per core divides it by the cores the "
+        "A max batch is the largest of an unbroken run of batches at ≥ 95% success; "
+        "≥ marks one that is the largest batch tried (the grid bounds it). Batch per core divides it by the cores the "
         "infrastructure could use (Slurm: the job's allocation).",
         "",
     ]
@@ -223,7 +243,9 @@ def plot(result: StudyResult, path: Path) -> Path | None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for outcome in measured(result):
         for wait in waits(result):
-            points = sorted((p for p in outcome.points if p["wait"] == wait), key=lambda p: p["batch"])
+            points = sorted(
+                (p for p in outcome.points if p["wait"] == wait), key=lambda p: p["batch"]
+            )
             label = outcome.name if len(waits(result)) == 1 else f"{outcome.name}, wait {wait:g} s"
             batches = [p["batch"] for p in points]
             left.plot(batches, [p["success_rate"] * 100 for p in points], marker="o", label=label)
@@ -248,7 +270,9 @@ def plot(result: StudyResult, path: Path) -> Path | None:
     return path
 
 
-def write_study(result: StudyResult, out: Path, stem: str = "study", *, plots: bool = True) -> dict[str, Any]:
+def write_study(
+    result: StudyResult, out: Path, stem: str = "study", *, plots: bool = True
+) -> dict[str, Any]:
     """Write ``stem.json``, ``stem.md`` and ``stem.png`` into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     document = result.to_dict() | {
@@ -256,10 +280,16 @@ def write_study(result: StudyResult, out: Path, stem: str = "study", *, plots: b
             o.name: {str(w): max_batch(o, w) for w in waits(result)} for o in measured(result)
         },
         "published": [
-            {"infra": p.infra, "max_batch": p.max_batch, "cores": p.cores,
-             "batch_per_core": round(p.per_core, 1), "p99_s": p.p99_s, "rps": p.rps}
+            {
+                "infra": p.infra,
+                "max_batch": p.max_batch,
+                "cores": p.cores,
+                "batch_per_core": round(p.per_core, 1),
+                "p99_s": p.p99_s,
+                "rps": p.rps,
+            }
             for p in PUBLISHED
-        ],  # fmt: skip
+        ],
     }
     paths: dict[str, Any] = {"json": out / f"{stem}.json", "markdown": out / f"{stem}.md"}
     paths["json"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
