@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy_envoy import APP, ROOT, env, start, stop, wait_healthy
+
 from openenv_runtime.testing import free_port
 
 HERE = Path(__file__).resolve().parent
