@@ -178,9 +178,7 @@ def main() -> None:
                 | {
                     "connections_accepted": stats.get("http.front.downstream_cx_total", 0),
                     "upstream_connections": stats.get("cluster.replicas.upstream_cx_total", 0),
-                    "refused_by_limits": sum(
-                        v for k, v in stats.items() if k.endswith("overflow")
-                    ),
+                    "refused_by_limits": sum(v for k, v in stats.items() if k.endswith("overflow")),
                     "cpu_s": round(a[1] - b[1], 2),
                 }
             )
