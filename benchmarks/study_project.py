@@ -5,7 +5,7 @@
 
 The project is what ``openenv init study_env`` writes, with two edits so the step is the
 scaling study's workload: the action gets a ``wait`` field (seconds) and the step awaits
-``asyncio.sleep(wait)``; each worker holds 2,048 sessions (the template's default is 100).
+``asyncio.sleep(wait)``; each worker holds 16,384 sessions (the machine, not the setting, is the limit) (the template's default is 100).
 Then ``openenv bench --study`` runs in it and writes ``benchmarks/study/study.{md,json,png}``.
 """
 
@@ -49,7 +49,7 @@ def make_project(parent: Path, name: str = "study_env") -> Path:
     environment.write_text(text)
     manifest = root / "openenv.yaml"
     manifest.write_text(
-        manifest.read_text().replace("max_concurrent_envs: 100 ", "max_concurrent_envs: 2048")
+        manifest.read_text().replace("max_concurrent_envs: 100 ", "max_concurrent_envs: 16384")
     )
     if "wait" not in models.read_text() or "await asyncio.sleep" not in text:
         raise RuntimeError("the template changed: the project could not be given a waiting step")

@@ -238,6 +238,7 @@ def plot(result: StudyResult, path: Path) -> Path | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return None
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
@@ -256,8 +257,10 @@ def plot(result: StudyResult, path: Path) -> Path | None:
                 label=label,
             )
     left.axhline(SUCCESS_THRESHOLD * 100, color="grey", linestyle="--", linewidth=1)
+    left.set_ylim(0, 103)
     for axis, title, unit in ((left, "success rate", "%"), (right, "total p99", "s")):
         axis.set_xscale("log", base=2)
+        axis.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
         axis.set_xlabel("concurrent sessions (batch)")
         axis.set_ylabel(f"{title} ({unit})")
         axis.set_title(title)
