@@ -5,8 +5,8 @@
 
 The project is what ``openenv init study_env`` writes, with two edits so the step is the
 scaling study's workload: the action gets a ``wait`` field (seconds) and the step awaits
-``asyncio.sleep(wait)``; each worker holds 16,384 sessions (the machine, not the setting, is the limit) (the template's default is 100).
-Then ``openenv bench --study`` runs in it and writes ``benchmarks/study/study.{md,json,png}``.
+``asyncio.sleep(wait)``; each worker holds 16,384 sessions (the template's default is 100), so
+the machine, not the setting, bounds the batch. Then ``openenv bench --study`` runs in it and writes ``benchmarks/study/study.{md,json,png}``.
 """
 
 from __future__ import annotations
