@@ -267,6 +267,9 @@ def main(argv: list[str] | None = None) -> None:
         from openenv_cli.console import set_debug
 
         set_debug(True)  # so errors raised before the callback runs still get a traceback
+    from openenv_cli import _light_help
+
+    _light_help.install()  # help and usage errors render through typer.rich_utils: lightly
     try:
         app(args=argv, prog_name="openenv")
     except OpenEnvError as error:

@@ -48,6 +48,8 @@ _STRING_PREFIX = re.compile(
 )
 _AUTO = f"{RUNTIME}.auto"
 MAX_NESTING = 400  # syntax-tree depth; real code stays far below, libcst takes ~0.5 s here
+# Module paths the reference's documentation uses that its package never had.
+ALSO_RENAMED = {"openenv.providers": f"{COMPAT}.containers.runtime"}
 
 
 @dataclass
@@ -58,13 +60,16 @@ class FileChange:
 
     def diff(self, root: Path) -> str:
         name = self.path.relative_to(root).as_posix()
+        lines = difflib.unified_diff(
+            self.old.splitlines(keepends=True),
+            self.new.splitlines(keepends=True),
+            fromfile=f"a/{name}" if self.old else "/dev/null",
+            tofile=f"b/{name}",
+        )
+        # a last line without its newline must say so, or `patch` / `git apply` refuse the diff
         return "".join(
-            difflib.unified_diff(
-                self.old.splitlines(keepends=True),
-                self.new.splitlines(keepends=True),
-                fromfile=f"a/{name}",
-                tofile=f"b/{name}",
-            )
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines
         )
 
 
@@ -76,7 +81,9 @@ class MigrationPlan:
     new_files: dict[Path, str] = field(default_factory=dict)
 
     def diff(self) -> str:
-        return "".join(c.diff(self.root) for c in self.changes)
+        """Every change and new file as one unified diff (``git apply`` / ``patch -p1``)."""
+        created = [FileChange(path, "", text) for path, text in self.new_files.items()]
+        return "".join(c.diff(self.root) for c in [*self.changes, *created])
 
 
 def _dotted(name: str) -> cst.Attribute | cst.Name:
@@ -99,6 +106,8 @@ class _ImportRewriter(cst.CSTTransformer):
     def __init__(self) -> None:
         super().__init__()
         self.modules: set[str] = set()
+        self.unmapped: set[str] = set()  # reference-namespace modules with no counterpart
+        self.renamed: dict[str, str] = {}  # spellings outside the reference's own modules
 
     def leave_Attribute(
         self, original: cst.Attribute, updated: cst.Attribute
@@ -108,6 +117,9 @@ class _ImportRewriter(cst.CSTTransformer):
             return _dotted(COMPAT)
         if name == "openenv.auto":  # the reference's auto package has its twin here
             return _dotted(_AUTO)
+        if name in ALSO_RENAMED:
+            self.renamed[name] = ALSO_RENAMED[name]
+            return _dotted(ALSO_RENAMED[name])
         return updated
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
@@ -123,6 +135,8 @@ class _ImportRewriter(cst.CSTTransformer):
             module = COMPAT
         if _is_runtime(module):
             self.modules.add(module)
+        elif module.startswith("openenv."):
+            self.unmapped.add(module)
         return updated
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
@@ -130,6 +144,8 @@ class _ImportRewriter(cst.CSTTransformer):
             name = get_full_name_for_node(alias.name) or ""
             if _is_runtime(name):
                 self.modules.add(name)
+            elif name.startswith("openenv."):
+                self.unmapped.add(name)
         return updated
 
     def leave_SimpleString(
@@ -168,12 +184,30 @@ def rewrite_python(source: str) -> tuple[str, set[str]]:
     Raises :class:`NotRewritable` (before libcst sees it) for what CPython cannot parse or
     what is nested over ``MAX_NESTING`` levels.
     """
+    new, modules, _ = rewrite_python_report(source)
+    return new, modules
+
+
+def rewrite_python_report(source: str) -> tuple[str, set[str], list[str]]:
+    """As :func:`rewrite_python`, plus one note per import it renamed by the docs' spelling
+    or could not map (a module of the ``openenv`` namespace with no counterpart here)."""
     if "openenv" not in source:
-        return source, set()
+        return source, set(), []
     _check_parsable(source)
     tree = cst.parse_module(source)
     rewriter = _ImportRewriter()
-    return tree.visit(rewriter).code, rewriter.modules
+    new = tree.visit(rewriter).code
+    notes = [
+        f"`{old}` is not a module of the reference (its docs spell it so); renamed to `{ours}`, "
+        "which holds those names"
+        for old, ours in sorted(rewriter.renamed.items())
+    ]
+    notes += [
+        f"`{module}` has no counterpart in openenv-runtime; left as is (docs/migrating.md "
+        "maps the reference's modules)"
+        for module in sorted(rewriter.unmapped)
+    ]
+    return new, rewriter.modules, notes
 
 
 def _missing_modules(modules: set[str]) -> list[str]:
@@ -275,13 +309,14 @@ def _plan_python(plan: MigrationPlan) -> bool:
             continue
         uses_mcp = uses_mcp or "fastmcp" in old
         try:
-            new, modules = rewrite_python(old)
+            new, modules, notes = rewrite_python_report(old)
         except cst.ParserSyntaxError as exc:
             plan.notes.append(f"{relative}: not valid Python ({exc.message}); left as is")
             continue
         except NotRewritable as exc:
             plan.notes.append(f"{relative}: not rewritten ({exc}); left as is")
             continue
+        plan.notes.extend(f"{relative}: {note}" for note in notes)
         for module in modules:
             imported.setdefault(module, []).append(relative)
         if "import openenv\n" in new or re.search(r"^\s*import openenv\s*$", new, re.MULTILINE):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -36,7 +37,13 @@ def command(
     dockerfile = render_project(name).get("server/Dockerfile") if name.isidentifier() else None
     plan = plan_migration(path, dockerfile)
     if dry_run:
-        console.print(escape(visible(plan.diff())) or "Nothing to change.", highlight=False)
+        # raw, never wrapped or styled: piped to a file, it applies with `git apply` / `patch -p1`
+        diff = plan.diff()
+        if diff:
+            sys.stdout.write(visible(diff))
+            sys.stdout.flush()
+        else:
+            console.print("Nothing to change.")
     else:
         apply_migration(plan)
         for change in plan.changes:
@@ -44,6 +51,8 @@ def command(
         if not plan.changes:
             console.print("Nothing to change: the project already uses openenv_runtime.")
     for note in plan.notes:
-        err_console.print(f"[yellow]not translated:[/yellow] {escape(visible(note))}")
+        err_console.print(
+            f"[yellow]note:[/yellow] {escape(visible(note))}", highlight=False, soft_wrap=True
+        )
     if not dry_run and plan.changes:
         console.print("Next: `openenv validate` then `openenv serve`.")
