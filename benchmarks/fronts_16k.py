@@ -67,6 +67,14 @@ def admin_stats(address: str) -> dict[str, int]:
         "cluster.replicas.upstream_cx_total",
         "cluster.replicas.upstream_cx_overflow",
         "cluster.replicas.upstream_rq_pending_overflow",
+        "cluster.replicas.upstream_cx_connect_timeout",
+        "cluster.replicas.upstream_cx_connect_fail",
+        "cluster.replicas.upstream_rq_retry",
+        "cluster.replicas.upstream_rq_retry_overflow",
+        "cluster.replicas.upstream_rq_503",
+        "cluster.replicas.upstream_cx_none_healthy",
+        "cluster.replicas.outlier_detection.ejections_enforced_total",
+        "cluster.replicas.health_check.failure",
         "overload.envoy.resource_monitors.global_downstream_max_connections.pressure",
     )
     found = {s["name"]: int(s.get("value", 0)) for s in data.get("stats", []) if "name" in s}
@@ -178,8 +186,15 @@ def main() -> None:
                 | {
                     "connections_accepted": stats.get("http.front.downstream_cx_total", 0),
                     "upstream_connections": stats.get("cluster.replicas.upstream_cx_total", 0),
-                    "refused_by_limits": sum(v for k, v in stats.items() if k.endswith("overflow")),
+                    "refused_by_limits": sum(
+                        v
+                        for k, v in stats.items()
+                        if k.endswith(("cx_overflow", "pending_overflow"))
+                    ),
                     "cpu_s": round(a[1] - b[1], 2),
+                    "envoy_stats": {
+                        k.removeprefix("cluster.replicas."): v for k, v in stats.items()
+                    },
                 }
             )
     finally:
@@ -259,6 +274,14 @@ def markdown(document: dict[str, Any]) -> str:
             f"{f['peak_rss_mb']:.0f} MiB |"
             for i, f in enumerate(document["fronts"], 1)
         ),
+        "",
+        "Envoy's own counters, per front: "
+        + "; ".join(
+            f"front {i}: "
+            + ", ".join(f"{k} {v:,}" for k, v in sorted(f.get("envoy_stats", {}).items()) if v)
+            for i, f in enumerate(document["fronts"], 1)
+        )
+        + ".",
         "",
         f"Machine: {machine['cpus']} cores, {machine['shared']} (load average before the run "
         f"{machine['load_average_before'][0]:.1f}); replicas, fronts and the load generator "

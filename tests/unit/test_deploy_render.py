@@ -282,3 +282,25 @@ def test_the_record_of_written_files_is_never_written_through_a_link(
     plan = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8001"])
     assert write_files(plan.files, out, force=False).written
     assert outside.read_text() == "keep\n"
+
+
+def test_a_burst_past_the_backlog_is_not_taken_for_a_dead_replica(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicas holding more sessions than their listen backlog get a connect timeout that
+    outlasts SYN retransmission, a retry budget for every session, and slower ejection."""
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "9216")
+    cluster = _envoy(plan_deploy("slurm", project, replicas=2).files)["static_resources"][
+        "clusters"
+    ][0]
+    assert cluster["connect_timeout"] == "30s"
+    threshold = cluster["circuit_breakers"]["thresholds"][0]
+    assert threshold["max_retries"] == threshold["max_connections"]
+    assert cluster["outlier_detection"]["consecutive_local_origin_failure"] == 9
+    assert cluster["health_checks"][0]["unhealthy_threshold"] == 3
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "100")
+    small = _envoy(plan_deploy("slurm", project, replicas=2).files)["static_resources"]["clusters"][
+        0
+    ]
+    assert small["connect_timeout"] == "5s"
+    assert small["outlier_detection"]["consecutive_local_origin_failure"] == 2
