@@ -67,7 +67,7 @@ def main() -> None:
         subprocess.run(
             [sys.executable, "-m", "openenv_cli.main", "bench", "--study", options.infras,
              "--requests-grid", options.grid, "--wait-grid", "1", "--reps", "1",
-             "--timeout", "60", "--output-dir", str(options.out.resolve())],
+             "--timeout", "60", "--processes", "2", "--output-dir", str(options.out.resolve())],
             cwd=project, check=False,
         )  # fmt: skip
 
