@@ -275,6 +275,12 @@ def markdown(document: dict[str, Any]) -> str:
             for i, f in enumerate(document["fronts"], 1)
         ),
         "",
+        "Peak active is the most sessions one front had open at a sampled instant (once a "
+        "second): the batch starts every session at once, but its handshakes spread over the "
+        f"connect time (p99 {result['connect_p99_ms'] / 1000:.0f} s) while each session lasts "
+        f"about a second after it, so together the fronts peaked at "
+        f"{sum(f['peak_active'] for f in document['fronts']):,} open sessions.",
+        "",
         "Envoy's own counters, per front: "
         + "; ".join(
             f"front {i}: "
