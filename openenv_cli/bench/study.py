@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from openenv_runtime.testing import free_port
+
 from .runner import BenchSettings, Observer, run_bench
 
 INFRAS = ("local", "docker", "swarm", "slurm")
@@ -56,6 +58,10 @@ class StudySettings:
     replicas: int = 2
     """Server replicas on swarm and slurm."""
     deploy_timeout: float = 600.0
+    image: str = ""
+    """The tag ``openenv build`` gives the project's image."""
+    port: int = 8000
+    """The port the project's server listens on in its image."""
     action: str | None = None
     """--action (JSON text); else --action-file; else the project's example_action."""
     action_file: Path | None = None
@@ -154,15 +160,6 @@ def unavailable_reason(infra: str) -> str | None:
 # --- deploying --------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _openenv(*args: str, cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str:
     """Run the CLI (this interpreter's), return stdout; raise RuntimeError with its error."""
     done = subprocess.run(
@@ -217,25 +214,17 @@ def deploy_local(settings: StudySettings) -> Iterator[Deployment]:
             process.wait(10)
 
 
-def project_image(project_dir: Path) -> str:
-    """The tag ``openenv build`` gives the project's image (what ``deploy swarm`` runs)."""
-    from openenv_cli.deploy.settings import resolve_settings
-
-    return resolve_settings("swarm", project_dir).image
-
-
 def build_image(settings: StudySettings) -> str:
+    """``openenv build``; returns the tag it gave (what ``openenv deploy swarm`` runs)."""
     _openenv("build", str(settings.project_dir), cwd=settings.project_dir, timeout=1800)
-    return project_image(settings.project_dir)
+    return settings.image
 
 
 @contextmanager
 def deploy_docker(settings: StudySettings, image: str) -> Iterator[Deployment]:
     import docker
 
-    from openenv_cli.deploy.settings import resolve_settings
-
-    inner = resolve_settings("swarm", settings.project_dir).port
+    inner = settings.port
     port = free_port()
     client = docker.from_env(timeout=120)
     container = client.containers.run(

@@ -44,10 +44,15 @@ def run_study_command(
             "--study deploys the project in the current folder, and it has no openenv.yaml.",
             hint="cd into a project made by `openenv init`, then run the study.",
         )
+    from openenv_cli.deploy.settings import resolve_settings
+
+    deploy = resolve_settings("swarm", project)  # the image `openenv build` tags, the port
     grid_waits = [float(w) for w in (wait_grid or "1.0").split(",") if w.strip()]
     settings = StudySettings(
         project_dir=project,
         infras=names,
+        image=deploy.image,
+        port=deploy.port,
         requests_grid=int_list(requests_grid, "--requests-grid"),
         wait_grid=grid_waits,
         reps=reps,
