@@ -18,7 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 HERE = Path(__file__).resolve().parent
+SESSIONS = 16_384  # sessions a worker holds
 
 
 def make_project(parent: Path, name: str = "study_env") -> Path:
@@ -49,9 +52,20 @@ def make_project(parent: Path, name: str = "study_env") -> Path:
     environment.write_text(text)
     manifest = root / "openenv.yaml"
     manifest.write_text(
-        manifest.read_text().replace("max_concurrent_envs: 100 ", "max_concurrent_envs: 16384")
+        re.sub(
+            r"^  (?:# )?max_concurrent_envs: \d+",
+            f"  max_concurrent_envs: {SESSIONS}",
+            manifest.read_text(),
+            count=1,
+            flags=re.MULTILINE,
+        )
     )
-    if "wait" not in models.read_text() or "await asyncio.sleep" not in text:
+    sessions = (yaml.safe_load(manifest.read_text()).get("server") or {}).get("max_concurrent_envs")
+    if (
+        "wait" not in models.read_text()
+        or "await asyncio.sleep" not in text
+        or sessions != SESSIONS
+    ):
         raise RuntimeError("the template changed: the project could not be given a waiting step")
     return root
 
