@@ -57,7 +57,7 @@ class StudySettings:
     processes: int = 1
     replicas: int = 2
     """Server replicas on swarm and slurm."""
-    deploy_timeout: float = 600.0
+    deploy_timeout: float = 300.0
     image: str = ""
     """The tag ``openenv build`` gives the project's image."""
     port: int = 8000
@@ -262,6 +262,23 @@ def deploy_swarm(settings: StudySettings, work: Path) -> Iterator[Deployment]:
                  cwd=settings.project_dir, timeout=300)  # fmt: skip
 
 
+def free_port_block(count: int, attempts: int = 200) -> int:
+    """A port P with P … P + count - 1 all free on this machine (the Slurm tasks' ports)."""
+    import random
+    import socket
+
+    for _ in range(attempts):
+        base = random.randint(20_000, 60_000 - count)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as probe:
+                    probe.bind(("0.0.0.0", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError(f"found no {count} consecutive free ports for the Slurm tasks")
+
+
 def _allocated_cpus(job_id: str) -> int | None:
     try:
         done = subprocess.run(
@@ -279,7 +296,7 @@ def deploy_slurm(settings: StudySettings, work: Path) -> Iterator[Deployment]:
         str(work / "slurm"), "--replicas", str(settings.replicas), "--port", str(free_port()),
         "--timeout", str(settings.deploy_timeout), "--force",
         cwd=settings.project_dir, timeout=settings.deploy_timeout + 120,
-        env={"OPENENV_BASE_PORT": str(free_port())},
+        env={"OPENENV_BASE_PORT": str(free_port_block(settings.replicas))},
     )  # fmt: skip
     result = json.loads(out.strip().splitlines()[-1])
     job_id = str(result["job_id"])
