@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from openenv_cli.bench import study, study_report
+from openenv_cli.bench import study, study_deploy, study_report
 from openenv_cli.bench.study import InfraOutcome, StudyResult
 
 
@@ -106,17 +106,17 @@ def test_parse_infras() -> None:
 
 
 def test_skip_reasons_for_missing_infrastructure(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert study.unavailable_reason("local") is None
-    monkeypatch.setattr(study.shutil, "which", lambda name: None)
-    assert study.unavailable_reason("slurm") == "no Slurm here (`sinfo` is not on PATH)"
+    assert study_deploy.unavailable_reason("local") is None
+    monkeypatch.setattr(study_deploy.shutil, "which", lambda name: None)
+    assert study_deploy.unavailable_reason("slurm") == "no Slurm here (`sinfo` is not on PATH)"
 
-    monkeypatch.setattr(study.shutil, "which", lambda name: "/usr/bin/sinfo")
+    monkeypatch.setattr(study_deploy.shutil, "which", lambda name: "/usr/bin/sinfo")
 
     def broken(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(args, 1, "", "slurm_load_partitions: Unable to contact")
 
-    monkeypatch.setattr(study.subprocess, "run", broken)
-    assert "Unable to contact" in (study.unavailable_reason("slurm") or "")
+    monkeypatch.setattr(study_deploy.subprocess, "run", broken)
+    assert "Unable to contact" in (study_deploy.unavailable_reason("slurm") or "")
 
     import docker
 
@@ -129,10 +129,10 @@ def test_skip_reasons_for_missing_infrastructure(monkeypatch: pytest.MonkeyPatch
             return {"Swarm": {"LocalNodeState": "inactive"}}
 
     monkeypatch.setattr(docker, "from_env", lambda **_: NoEngine())
-    assert (study.unavailable_reason("docker") or "").startswith("no Docker engine answers")
+    assert (study_deploy.unavailable_reason("docker") or "").startswith("no Docker engine answers")
     monkeypatch.setattr(docker, "from_env", lambda **_: NoSwarm())
-    assert study.unavailable_reason("docker") is None
-    assert "not part of a swarm" in (study.unavailable_reason("swarm") or "")
+    assert study_deploy.unavailable_reason("docker") is None
+    assert "not part of a swarm" in (study_deploy.unavailable_reason("swarm") or "")
 
 
 def test_skipped_infrastructure_is_reported_not_deployed(
