@@ -123,7 +123,15 @@ def measure(
         notes.append("the action has no `wait` field: steps did not wait")
     if run.failure:
         notes.append(f"stopped: {run.failure}")
-    return [asdict(p) for p in run.points], notes
+    points = []
+    for point in run.points:
+        errors: dict[str, int] = {}
+        for cell in run.sessions:
+            if (cell.batch, cell.wait) == (point.batch, point.wait):
+                for label, count in cell.errors.items():
+                    errors[label] = errors.get(label, 0) + count
+        points.append(asdict(point) | {"errors": errors})
+    return points, notes
 
 
 def run_study(

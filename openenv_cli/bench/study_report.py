@@ -193,7 +193,15 @@ def markdown(result: StudyResult) -> str:
         "|---|---|---|---|---|",
     ]
     for o in result.infras:
-        notes = "; ".join([o.reason] * bool(o.reason) + o.notes).replace("|", "/")
+        failures = [
+            f"{p['batch']:,}: "
+            + ", ".join(
+                f"{k} ×{v}" for k, v in sorted(p["errors"].items(), key=lambda e: -e[1])[:3]
+            )
+            for p in o.points
+            if p.get("errors")
+        ]
+        notes = "; ".join([o.reason] * bool(o.reason) + o.notes + failures).replace("|", "/")
         lines.append(f"| {o.name} | {o.status} | {o.how} | {o.handle or '—'} | {notes or '—'} |")
     for wait in waits(result):
         lines += ["", f"## Wait {wait:g} s", "", "### Success rate and total p99 per batch", ""]

@@ -169,3 +169,10 @@ def test_a_failed_deploy_is_reported_and_the_study_goes_on(
         ("failed", "`openenv deploy swarm` failed: no room"),
         ("failed", "`openenv deploy slurm` failed: no room"),
     ]
+
+
+def test_failures_are_named_in_the_report() -> None:
+    result = fake_result()
+    result.infras[0].points[2]["errors"] = {"connect: HTTP 503": 200, "step: timeout": 56}
+    text = study_report.markdown(result)
+    assert "512: connect: HTTP 503 ×200, step: timeout ×56" in text
