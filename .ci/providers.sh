@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the provider tests (issue 13) need beyond the Docker engine: the runtime's extras
+# What the provider tests need beyond the Docker engine: the runtime's extras
 # (Docker SDK, Ray) and a one-node swarm. Idempotent; run after .ci/docker-engine.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."

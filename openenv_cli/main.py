@@ -96,6 +96,15 @@ VERBS: dict[str, Verb] = {
             """openenv bench --url http://127.0.0.1:8000 --action '{"message": "hi"}'""",
         ),
     ),
+    "capture": Verb(
+        "openenv_cli.commands.capture",
+        "Proxy a model server and record each session's token ids and log-probabilities.",
+        (
+            "openenv capture --upstream http://127.0.0.1:8000/v1",
+            "openenv capture --upstream http://gpu-box:8000/v1 --port 8300",
+            "openenv capture --upstream http://127.0.0.1:8000/v1 --host 0.0.0.0 --admin-token T",
+        ),
+    ),
     "collect": Verb(
         "openenv_cli.commands.collect",
         "Run episodes (a model, a callable or random actions) and write them as a dataset.",

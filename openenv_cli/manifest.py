@@ -125,7 +125,7 @@ class PushConfig(_Section):
         return value
 
 
-# `openenv deploy` (issue 15): the deploy: section.
+# `openenv deploy`: the deploy: section.
 class DeployConfig(_Section):
     """The ``deploy:`` section of ``openenv.yaml`` (every key optional)."""
 

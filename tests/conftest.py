@@ -1,14 +1,68 @@
-"""Fixtures shared by the whole suite. Helpers live in ``tests/support/``; fixtures here."""
+"""Fixtures shared by the whole suite, and its markers by path. Helpers live in ``tests/support/``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
     import docker
+
+# The one declaration of which test files each marker covers (the markers themselves are
+# described in pyproject.toml): a folder ending in "/" covers every file in it. A test that
+# alone in its file needs an engine carries its marker itself.
+MARKED_PATHS: dict[str, tuple[str, ...]] = {
+    "integration": ("integration/",),
+    "docker": (
+        "integration/test_build.py",
+        "integration/test_build_secrets.py",
+        "integration/test_deploy_swarm.py",
+        "integration/test_docker_support.py",
+        "integration/test_providers_docker.py",
+        "integration/test_providers_swarm.py",
+    ),
+    "hub": (
+        "integration/test_hub_server.py",
+        "integration/test_providers_space.py",
+        "integration/test_push.py",
+        "integration/test_push_secrets.py",
+    ),
+    "browser": ("integration/test_web_ui.py",),
+    "compat": (
+        "integration/test_compat.py",
+        "integration/test_reference_envs.py",
+        "integration/test_reference_harness.py",
+        "integration/test_reference_openenv.py",
+    ),
+    "envoy": (
+        "integration/test_deploy_envoy.py",
+        "integration/test_deploy_slurm.py",
+        "integration/test_deploy_swarm.py",
+        "integration/test_resume_envoy.py",
+    ),
+    "release": ("integration/test_release.py",),
+    "py310": ("integration/test_python310.py",),
+    "ray": ("integration/test_providers_ray.py",),
+    "swarm": ("integration/test_deploy_swarm.py", "integration/test_providers_swarm.py"),
+    "slurm": ("integration/test_deploy_slurm.py",),
+    "kubernetes": ("integration/test_deploy_kubernetes.py",),
+}
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the path of its file (see ``MARKED_PATHS``)."""
+    for item in items:
+        try:
+            where = item.path.relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        for marker, paths in MARKED_PATHS.items():
+            if any(where == p or (p.endswith("/") and where.startswith(p)) for p in paths):
+                item.add_marker(marker)
 
 
 @pytest.fixture(scope="module")

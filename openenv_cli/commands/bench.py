@@ -227,7 +227,7 @@ def command(
         return
     from openenv_cli.bench import report
     from openenv_cli.bench.action import resolve_action
-    from openenv_cli.bench.auth import TOKEN_ENV, Unauthorized, resolve_token
+    from openenv_cli.bench.auth import TOKEN_ENV, Unauthorized, resolve_api_key
     from openenv_cli.bench.runner import (
         BenchSettings,
         adopt_health,
@@ -247,7 +247,7 @@ def command(
         workers=workers,
         sync=sync,
     )
-    resolved = resolve_token(token)
+    resolved = resolve_api_key(token)
     token_source = resolved.origin if resolved.value else None
     try:
         base_url = Target.parse(url).http_url if url else ""

@@ -31,7 +31,7 @@ def run_study_command(
 ) -> None:
     """Run the study on the project in the current folder and print its tables."""
     from openenv_cli.bench import study_report
-    from openenv_cli.bench.auth import resolve_token
+    from openenv_cli.bench.auth import resolve_api_key
     from openenv_cli.bench.study import StudySettings, parse_infras, run_study
 
     try:
@@ -61,7 +61,7 @@ def run_study_command(
         processes=processes,
         action=action,
         action_file=action_file,
-        token=resolve_token(token).value,
+        token=resolve_api_key(token).value,
     )
     result = run_study(settings, announce=lambda text: console.print(escape(text), highlight=False))
     try:

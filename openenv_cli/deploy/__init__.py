@@ -78,6 +78,7 @@ def plan_deploy(
     project: Path | None = path
     if chosen == "envoy" and not (path / MANIFEST_FILE).is_file():
         project = None
+    manifest = load_manifest(project) if project is not None else None  # read once
     settings = resolve_settings(
         chosen,
         project,
@@ -89,8 +90,8 @@ def plan_deploy(
         balancing=balancing,
         fronts=fronts,
         front_nofile=front_nofile,
+        manifest=manifest,
     )
-    manifest = load_manifest(project) if project is not None else None
     base_image = resolve(
         "base_image",
         env=BASE_IMAGE_ENV,

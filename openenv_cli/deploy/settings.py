@@ -218,15 +218,16 @@ def resolve_settings(
     fronts: int | None = None,
     front_nofile: int | None = None,
     environ: Mapping[str, str] | None = None,
+    manifest: Manifest | None = None,
 ) -> DeploySettings:
     """Resolve the settings of ``openenv deploy TARGET`` for the project in ``project_dir``.
 
     ``project_dir`` may be None only for the envoy target (a bare Envoy config needs no project).
+    ``manifest``: the project's ``openenv.yaml`` when the caller has read it already.
     """
     environ = os.environ if environ is None else environ
-    manifest: Manifest | None = None
     if project_dir is not None:
-        manifest = load_manifest(project_dir)
+        manifest = manifest if manifest is not None else load_manifest(project_dir)
     elif target != "envoy":
         raise UsageError(
             f"`openenv deploy {target}` needs a project (no openenv.yaml found).",

@@ -14,8 +14,6 @@ import yaml
 from openenv_cli.scaffold import render_project, write_project
 from tests.support.deploy_tools import openenv, tool
 
-pytestmark = [pytest.mark.integration, pytest.mark.kubernetes]
-
 SECRET_VALUE = "s3cr3t-token-never-in-a-file"
 
 

@@ -16,8 +16,6 @@ from openenv_runtime.testing import free_port
 from tests.support.deploy_tools import episode, openenv, tool, wait_for
 from tests.support.servers import get_json
 
-pytestmark = [pytest.mark.integration, pytest.mark.slurm, pytest.mark.envoy]
-
 HOW = "run `bash ../shared/infra/slurm-one-node.sh` as root (or .ci/deploy-engines.sh)"
 
 

@@ -18,8 +18,6 @@ from openenv_runtime.providers.base import health
 from tests.support.docker_engine import in_ci
 from tests.support.servers import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.ray]
-
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_APP = "tests.fixtures.echo_app:app"
 

@@ -26,8 +26,6 @@ from tests.support.hub_server import (
     parse_front_matter,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.hub]
-
 NAME = "echo_env"
 SECRET = "s3cr3t-Value-0451"
 ENV_SECRET = "another-s3cr3t-9913"

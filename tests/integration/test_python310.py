@@ -22,7 +22,7 @@ import pytest
 from openenv_cli.scaffold import render_project, write_project
 from tests.support.release import REPO, fresh_venv, in_ci, pip_env, run
 
-pytestmark = [pytest.mark.integration, pytest.mark.py310, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 # The runtime's own tests (none of them imports the CLI).
 RUNTIME_TESTS = [

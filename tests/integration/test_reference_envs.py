@@ -41,7 +41,7 @@ from tests.support.docker_engine import started_container
 from tests.support.ref_snapshot import SnapshotMissing, materialize
 from tests.support.reference import wait_until_healthy
 
-pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def _episode_echo(pkg: Any, url: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from tests.support.envoy import envoy_binary, running_envoy
 from tests.support.servers import get_json, wait_until
 from tests.support.tcp_proxy import cutting_proxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.envoy, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(autouse=True)
