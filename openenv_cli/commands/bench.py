@@ -190,6 +190,14 @@ def command(
             help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit\\[bench]').",
         ),
     ] = True,
+    study: Annotated[
+        str | None,
+        typer.Option(
+            "--study",
+            metavar="INFRAS",
+            help="Run the scaling study on the project in the current folder: deploy it on each of local,docker,swarm,slurm (comma-separated), run the sessions grid, take it down, and write one report (Markdown, JSON, PNG). Missing infrastructure is skipped with the reason.",
+        ),
+    ] = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -211,6 +219,12 @@ def command(
     Traffic goes only where --url points (or to the server --serve starts on 127.0.0.1). A server started with OPENENV_API_KEY needs its key: export OPENENV_API_KEY=... before running; it is sent as `Authorization: Bearer` and never shown or written to the reports.
     """
     require_bench_extra()
+    if study is not None:
+        from openenv_cli.commands.bench_study import run_study_command
+
+        run_study_command(study, requests_grid, wait_grid, reps, timeout, deadline, processes, output_dir,
+                          plots=plots, action=action, action_file=action_file, token=token)  # fmt: skip
+        return
     from openenv_cli.bench import report
     from openenv_cli.bench.action import resolve_action
     from openenv_cli.bench.auth import TOKEN_ENV, Unauthorized, resolve_api_key
