@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.optional import missing_package_reason
+
 if TYPE_CHECKING:
     import docker
+
+
+class _OptionalImportsModule(pytest.Module):
+    """A test module that is skipped, not an error, when it imports a missing optional package."""
+
+    def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        try:
+            self.obj  # noqa: B018  (imports the module)
+        except self.CollectError as exc:
+            reason = missing_package_reason(exc.__cause__)
+            if reason is None:
+                raise
+            pytest.skip(f"{self.nodeid}: {reason}", allow_module_level=True)
+        return super().collect()
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
+    """Collect every test module through :class:`_OptionalImportsModule`."""
+    return _OptionalImportsModule.from_parent(parent, path=module_path)
 
 
 @pytest.fixture(scope="module")
