@@ -5,7 +5,7 @@ environments (``envs/``) are copied from its repository at the pinned commit (fo
 ``tests/support/ref_snapshot.py`` says: ``OPENENV_REF_REPO``, the cache, or a fetch) into two
 temporary folders (never into this repository). One copy runs as is in the virtualenv
 with ``openenv==0.10.0``; the other is first ported by ``openenv migrate``'s import
-rewriter (``openenv.core`` → ``openenv_runtime``) and runs in this interpreter, where the
+rewriter (``openenv.core`` → ``openenv_runtime.compat``) and runs in this interpreter, where the
 reference is not installed. The score is: of the tests that pass on the reference, the
 share that also pass on ours.
 

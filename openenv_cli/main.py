@@ -96,6 +96,24 @@ VERBS: dict[str, Verb] = {
             """openenv bench --url http://127.0.0.1:8000 --action '{"message": "hi"}'""",
         ),
     ),
+    "collect": Verb(
+        "openenv_cli.commands.collect",
+        "Run episodes (a model, a callable or random actions) and write them as a dataset.",
+        (
+            "openenv collect http://127.0.0.1:8000 --llm http://127.0.0.1:9000 --model m -n 1000 -c 32",
+            "openenv collect . --policy random -n 50 --out smoke",
+            "openenv collect http://127.0.0.1:8000 --llm URL --model m --tokens --resume -o runs/a",
+        ),
+    ),
+    "eval": Verb(
+        "openenv_cli.commands.eval",
+        "Evaluate a model on an environment: mean reward with its interval, success, pass@k.",
+        (
+            "openenv eval http://127.0.0.1:8000 --llm http://127.0.0.1:9000 --model m -n 200 --k 1,4,8",
+            "openenv eval --from runs/a",
+            "openenv eval --compare runs/a/report.json runs/b/report.json",
+        ),
+    ),
     "deploy": Verb(
         "openenv_cli.commands.deploy",
         "Run the project on several machines behind Envoy: Kubernetes, Docker Swarm, Slurm.",

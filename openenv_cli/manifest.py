@@ -85,10 +85,11 @@ class BuildConfig(_Section):
         "python:3.11-slim", description="Passed as the BASE_IMAGE build argument."
     )
     tag: str | None = Field(None, description="Image tag; defaults to <name>:<version>.")
-    # buildpush: files of the secret deny list the user really wants shipped (build and push).
+    # A request only: a cloned repository writes this file, so the command refuses unless each
+    # path is also typed as --include-secret (see image.selection.typed_includes).
     include_secret_files: list[str] = Field(
         default_factory=list,
-        description="Paths on the secret deny list to ship anyway (build context and Space).",
+        description="Secret paths this project asks to ship; build and push refuse unless each is also passed as --include-secret.",
     )
 
 

@@ -5,10 +5,10 @@ file it would change, with notes on what it could not translate; :func:`apply_mi
 writes them. What changes:
 
 * Python imports (and dotted references, and ``"openenv.core..."`` strings such as
-  ``mock.patch`` targets): ``openenv.core`` / ``openenv_core`` → ``openenv_runtime``,
-  ``openenv.auto`` → ``openenv_runtime.auto``, ``from openenv import AutoEnv`` →
-  ``from openenv_runtime import AutoEnv``. Rewritten with
-  libcst, so formatting and comments stay as they were.
+  ``mock.patch`` targets): ``openenv.core`` / ``openenv_core`` → ``openenv_runtime.compat``
+  (the reference's tree, path for path), ``openenv.auto`` → ``openenv_runtime.auto``,
+  ``from openenv import AutoEnv`` → ``from openenv_runtime.compat import AutoEnv``.
+  Rewritten with libcst, so formatting and comments stay as they were.
 * ``pyproject.toml``: the ``openenv-core`` / ``openenv`` dependency becomes
   ``openenv-runtime`` (``[mcp]`` when the project uses FastMCP); edited with tomlkit.
 * ``openenv.yaml``: ``app: server.app:app`` becomes ``<name>.server.app:app`` (the project
@@ -31,6 +31,7 @@ from libcst.helpers import get_full_name_for_node
 from packaging.requirements import InvalidRequirement, Requirement
 
 RUNTIME = "openenv_runtime"
+COMPAT = f"{RUNTIME}.compat"  # where the reference's ``openenv.core`` tree lives here
 RUNTIME_DIST = "openenv-runtime"
 REFERENCE_DISTS = frozenset({"openenv-core", "openenv", "openenv_core"})
 SKIP_DIRS = frozenset(
@@ -71,8 +72,16 @@ class MigrationPlan:
         return "".join(c.diff(self.root) for c in self.changes)
 
 
+def _dotted(name: str) -> cst.Attribute | cst.Name:
+    """The expression for a dotted module name."""
+    head, _, last = name.rpartition(".")
+    if not head:
+        return cst.Name(last)
+    return cst.Attribute(value=_dotted(head), attr=cst.Name(last))
+
+
 class _ImportRewriter(cst.CSTTransformer):
-    """Renames the reference's module prefixes to ``openenv_runtime`` wherever they appear."""
+    """Renames the reference's module prefixes to ``openenv_runtime.compat`` wherever they appear."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,22 +92,22 @@ class _ImportRewriter(cst.CSTTransformer):
     ) -> cst.BaseExpression:
         name = get_full_name_for_node(updated)
         if name == "openenv.core":
-            return cst.Name(RUNTIME)
+            return _dotted(COMPAT)
         if name == "openenv.auto":  # the reference's auto package has its twin here
-            return cst.Attribute(value=cst.Name(RUNTIME), attr=cst.Name("auto"))
+            return _dotted(_AUTO)
         return updated
 
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
-        return cst.Name(RUNTIME) if updated.value == "openenv_core" else updated
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return _dotted(COMPAT) if updated.value == "openenv_core" else updated
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         module = get_full_name_for_node(updated.module) if updated.module is not None else None
         if module is None or updated.relative:
             return updated
         if module == "openenv":
-            # from openenv import AutoEnv → the top-level names
-            updated = updated.with_changes(module=cst.Name(RUNTIME))
-            module = RUNTIME
+            # from openenv import AutoEnv → the reference's top-level names
+            updated = updated.with_changes(module=_dotted(COMPAT))
+            module = COMPAT
         if module.startswith(RUNTIME):
             self.modules.add(module)
         return updated
@@ -116,7 +125,7 @@ class _ImportRewriter(cst.CSTTransformer):
         match = _STRING_PREFIX.match(updated.value)
         if match is None:
             return updated
-        target = _AUTO if match.group("mod") == "openenv.auto" else RUNTIME
+        target = _AUTO if match.group("mod") == "openenv.auto" else COMPAT
         return updated.with_changes(value=match.group("q") + target + updated.value[match.end() :])
 
 

@@ -269,8 +269,9 @@ def render_project(
 ) -> dict[str, str]:
     """Render template set ``template`` for project ``name``: ``{relative posix path: text}``.
 
-    File and folder names are templates too (``server/{{ name }}_environment.py.jinja``); a
-    ``.jinja`` suffix is dropped. Pure: reads only the templates.
+    File and folder names are templates too (``server/{{name}}_environment.py.jinja``, written
+    without spaces so shells and tools take them whole); a ``.jinja`` suffix is dropped. Pure:
+    reads only the templates.
     """
     source = (root or template_root()) / template
     ctx = project_context(name, **dict(context or {}))

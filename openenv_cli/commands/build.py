@@ -15,15 +15,15 @@ from rich.markup import escape
 from rich.spinner import Spinner
 from rich.text import Text
 
-from openenv_cli.build import BASE_IMAGE_ENV, TAG_ENV
 from openenv_cli.console import console
 from openenv_cli.errors import UsageError
+from openenv_cli.image import BASE_IMAGE_ENV, TAG_ENV
 
 if TYPE_CHECKING:  # the engine (docker) and the manifest load only when a build runs
-    from openenv_cli.build.context import ContextFolder
-    from openenv_cli.build.engine import BuildResult
-    from openenv_cli.build.plan import BuildPlan
-    from openenv_cli.build.stream import BuildEvent, BuildStep
+    from openenv_cli.image.context import ContextFolder
+    from openenv_cli.image.engine import BuildResult
+    from openenv_cli.image.plan import BuildPlan
+    from openenv_cli.image.stream import BuildEvent, BuildStep
 
 TAIL_LINES = 8
 
@@ -84,7 +84,7 @@ def command(
         typer.Option(
             "--include-secret",
             metavar="PATH",
-            help="Put this file (or folder) in the context although it is on the secret deny list (repeatable); also build.include_secret_files.",
+            help="Put this file (or folder) in the context although a secret rule (its name, a hard link, or a secret found in it) leaves it out (repeatable). build.include_secret_files in openenv.yaml only asks: the flag must be typed.",
             show_default=False,
         ),
     ] = None,
@@ -101,7 +101,7 @@ def command(
 
     The build context is the project (minus what .gitignore and .dockerignore exclude) plus the runtime this CLI runs with, in [bold]_openenv_runtime/[/], so the image serves with exactly this runtime version.
 
-    Never in the context: symbolic links leading out of the project, and secrets (.env*, .netrc, .aws/, .ssh/, *.pem, id_rsa*, shell histories, ...) unless named with --include-secret; what is left out is listed.
+    Never in the context: symbolic links leading out of the project, hard links, and secrets (.env*, .netrc, .aws/, .ssh/, *.pem, id_rsa*, terraform state, shell histories, ..., and any file holding a private key or a token) unless named with --include-secret; what is left out is listed, and so is every secret that ships.
 
     Needs a Docker engine (DOCKER_HOST is honoured); the log is streamed as the engine builds.
     """
@@ -110,8 +110,8 @@ def command(
             "The build context of openenv build is always the project folder (PATH) plus the runtime; --context is not supported.",
             hint="Shape the context with .dockerignore (or .gitignore), and choose the Dockerfile with --dockerfile.",
         )
-    from openenv_cli.build.engine import build_image, connect, stage_for_build
-    from openenv_cli.build.plan import plan_build
+    from openenv_cli.image.engine import build_image, connect, stage_for_build
+    from openenv_cli.image.plan import plan_build
 
     plan = plan_build(
         path,
@@ -140,7 +140,7 @@ def command(
 
 
 def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool = False) -> None:
-    from openenv_cli.build.engine import human_size
+    from openenv_cli.image.engine import human_size
 
     console.print(
         f"[bold]Building[/] {escape(plan.tag)} from {escape(plan.dockerfile)} "
@@ -156,6 +156,9 @@ def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool 
         style="dim",
     )
 
+    from openenv_cli.commands.push import show_secrets_shipped
+
+    show_secrets_shipped(context.secrets_shipped, indent="  ")
     # Secrets and links always: a missing file must never be a surprise.
     shown = [
         i for i in context.left_out if every_left_out or i.kind in {"secret", "link", "not a file"}
@@ -172,7 +175,7 @@ def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool 
 
 def print_context(context: ContextFolder) -> None:
     """The files of a staged context (``--dry-run``), the runtime bundle as one line."""
-    from openenv_cli.build.selection import RUNTIME_DIR
+    from openenv_cli.image.selection import RUNTIME_DIR
 
     runtime = [f for f in context.files if f.startswith(RUNTIME_DIR + "/")]
     console.print(f"[bold]Context[/] ({len(context.files)} files):")
@@ -184,7 +187,7 @@ def print_context(context: ContextFolder) -> None:
 
 
 def print_result(plan: BuildPlan, result: BuildResult) -> None:
-    from openenv_cli.build.engine import human_size
+    from openenv_cli.image.engine import human_size
 
     for warning in result.warnings:
         console.print(f"[yellow]Warning:[/] {escape(warning)}", highlight=False)

@@ -13,9 +13,9 @@ from openenv_cli.console import console
 from openenv_cli.errors import UsageError
 
 if TYPE_CHECKING:
-    from openenv_cli.build.selection import LeftOut
     from openenv_cli.hub.deploy import PushResult
     from openenv_cli.hub.upload import PushPlan
+    from openenv_cli.image.selection import LeftOut, ShippedSecret
 
 
 def command(
@@ -74,7 +74,7 @@ def command(
             "--env",
             "--env-var",
             "-e",
-            help="A Space variable KEY=VALUE (repeatable); added to openenv.yaml push.variables.",
+            help="A Space variable KEY=VALUE (repeatable; public, so a name like HF_TOKEN or *_KEY is refused: use --secret); added to openenv.yaml push.variables.",
             show_default=False,
         ),
     ] = None,
@@ -109,7 +109,7 @@ def command(
         typer.Option(
             "--include-secret",
             metavar="PATH",
-            help="Upload this file (or folder) although it is on the secret deny list, e.g. certs/ca.pem (repeatable); also build.include_secret_files.",
+            help="Upload this file (or folder) although a secret rule (its name, a hard link, or a secret found in it) leaves it out, e.g. certs/ca.pem (repeatable). build.include_secret_files in openenv.yaml only asks: the flag must be typed.",
             show_default=False,
         ),
     ] = None,
@@ -151,7 +151,7 @@ def command(
 ) -> None:
     """Deploy the project to a Hugging Face Docker Space.
 
-    Uploads the project (honouring .gitignore, .dockerignore and --exclude; never .git, virtualenvs, caches, other tools' lock files, symbolic links leading out of the project, or secrets such as .env*, .netrc, .aws/, .ssh/, *.pem and id_rsa* unless named with --include-secret) with its Dockerfile at the root, the runtime this CLI uses in [bold]_openenv_runtime/[/], and a README whose front matter configures the Space.
+    Uploads the project (honouring .gitignore, .dockerignore and --exclude; never .git, virtualenvs, caches, other tools' lock files, symbolic links leading out of the project, hard links, or secrets: files such as .env*, .netrc, .aws/, .ssh/, *.pem, id_rsa* or terraform.tfstate, and any file holding a private key or a token, unless named with --include-secret) with its Dockerfile at the root, the runtime this CLI uses in [bold]_openenv_runtime/[/], and a README whose front matter configures the Space.
 
     Creates the Space when needed, sets its variables and secrets on every push, and commits only what changed (files no longer shipped are deleted). The Hub is [bold]$HF_ENDPOINT[/] (default https://huggingface.co).
     """
@@ -191,6 +191,7 @@ def command(
                 _show_plan(plan)
                 return
             _show_left_out(plan.staged.left_out, brief=True)
+            show_secrets_shipped(plan.staged.secrets_shipped)
             found, source = resolve_token(token)
             redactor.add(found)
             console.print(
@@ -286,10 +287,26 @@ def _show_left_out(left_out: tuple[LeftOut, ...], *, brief: bool) -> None:
         )
 
 
+def show_secrets_shipped(shipped: tuple[ShippedSecret, ...], indent: str = "") -> None:
+    """The files that match a secret rule and ship because --include-secret named them."""
+    if not shipped:
+        return
+    console.print(
+        f"{indent}[bold yellow]Secrets shipped[/] ({len(shipped)}, named with --include-secret):",
+        highlight=False,
+    )
+    for item in shipped:
+        console.print(
+            f"{indent}  {escape(item.path)}  [dim]{escape(item.reason)}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def _show_plan(plan: PushPlan) -> None:
-    from openenv_cli.build.engine import human_size
-    from openenv_cli.build.selection import RUNTIME_DIR
     from openenv_cli.hub.space import render_front_matter
+    from openenv_cli.image.engine import human_size
+    from openenv_cli.image.selection import RUNTIME_DIR
 
     root = plan.staged.root
     sizes = {f: (root / f).stat().st_size for f in plan.staged.files}
@@ -323,6 +340,7 @@ def _show_plan(plan: PushPlan) -> None:
             soft_wrap=True,
         )
     console.print()
+    show_secrets_shipped(plan.staged.secrets_shipped)
     _show_left_out(plan.staged.left_out, brief=False)
     console.print("\n[bold]README.md front matter:[/]")
     console.print(

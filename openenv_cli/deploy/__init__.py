@@ -11,13 +11,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openenv_cli.build import BASE_IMAGE_ENV
-from openenv_cli.build.plan import DEFAULT_BASE_IMAGE, is_valid_reference
 from openenv_cli.config import resolve
 from openenv_cli.deploy import envoy, kubernetes, slurm, swarm
 from openenv_cli.deploy.render import WriteOutcome, write_files
 from openenv_cli.deploy.settings import TARGETS, DeploySettings, Target, resolve_settings
 from openenv_cli.errors import UsageError
+from openenv_cli.image import BASE_IMAGE_ENV
+from openenv_cli.image.plan import DEFAULT_BASE_IMAGE, is_valid_reference
 from openenv_cli.manifest import MANIFEST_FILE, load_manifest
 
 TOKEN_ENV = "OPENENV_API_KEY"

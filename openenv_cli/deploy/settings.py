@@ -90,7 +90,7 @@ def _is_ip(host: str) -> bool:
 
 def check_settings(settings: DeploySettings) -> DeploySettings:
     """Refuse values that are not what they claim to be before they reach a template."""
-    from openenv_cli.build.plan import is_valid_reference
+    from openenv_cli.image.plan import is_valid_reference
 
     if not _DNS_LABEL.match(settings.name):
         raise UsageError(
@@ -326,7 +326,7 @@ def _image(
         return flag.strip()
     if manifest is None or project_dir is None:
         return ""
-    from openenv_cli.build.plan import project_version, resolve_tags
+    from openenv_cli.image.plan import project_version, resolve_tags
 
     if manifest.deploy.image and not (environ.get("OPENENV_IMAGE_TAG") or "").strip():
         return manifest.deploy.image.strip()

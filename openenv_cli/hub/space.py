@@ -18,9 +18,11 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # public, not in __all__
 
-from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.config import parse_bool
 from openenv_cli.errors import UsageError
+from openenv_cli.image.secret_rules import secret_variable_name
+from openenv_cli.image.secret_scan import scan_text
+from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.manifest import Manifest
 
 SPACE_COLORS = ("red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray")
@@ -199,7 +201,13 @@ def space_variables(
 ) -> dict[str, str]:
     """Variables set on the Space: the manifest's ``server:`` settings (the container reads
     them from the environment), then ``push.variables``, then ``-e`` (later wins).
-    ``ENABLE_WEB_INTERFACE`` is always set, so turning the interface back on works too."""
+    ``ENABLE_WEB_INTERFACE`` is always set, so turning the interface back on works too.
+
+    Space variables are public (anyone can read them on a public Space): a name that looks
+    like a secret's (``HF_TOKEN``, ``*_KEY``, ``*PASSWORD*``, ...) is refused, pointing to
+    ``--secret``."""
+    refuse_secret_variables(manifest.push.variables, "openenv.yaml push.variables")
+    refuse_secret_variables(cli_variables, "-e")
     server = manifest.server
     variables: dict[str, str] = {}
     if server.workers is not None:
@@ -223,6 +231,29 @@ def space_variables(
         )
     variables.update(cli_variables)
     return variables
+
+
+def refuse_secret_variables(variables: Mapping[str, str], origin: str) -> None:
+    """Refuse variables whose names say they hold a secret, or whose values look like one
+    (a token under ``MODEL_ID``): they belong in Space secrets."""
+    names = [name for name in variables if secret_variable_name(name)]
+    for name, value in variables.items():
+        finding = scan_text(value) if name not in names else None
+        if finding is not None:
+            raise UsageError(
+                f"The value of {name} ({origin}) looks like a secret ({finding.kind}), "
+                "and Space variables are public: anyone who can see the Space can read them.",
+                hint=f"Pass it as a Space secret instead: --secret {name} (a bare NAME reads $NAME).",
+            )
+    if names:
+        listed = ", ".join(names)
+        raise UsageError(
+            f"{listed} ({origin}) look{'s' if len(names) == 1 else ''} like secret{'s' if len(names) > 1 else ''}, "
+            "and Space variables are public: anyone who can see the Space can read them.",
+            hint="Pass "
+            + " ".join(f"--secret {name}" for name in names)
+            + " instead (a Space secret, never shown; a bare NAME reads $NAME).",
+        )
 
 
 def truthy(value: str | None) -> bool | None:

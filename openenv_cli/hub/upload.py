@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openenv_cli.build.context import ContextFolder, stage_context
-from openenv_cli.build.safe_files import read_inside
 from openenv_cli.hub.space import (
     RepoRef,
     parse_repo_id,
@@ -19,6 +17,9 @@ from openenv_cli.hub.space import (
     space_variables,
     truthy,
 )
+from openenv_cli.image.context import ContextFolder, stage_context
+from openenv_cli.image.safe_files import read_inside
+from openenv_cli.image.selection import typed_includes
 from openenv_cli.manifest import Manifest
 
 README = "README.md"
@@ -71,16 +72,19 @@ def prepare_push(
         dockerfile=manifest.build.dockerfile,
         base_image=base_image,
         excludes=[*manifest.push.exclude, *excludes],
-        include_secrets=[*manifest.build.include_secret_files, *include_secrets],
+        include_secrets=typed_includes(manifest.build.include_secret_files, include_secrets),
         dockerfile_at_root=True,
     )
-    # The README as shipped, else the project's own (ignored but present); never through a
-    # link leading out of the project.
+    # The README as shipped, else the project's own when only an ignore file left it out;
+    # never one left out as a secret or a link (a new one is written instead).
+    ignored = any(i.path == README and i.kind == "ignored" for i in staged.left_out)
     source = staged.root if README in staged.files else Path(project_dir).resolve()
-    try:
-        readme_bytes: bytes | None = read_inside(source, README)
-    except OSError:
-        readme_bytes = None
+    readme_bytes: bytes | None = None
+    if README in staged.files or ignored:
+        try:
+            readme_bytes = read_inside(source, README)
+        except OSError:
+            readme_bytes = None
     readme_text = (
         readme_bytes.decode("utf-8", errors="replace") if readme_bytes is not None else None
     )

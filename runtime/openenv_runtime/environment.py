@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from .models import Action, Observation, State
 
 if TYPE_CHECKING:
-    from .compat.types import EnvironmentMetadata
     from .rubrics import Rubric
     from .transforms import Transform
+    from .wire import EnvironmentMetadata
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
@@ -111,7 +111,7 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
     def get_metadata(self) -> EnvironmentMetadata:
         """What ``/metadata`` reports; override to describe the environment yourself."""
-        from .compat.types import EnvironmentMetadata
+        from .wire import EnvironmentMetadata
 
         name = type(self).__name__
         return EnvironmentMetadata(name=name, description=f"{name} environment", version="1.0.0")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -47,7 +48,18 @@ SECRET_FILES = [
     "tls/cert.key",
     "id_rsa",
     ".bash_history",
+    "terraform.tfstate",
+    ".ENV",
+    ".netrc.bak",
+    "deep/.docker/config.json",
+    "keys/app.keystore",
+    "kubeconfig",
 ]
+# Innocent names, secret content: the content scan must keep them out.
+INNOCENT_FILES = {
+    "notes.txt": "-----BEGIN " + f"RSA PRIVATE KEY-----\n{CANARY}\n-----END RSA PRIVATE KEY-----\n",
+    "server/settings.py": 'KEY = "AKIA' + 'Q7XZ2LMN5OPR3EGJ"  # ' + CANARY + "\n",
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +71,12 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"SECRET={CANARY}\n")
+    for relative, text in INNOCENT_FILES.items():
+        (root / relative).write_text(text)
     outside = parent / "outside"
     outside.mkdir()
     (outside / "notes.txt").write_text(f"{CANARY}\n")
+    os.link(outside / "notes.txt", root / "server" / "defaults.cfg")  # a hard link out
     (root / "environ.txt").symlink_to("/proc/self/environ")
     (root / "passwd").symlink_to("/etc/passwd")
     (root / "linked_folder").symlink_to(outside, target_is_directory=True)
@@ -134,7 +149,15 @@ def test_the_image_holds_nothing_from_outside_and_no_secret(
         assert CANARY.encode() not in data, path
         assert b"root:x:0:0" not in data, path
         assert b"OPENENV_TEST_CANARY" not in data, path
-    leaked = {"environ.txt", "passwd", "hop1", "hop2", *SECRET_FILES} & set(files)
+    leaked = {
+        "environ.txt",
+        "passwd",
+        "hop1",
+        "hop2",
+        "server/defaults.cfg",
+        *SECRET_FILES,
+        *INNOCENT_FILES,
+    } & set(files)
     assert not leaked
     assert not any(
         p.startswith(("linked_folder/", ".aws/", ".ssh/", ".hf/", ".kube/")) for p in files
@@ -152,8 +175,13 @@ def test_the_build_says_what_it_left_out(built: subprocess.CompletedProcess[str]
         ".env",
         ".aws/",
         "tls/cert.pem",
+        "notes.txt",
+        "server/settings.py",
+        "server/defaults.cfg",
+        ".ENV",
     ):
         assert f"    {name}  " in out, name
+    assert "Private Key on line 1" in out and "AWS Access Key" in out and "hard link" in out
     assert CANARY not in out
 
 
@@ -163,3 +191,27 @@ def test_dry_run_lists_the_context_and_builds_nothing(project: Path) -> None:
     assert "Dry run" in done.stdout and "  tls/cert.pem\n" in done.stdout
     assert "  .env  " not in done.stdout.split("Context")[1]
     assert "secret: may hold credentials" in done.stdout and "outside the project" in done.stdout
+    shipped = done.stdout.split("Secrets shipped (1")[1].split("left out")[0]
+    assert "tls/cert.pem" in shipped
+
+
+def test_the_manifest_alone_cannot_put_a_secret_in_the_context(
+    project: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / NAME
+    shutil.copytree(project, copy, symlinks=True)
+    manifest = copy / "openenv.yaml"
+    manifest.write_text(
+        manifest.read_text().replace("build:\n", "build:\n  include_secret_files: [.env]\n", 1)
+    )
+    done = openenv("build", "--dry-run", cwd=copy)
+    assert done.returncode != 0 and "--include-secret .env" in done.stderr
+    done = openenv("build", "--dry-run", "--include-secret", ".env", cwd=copy)
+    assert done.returncode == 0, done.stderr
+    assert "  .env\n" in done.stdout.split("Context")[1]
+    assert "Secrets shipped (1" in done.stdout
+    manifest.write_text(
+        manifest.read_text().replace("dockerfile: server/Dockerfile", "dockerfile: .netrc")
+    )
+    done = openenv("build", "--dry-run", "--include-secret", ".env", cwd=copy)
+    assert done.returncode != 0 and ".netrc" in done.stderr and "secret rule" in done.stderr

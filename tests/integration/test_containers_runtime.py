@@ -1,4 +1,4 @@
-"""The reference's one-server providers (``openenv_runtime.containers.runtime``) for real:
+"""The reference's one-server providers (``openenv_runtime.compat.containers.runtime``) for real:
 LocalDockerProvider and DockerSwarmProvider on the engine, UVProvider with a server process,
 and a client owning each (``provider=``, ``from_docker_image(..., provider=...)``)."""
 
@@ -12,7 +12,7 @@ import docker.errors
 import pytest
 
 from openenv_runtime import GenericEnvClient
-from openenv_runtime.containers.runtime import (
+from openenv_runtime.compat.containers.runtime import (
     DockerSwarmProvider,
     LocalDockerProvider,
     UVProvider,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from openenv_runtime import LLMJudge, OpenAIClient
+from openenv_runtime.llm import OpenAIClient
+from openenv_runtime.rubrics import LLMJudge
 from openenv_runtime.testing import running_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import openenv_runtime.pool
+import openenv_runtime.client.pool
 from openenv_cli.bench.bench_env import BenchAction, BenchObservation
 from openenv_runtime import EnvClient, EnvError, EnvPool, GenericEnvClient, State, StepResult
 from openenv_runtime.providers import ProcessProvider
@@ -82,7 +82,7 @@ def test_capacity_refusal_moves_the_session(
     servers: tuple[ProcessProvider, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, urls = servers
-    real = openenv_runtime.pool.health
+    real = openenv_runtime.client.pool.health
 
     def stale(url: str, timeout: float = 5.0) -> dict[str, Any] | None:
         answer = real(url, timeout)
@@ -90,7 +90,7 @@ def test_capacity_refusal_moves_the_session(
             answer = {**answer, "max_sessions": 100}  # a stale view: server 0 looks roomy
         return answer
 
-    monkeypatch.setattr(openenv_runtime.pool, "health", stale)
+    monkeypatch.setattr(openenv_runtime.client.pool, "health", stale)
 
     async def go() -> None:
         async with EnvPool(Bench, urls=urls, size=9) as pool:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.build.runtime_bundle import runtime_version
-from openenv_cli.build.selection import RUNTIME_DIR
+from openenv_cli.image.runtime_bundle import runtime_version
+from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.scaffold import render_project, write_project
 from tests.support.hub_server import (
     ALICE_READ_TOKEN,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_runtime import (
+from openenv_runtime.compat import (
     Action,
     CallToolAction,
     CallToolObservation,

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 from websockets.asyncio.client import connect
 
-from openenv_runtime import (
+from openenv_runtime.compat import (
     CallToolAction,
     CallToolObservation,
     ConcurrencyConfig,
@@ -259,7 +259,7 @@ class CountingTools(ToolEchoEnvironment):
 
 
 def test_tool_calls_of_the_mcp_client_are_steps_of_the_episode() -> None:
-    from openenv_runtime import MCPToolClient
+    from openenv_runtime.compat import MCPToolClient
 
     app = create_app(CountingTools, CallToolAction, CallToolObservation, enable_web_interface=False)
     with running_server(app) as url, MCPToolClient(base_url=url).sync() as env:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from openenv_cli.build.context import stage_context as stage
-from openenv_cli.build.runtime_bundle import runtime_version
-from openenv_cli.build.selection import RUNTIME_DIR
+from openenv_cli.image.context import stage_context as stage
+from openenv_cli.image.runtime_bundle import runtime_version
+from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.scaffold import render_project, write_project
 
 pytestmark = pytest.mark.integration
@@ -110,7 +110,7 @@ def test_bundle_from_a_wheel_style_install(tmp_path: Path) -> None:
 
     dest = tmp_path / "out"
     code = (
-        "import sys; from openenv_cli.build.runtime_bundle import write_runtime_bundle, _runtime_source; "
+        "import sys; from openenv_cli.image.runtime_bundle import write_runtime_bundle, _runtime_source; "
         "print(_runtime_source()); write_runtime_bundle(sys.argv[1])"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_ROOT)])}

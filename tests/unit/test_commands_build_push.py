@@ -162,3 +162,17 @@ def test_build_include_secret(project: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0 and "ca.pem  secret: may hold credentials" in out
     code, out, _ = run(capsys, "build", str(project), "--dry-run", "--include-secret", "ca.pem")
     assert code == 0 and "  ca.pem\n" in out.split("Context")[1]
+
+
+def test_a_fresh_init_project_pushes_and_builds_with_no_secret_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "250")
+    code, _, err = run(capsys, "init", "fresh_env", "--license", "MIT")
+    assert code == 0, err
+    for command in ("push", "build"):
+        code, out, err = run(capsys, command, "fresh_env", "--dry-run")
+        assert code == 0, err
+        assert "secret:" not in out and "link:" not in out and "Secrets shipped" not in out
+    assert "server/app.py" in out

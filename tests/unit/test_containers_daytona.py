@@ -10,8 +10,8 @@ from typing import Any
 import daytona
 import pytest
 
-from openenv_runtime.containers.runtime import DaytonaProvider
-from openenv_runtime.containers.runtime import dockerfile as df
+from openenv_runtime.compat.containers.runtime import DaytonaProvider
+from openenv_runtime.providers import dockerfile as df
 
 
 def test_last_cmd_forms() -> None:

@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 
 from openenv_runtime import GenericEnvClient
-from openenv_runtime.containers.runtime import (
+from openenv_runtime.compat.containers.runtime import (
     ContainerProvider,
     DaytonaProvider,
     KubernetesProvider,
     RuntimeProvider,
     UVProvider,
 )
-from openenv_runtime.containers.runtime.providers import poll_ready
+from openenv_runtime.providers.base import wait_until_healthy
 from openenv_runtime.providers.process import free_port
 
 
@@ -59,7 +59,7 @@ def test_daytona_without_its_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch
 
 def test_wait_for_ready_times_out_on_a_silent_port() -> None:
     with pytest.raises(TimeoutError, match="did not become ready"):
-        poll_ready(f"http://127.0.0.1:{free_port()}", timeout_s=0.3, what="Container")
+        wait_until_healthy(f"http://127.0.0.1:{free_port()}", timeout_s=0.3, what="Container")
 
 
 def test_uv_provider_before_start(tmp_path: Any) -> None:

@@ -1,6 +1,6 @@
 """Nothing outside the project, and no secret, reaches a build context or an upload.
 
-The selection (``openenv_cli.build.selection``), the reads (``safe_files``) and staging
+The selection (``openenv_cli.image.selection``), the reads (``safe_files``) and staging
 (``context``) together: links out of the project (directly, in linked folders, in chains, or
 swapped in between listing and reading) and files on the secret deny list are left out and
 reported, whatever the project's ignore files say; only an explicit include ships a secret.
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.build import context as context_module
-from openenv_cli.build.context import stage_context
-from openenv_cli.build.safe_files import OutsideProjectError, copy_inside, open_inside
-from openenv_cli.build.selection import Selection, select_files
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.hub.upload import prepare_push
+from openenv_cli.image import context as context_module
+from openenv_cli.image.context import stage_context
+from openenv_cli.image.safe_files import OutsideProjectError, copy_inside, open_inside
+from openenv_cli.image.selection import Selection, select_files
 from openenv_cli.manifest import load_manifest
 from openenv_cli.scaffold import render_project, write_project
 

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from openenv_cli.build.selection import RUNTIME_DIR
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.hub.errors import HubContext, Redactor, http_error, redacting, resolve_token
 from openenv_cli.hub.space import (
@@ -24,6 +23,7 @@ from openenv_cli.hub.space import (
     split_front_matter,
 )
 from openenv_cli.hub.upload import prepare_push
+from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.manifest import Manifest
 from openenv_cli.scaffold import render_project
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastmcp import FastMCP
 
-from openenv_runtime import MCPEnvironment, Observation, State
-from openenv_runtime.mcp import CallToolAction, CallToolObservation, ListToolsAction
+from openenv_runtime import Observation, State
+from openenv_runtime.mcp import CallToolAction, CallToolObservation, ListToolsAction, MCPEnvironment
 
 
 class Tools(MCPEnvironment):

@@ -34,23 +34,23 @@ x = openenv.core.env_server.types.State
 def test_rewrite_python_renames_modules_and_keeps_formatting() -> None:
     new, modules = rewrite_python(SOURCE)
     assert (
-        "from openenv_runtime.env_server.types import Action,  Observation  # keep this spacing"
+        "from openenv_runtime.compat.env_server.types import Action,  Observation  # keep this spacing"
         in new
     )
-    assert "from openenv_runtime import EnvClient" in new
-    assert "import openenv_runtime.env_server.interfaces as ifaces" in new
-    assert "from openenv_runtime.client_types import StepResult" in new
+    assert "from openenv_runtime.compat import EnvClient" in new
+    assert "import openenv_runtime.compat.env_server.interfaces as ifaces" in new
+    assert "from openenv_runtime.compat.client_types import StepResult" in new
     assert (
         "from openenv_runtime.auto import AutoEnv" in new
-        and "from openenv_runtime import AutoAction" in new
+        and "from openenv_runtime.compat import AutoAction" in new
         and "from openenv_runtime.auto._discovery import get_discovery" in new
     )
     assert '"openenv_runtime.auto.auto_env.get_discovery"' in new
     assert "from .models import Local" in new and "# a comment that stays" in new
-    assert '"openenv_runtime.env_client.EnvClient._send"' in new
-    assert "x = openenv_runtime.env_server.types.State" in new
+    assert '"openenv_runtime.compat.env_client.EnvClient._send"' in new
+    assert "x = openenv_runtime.compat.env_server.types.State" in new
     assert '"""Docs mention openenv.core.env_server in prose."""' in new  # prose is not code
-    assert "openenv_runtime.env_server.types" in modules
+    assert "openenv_runtime.compat.env_server.types" in modules
 
 
 def test_rewritten_imports_resolve_in_our_runtime() -> None:
@@ -106,8 +106,8 @@ def test_plan_writes_nothing_and_apply_writes_the_plan(tmp_path: Path) -> None:
     before = {p: p.read_text() for p in project.rglob("*") if p.is_file()}
     plan = plan_migration(project, dockerfile_template="FROM python:3.11-slim\n")
     assert {p: p.read_text() for p in project.rglob("*") if p.is_file()} == before
-    assert "openenv_runtime.harness does not exist" in " ".join(plan.notes)
-    assert "+from openenv_runtime.env_server.http_server import create_app" in plan.diff()
+    assert "openenv_runtime.compat.harness does not exist" in " ".join(plan.notes)
+    assert "+from openenv_runtime.compat.env_server.http_server import create_app" in plan.diff()
     apply_migration(plan)
     assert (project / "server" / "Dockerfile").read_text() == "FROM python:3.11-slim\n"
     assert "uv sync" in (project / "server" / "Dockerfile.reference").read_text()
@@ -120,7 +120,7 @@ def test_cli_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None
     original = (project / "server" / "app.py").read_text()
     result = CliRunner().invoke(app, ["migrate", str(project), "--dry-run"])
     assert result.exit_code == 0, result.output
-    assert "+from openenv_runtime.env_server.http_server import create_app" in result.output
+    assert "+from openenv_runtime.compat.env_server.http_server import create_app" in result.output
     assert (project / "server" / "app.py").read_text() == original
     result = CliRunner().invoke(app, ["migrate", str(project)])
     assert result.exit_code == 0 and "rewrote server/app.py" in result.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from openenv_runtime import GenericEnvClient
-from openenv_runtime.pool import UNLIMITED, EnvPool, _Server
+from openenv_runtime.client.pool import UNLIMITED, EnvPool, _Server
 
 
 def pool_with(**free: int) -> EnvPool[GenericEnvClient]:

@@ -23,9 +23,9 @@ from openenv_runtime.providers.process import resolve_target
 
 def test_reference_names_are_the_reference_style_faces() -> None:
     # LocalDockerProvider / DockerSwarmProvider have the reference's API (start_container, ...)
-    # in openenv_runtime.containers.runtime; providers/ keeps only our own classes.
+    # in openenv_runtime.compat.containers.runtime; providers/ keeps only our own classes.
     import openenv_runtime.providers as providers
-    from openenv_runtime.containers.runtime import LocalDockerProvider
+    from openenv_runtime.compat.containers.runtime import LocalDockerProvider
 
     assert not hasattr(providers, "LocalDockerProvider")
     assert hasattr(LocalDockerProvider, "start_container")

@@ -1,8 +1,9 @@
-"""Every public name of the reference's ``openenv.core`` imports from ``openenv_runtime``.
+"""Every public name of the reference's ``openenv.core`` imports from ``openenv_runtime.compat``.
 
-The lists are the reference 0.10.0's ``openenv.core.__all__`` and
-``openenv.core.env_server.__all__`` (facts of its public surface), plus the names its
-environments import from submodules; renaming the module prefix must be the whole port.
+``openenv_runtime.compat.REFERENCE_NAMES`` is the one list of the reference 0.10.0's public
+names (``openenv.core.__all__``, ``openenv.core.env_server.__all__``, the rubrics and
+``openenv``'s top level); ``MODULE_NAMES`` below holds the names its environments import from
+submodules. Renaming the module prefix must be the whole port.
 """
 
 from __future__ import annotations
@@ -12,99 +13,9 @@ import importlib
 import pytest
 
 import openenv_runtime
+from openenv_runtime import compat
+from openenv_runtime.compat import REFERENCE_NAMES
 from openenv_runtime.errors import EnvError
-
-CORE_NAMES = [
-    "EnvClient",
-    "SyncEnvClient",
-    "GenericEnvClient",
-    "GenericAction",
-    "MCPClientBase",
-    "MCPToolClient",
-    "AnthropicClient",
-    "LLMClient",
-    "LLMResponse",
-    "OpenAIClient",
-    "ToolCall",
-    "create_llm_client",
-    "Environment",
-    "Transform",
-    "Message",
-    "ModelTokenizer",
-    "TaskProvider",
-    "Action",
-    "Observation",
-    "State",
-    "SchemaResponse",
-    "HealthResponse",
-    "HealthStatus",
-    "ServerMode",
-    "WSErrorCode",
-    "BaseMessage",
-    "WSIncomingMessage",
-    "WSResetMessage",
-    "WSStepMessage",
-    "WSStateMessage",
-    "WSCloseMessage",
-    "WSObservationResponse",
-    "WSStateResponse",
-    "WSErrorResponse",
-    "ConcurrencyConfig",
-    "ServerCapacityStatus",
-    "SessionInfo",
-    "OpenEnvError",
-    "ConcurrencyConfigurationError",
-    "SessionCapacityError",
-    "SessionNotFoundError",
-    "SessionCreationError",
-    "EnvironmentFactoryError",
-    "CompositeTransform",
-    "NullTransform",
-    "HTTPEnvServer",
-    "create_app",
-    "create_fastapi_app",
-    "create_web_interface_app",
-    "WebInterfaceManager",
-    "deserialize_action",
-    "deserialize_action_with_preprocessing",
-    "serialize_observation",
-    "GetEndpointConfig",
-    "Tool",
-    "ToolError",
-    "ToolErrorType",
-    "ListToolsAction",
-    "CallToolAction",
-    "ListToolsObservation",
-    "CallToolObservation",
-    "WSMCPMessage",
-    "WSMCPResponse",
-    "RESERVED_TOOL_NAMES",
-    "MCPEnvironment",
-    "JsonRpcErrorCode",
-    "JsonRpcError",
-    "JsonRpcRequest",
-    "JsonRpcResponse",
-    "McpMethod",
-    "ListTasksRequest",
-    "NumTasksRequest",
-    "GetTaskRequest",
-    "GetTaskRangeRequest",
-    "Rubric",
-    "Sequential",
-    "Gate",
-    "WeightedSum",
-    "RubricList",
-    "RubricDict",
-    "TrajectoryRubric",
-    "ExponentialDiscountingTrajectoryRubric",
-    "LLMJudge",
-    "CodeExecResult",
-    "EnvironmentMetadata",
-    "StepResult",
-    "AutoEnv",
-    "AutoAction",
-    "load_environment_metadata",
-]
 
 # module (after the rename) → names the reference's environments and tests import from it
 MODULE_NAMES = {
@@ -174,21 +85,33 @@ MODULE_NAMES = {
 }
 
 
-@pytest.mark.parametrize("name", CORE_NAMES)
-def test_reference_name_is_importable_from_the_top_level(name: str) -> None:
-    assert getattr(openenv_runtime, name) is not None
-    assert name in dir(openenv_runtime)
+@pytest.mark.parametrize("name", sorted(REFERENCE_NAMES))
+def test_reference_name_is_importable_from_the_compat_package(name: str) -> None:
+    assert getattr(compat, name) is not None
+    assert name in dir(compat) and name in compat.__all__
+
+
+def test_reference_list_holds_the_reference_surface() -> None:
+    # a few names from each part of the reference's surface, and the count of the list
+    for name in ("EnvClient", "WSStepMessage", "MCPEnvironment", "Rubric", "AutoEnv"):
+        assert name in REFERENCE_NAMES
+    assert len(REFERENCE_NAMES) == 89
+
+
+def test_the_package_face_lists_only_our_names() -> None:
+    for name in ("WSStepMessage", "HTTPEnvServer", "Rubric", "AutoEnv", "MCPToolClient"):
+        assert not hasattr(openenv_runtime, name) and name not in dir(openenv_runtime)
 
 
 @pytest.mark.parametrize("module", sorted(MODULE_NAMES))
 def test_reference_module_paths_have_aliases(module: str) -> None:
-    loaded = importlib.import_module(f"openenv_runtime.{module}")
+    loaded = importlib.import_module(f"openenv_runtime.compat.{module}")
     for name in MODULE_NAMES[module]:
-        assert hasattr(loaded, name), f"openenv_runtime.{module} lacks {name}"
+        assert hasattr(loaded, name), f"openenv_runtime.compat.{module} lacks {name}"
 
 
 def test_internals_without_an_equivalent_say_what_to_use() -> None:
-    from openenv_runtime.env_server import WebInterfaceManager
+    from openenv_runtime.compat.env_server import WebInterfaceManager
 
     with pytest.raises(NotImplementedError, match="/web"):
         WebInterfaceManager()
@@ -197,6 +120,8 @@ def test_internals_without_an_equivalent_say_what_to_use() -> None:
 def test_unknown_names_still_raise_attribute_error() -> None:
     with pytest.raises(AttributeError):
         _ = openenv_runtime.NotAThing  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        _ = compat.NotAThing
 
 
 def test_env_error_is_what_reference_users_catch() -> None:
@@ -210,7 +135,7 @@ def test_chat_message_type_works_in_models_before_python_312() -> None:
     # chat environments keep list[Message] in their observations; typing.TypedDict fails there
     from pydantic import BaseModel
 
-    from openenv_runtime.env_server.interfaces import Message
+    from openenv_runtime.compat.env_server.interfaces import Message
 
     class History(BaseModel):
         messages: list[Message]
@@ -223,7 +148,7 @@ def test_mcp_types_are_routed_only_for_tool_servers() -> None:
     from pydantic import ValidationError
 
     from openenv_runtime import Action
-    from openenv_runtime.env_server.serialization import deserialize_action
+    from openenv_runtime.compat.env_server.serialization import deserialize_action
     from openenv_runtime.mcp import CallToolAction, ListToolsAction
 
     class Move(Action):

@@ -258,10 +258,8 @@ def test_description_with_quotes_stays_valid(tmp_path: Path) -> None:
 
 def test_strict_undefined_and_templated_names(tmp_path: Path) -> None:
     root = tmp_path / "templates"
-    (root / "project" / "{{ name }}_dir").mkdir(parents=True)
-    (root / "project" / "{{ name }}_dir" / "x.txt.jinja").write_text(
-        "{{ name }}\n", encoding="utf-8"
-    )
+    (root / "project" / "{{name}}_dir").mkdir(parents=True)
+    (root / "project" / "{{name}}_dir" / "x.txt.jinja").write_text("{{ name }}\n", encoding="utf-8")
     assert render_project("abc", root=root) == {"abc_dir/x.txt": "abc\n"}
     (root / "project" / "bad.jinja").write_text("{{ nope }}", encoding="utf-8")
     with pytest.raises(OpenEnvError):

@@ -11,7 +11,8 @@ import pytest
 from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware
 
-from openenv_runtime import MCPEnvironment, Observation, State, create_app
+from openenv_runtime import Observation, State, create_app
+from openenv_runtime.mcp import MCPEnvironment
 
 pytestmark = pytest.mark.anyio
 

@@ -11,15 +11,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+import typing
+from collections.abc import Callable
+from typing import Any
 
-if TYPE_CHECKING:
-    from .env_client import EnvClient
-
-T = TypeVar("T")
+from .blocking import async_call, install_blocking, run_blocking
 
 # The reference's constructor names → ours (with a unit conversion where needed).
 _RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
@@ -29,8 +25,6 @@ _RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "websocket_ping_interval_s": ("ping_interval", lambda v: v),
     "websocket_ping_timeout_s": ("ping_timeout", lambda v: v),
 }
-
-BLOCKING_METHODS = ("connect", "reset", "step", "state", "close")
 
 
 def reference_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -62,44 +56,6 @@ def client_mode(mode: str | None) -> str:
     return value
 
 
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the shared background loop of the sync clients and wait for it."""
-    from .sync import _background_loop
-
-    return asyncio.run_coroutine_threadsafe(coro, _background_loop()).result()
-
-
-def blocking_outside_loop(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Any]:
-    """Wrap an ``async def`` method: a plain call with no running loop blocks for the result."""
-
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        coro = method(self, *args, **kwargs)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return run_blocking(coro)
-        return coro
-
-    call.__openenv_async__ = method  # type: ignore[attr-defined]
-    return call
-
-
-def async_call(client: Any, name: str, *args: Any, **kwargs: Any) -> Coroutine[Any, Any, Any]:
-    """The coroutine of ``client.<name>(...)``, whether or not the method was wrapped."""
-    method = getattr(type(client), name)
-    raw = getattr(method, "__openenv_async__", method)
-    return raw(client, *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def install_blocking(cls: type) -> None:
-    """Wrap ``cls``'s own async request methods (subclasses' overrides included)."""
-    for name in BLOCKING_METHODS + tuple(getattr(cls, "BLOCKING_EXTRA", ())):
-        method = cls.__dict__.get(name)
-        if method is not None and asyncio.iscoroutinefunction(method):
-            setattr(cls, name, blocking_outside_loop(method))
-
-
 class ReferenceClientMixin:
     """Methods the reference's client has and ours lacks; mixed into ``EnvClient``."""
 
@@ -129,7 +85,7 @@ class ReferenceClientMixin:
     def _message_timeout(self) -> float | None:
         return self.__dict__["message_timeout"]  # type: ignore[no-any-return]
 
-    async def new_session(self) -> EnvClient[Any, Any, Any]:
+    async def new_session(self) -> typing.Self:
         """Another connected client (its own server session) with the same settings."""
         client: Any = self
         other = type(client)(

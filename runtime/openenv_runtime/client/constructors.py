@@ -12,8 +12,8 @@ import typing
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..containers.runtime.providers import ContainerProvider
     from ..providers.base import Provider
+    from ..providers.interfaces import ContainerProvider
 
 
 class Stoppable(Protocol):
@@ -151,8 +151,8 @@ def _is_container_provider(provider: object) -> bool:
     so users' own providers (and test doubles) need not subclass anything; ours
     (:class:`~openenv_runtime.providers.base.Provider`) go through ``from_provider``.
     """
-    from ..containers.runtime.providers import ContainerProvider
     from ..providers.base import Provider
+    from ..providers.interfaces import ContainerProvider
 
     if isinstance(provider, ContainerProvider):
         return True

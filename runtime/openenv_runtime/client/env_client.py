@@ -14,7 +14,8 @@ from websockets.exceptions import InvalidURI
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
-from .compat import ReferenceClientMixin, client_mode, install_blocking, reference_options
+from .blocking import install_blocking
+from .compat import ReferenceClientMixin, client_mode, reference_options
 from .constructors import ProviderConstructors
 from .resume import ResumingTransport
 from .transport import Connection, ConnectionLost, HandshakeRefused, ReplySink
@@ -142,7 +143,7 @@ class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, 
         self.ping_timeout = ping_timeout
         self.headers = dict(headers or {})
         self.max_message_bytes = max_message_bytes
-        self._conn: Connection | None = None
+        self._own_conn: Connection | None = None  # without resume; else the resumer's
         self._connecting: asyncio.Task[None] | None = None
         self._ended: str | None = None  # why the session ended, once it has
         # Servers this client owns (started by a constructor, or passed as provider=): close()
@@ -150,7 +151,21 @@ class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, 
         self._provider: Stoppable | None = mapped.get("provider")
         self._lock = asyncio.Lock()  # one request at a time while resuming (numbered requests)
         # Reconnect and resume after a dropped connection (see client/resume.py).
-        self._resumer = ResumingTransport(self) if resume else None
+        self._resumer = (
+            ResumingTransport(self._open_connection, self.url, message_timeout) if resume else None
+        )
+
+    @property
+    def _conn(self) -> Connection | None:
+        """The connection in use (the resuming transport's, when resuming)."""
+        return self._resumer.ws if self._resumer is not None else self._own_conn
+
+    @_conn.setter
+    def _conn(self, conn: Connection | None) -> None:
+        if self._resumer is not None:
+            self._resumer.ws = conn
+        else:
+            self._own_conn = conn
 
     # -- connection: opened here, and only here ------------------------------------------------
     async def connect(self) -> typing.Self:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from tenacity import (
     AsyncRetrying,
@@ -31,8 +32,8 @@ from tenacity import (
 from ..errors import EnvError
 from .transport import Connection, ConnectionLost
 
-if TYPE_CHECKING:
-    from .env_client import EnvClient
+Opener = Callable[[dict[str, str]], Awaitable[Connection]]
+"""Opens one connection with these extra handshake headers (``EnvClient._open_connection``)."""
 
 HEADER_SESSION = "X-OpenEnv-Session"
 HEADER_TOKEN = "X-OpenEnv-Resume-Token"
@@ -48,10 +49,17 @@ class _Dropped(Exception):
 
 
 class ResumingTransport:
-    """One session over as many connections as it takes."""
+    """One session over as many connections as it takes.
 
-    def __init__(self, client: EnvClient[Any, Any, Any]) -> None:
-        self.client = client
+    ``opener`` opens a connection to ``url`` (handshake done); ``message_timeout`` bounds the
+    wait for each reply (None: no bound). ``ws`` is the connection in use.
+    """
+
+    def __init__(self, opener: Opener, url: str, message_timeout: float | None) -> None:
+        self.open_connection = opener
+        self.url = url
+        self.message_timeout = message_timeout
+        self.ws: Connection | None = None
         self.session_id: str | None = None
         self._token: str | None = None
         self.grace = 0.0
@@ -66,15 +74,6 @@ class ResumingTransport:
             wait_none(), wait_exponential_jitter(multiplier=0.01, max=1.0, jitter=0.01)
         )
 
-    @property
-    def ws(self) -> Connection | None:
-        """The current connection: the client's own (``client._conn``), so both see the same."""
-        return self.client._conn
-
-    @ws.setter
-    def ws(self, conn: Connection | None) -> None:
-        self.client._conn = conn
-
     def __repr__(self) -> str:  # never the token
         return f"ResumingTransport(session_id={self.session_id!r}, seq={self.seq})"
 
@@ -88,7 +87,7 @@ class ResumingTransport:
 
         async def attempt() -> Connection:
             try:
-                return await self.client._open_connection({HEADER_SESSION: key})
+                return await self.open_connection({HEADER_SESSION: key})
             except EnvError as exc:
                 if exc.details.get("status") == 503 or exc.details.get("dropped"):
                     raise _Dropped from None  # draining, no ready replica yet, or a cut handshake
@@ -99,7 +98,7 @@ class ResumingTransport:
         except _Dropped:
             raise EnvError(
                 "CONNECTION_ERROR",
-                f"{self.client.url} took no new session (HTTP 503 or broken handshakes) "
+                f"{self.url} took no new session (HTTP 503 or broken handshakes) "
                 f"in {NEW_SESSION_PATIENCE:g}s of retrying",
             ) from None
         headers = ws.response.headers if ws.response is not None else {}
@@ -125,7 +124,7 @@ class ResumingTransport:
     async def _reattach(self) -> None:
         assert self.session_id is not None and self._token is not None
         try:
-            ws = await self.client._open_connection(
+            ws = await self.open_connection(
                 {HEADER_SESSION: self.session_id, HEADER_TOKEN: self._token}
             )
         except EnvError as exc:
@@ -157,7 +156,7 @@ class ResumingTransport:
         conn = self.ws
         if conn is not None:  # the usual case: one send, one reply, no retry machinery
             try:
-                if self.client.message_timeout is None:
+                if self.message_timeout is None:
                     return await conn.submit(numbered)
                 return await self._recv(conn, conn.submit(numbered))
             except ConnectionLost:
@@ -189,15 +188,13 @@ class ResumingTransport:
         try:
             result: str | bytes = await self._retry(attempt, max(self.grace, 1.0))
         except _Dropped:
-            ended = (
-                f"could not reach {self.client.url} again within the {self.grace:g}s grace period"
-            )
+            ended = f"could not reach {self.url} again within the {self.grace:g}s grace period"
             self._forget(ended)
             raise EnvError(SESSION_GONE, ended) from None
         return result
 
     async def _recv(self, ws: Connection, reply: asyncio.Future[str | bytes]) -> str | bytes:
-        timeout = self.client.message_timeout
+        timeout = self.message_timeout
         if timeout is None:
             return await reply
         try:
@@ -206,7 +203,7 @@ class ResumingTransport:
             # A late reply would be mistaken for the next one: this session cannot go on.
             self.ws = None
             ws.abort()
-            ended = f"no reply from {self.client.url} within {timeout}s (message_timeout)"
+            ended = f"no reply from {self.url} within {timeout}s (message_timeout)"
             self._forget(ended)
             raise EnvError("TIMEOUT", ended) from None
 
@@ -218,7 +215,7 @@ class ResumingTransport:
             # A server that said why before closing (e.g. CAPACITY_REACHED) answers with that.
             return await self._recv(ws, ws.submit(frame))
         except ConnectionLost as exc:
-            ended = f"the connection to {self.client.url} ended: {exc}"
+            ended = f"the connection to {self.url} ended: {exc}"
             self._forget(ended)
             raise EnvError("CLOSED", ended) from None
 

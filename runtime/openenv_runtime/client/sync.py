@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import typing
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..models import Action, Observation, State, StepResult
-from .compat import async_call
+from .blocking import async_call, background_loop
 
 if TYPE_CHECKING:
-    from ..pool import EnvPool, Result
     from .env_client import EnvClient
+    from .pool import EnvPool, Result
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
@@ -21,29 +20,13 @@ StateT = TypeVar("StateT", bound=State)
 T = TypeVar("T")
 ClientT = TypeVar("ClientT", bound="EnvClient")  # type: ignore[type-arg]
 
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
-
-def _background_loop() -> asyncio.AbstractEventLoop:
-    """One daemon thread runs the event loop shared by every sync client of the process."""
-    global _loop
-    with _loop_lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(
-                target=loop.run_forever, name="openenv-client-loop", daemon=True
-            ).start()
-            _loop = loop
-        return _loop
-
 
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     """Blocking twin of :class:`EnvClient`; works in plain scripts and inside a running loop's thread."""
 
     def __init__(self, client: EnvClient[ActT, ObsT, StateT]) -> None:
         self.client = client
-        self._loop = _background_loop()
+        self._loop = background_loop()
 
     @property
     def _async(self) -> EnvClient[ActT, ObsT, StateT]:
@@ -110,7 +93,7 @@ class SyncEnvPool(Generic[ClientT]):
 
     def __init__(self, pool: EnvPool[ClientT]) -> None:
         self.pool = pool
-        self._loop = _background_loop()
+        self._loop = background_loop()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

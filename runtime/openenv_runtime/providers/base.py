@@ -219,6 +219,25 @@ def health(
         return None
 
 
+def wait_until_healthy(
+    base_url: str,
+    timeout_s: float,
+    what: str = "Server",
+    token: str | None = None,
+    interval_s: float = 0.2,
+) -> dict[str, typing.Any]:
+    """Poll ``base_url/health`` until it answers 200 and return its JSON.
+
+    The one "wait until healthy" loop: ``TimeoutError`` naming ``what`` after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while (found := health(base_url, timeout=2.0, token=token)) is None:
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what} at {base_url} did not become ready within {timeout_s}s")
+        time.sleep(interval_s)
+    return found
+
+
 def last_lines(text: str, count: int = 20) -> str:
     lines = text.rstrip().splitlines()[-count:]
     return "\n".join("    " + line for line in lines) or "    (no output)"

@@ -16,20 +16,21 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
-from ..compat.types import ConcurrencyConfig, ServerMode
 from ..environment import Environment, overrides
 from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
+from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
+from .actions import action_validator
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths
-from .compat import GRADIO_OPTIONS, action_validator, resolve_reference_options
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
 from .lifecycle import LifecycleSettings
 from .limits import BodyLimitMiddleware
 from .logs import install_redaction
 from .mcp import MCPHandler, build_mcp_router, serve_attached
+from .options import GRADIO_OPTIONS, resolve_reference_options
 from .sessions import SessionManager
 from .settings import load_settings
 from .tasks import build_task_router
@@ -116,7 +117,7 @@ def create_app(
         reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
         env_name, concurrency_config, mode, gradio_builder, custom_tab_name,
             custom_tab_primary, show_default_tab, title_override: the reference OpenEnv's
-            options, each mapped to ours (see ``openenv_runtime.server.compat``).
+            options, each mapped to ours (see ``openenv_runtime.server.options``).
     """
     gradio = (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab)
     ref = resolve_reference_options(

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..models import Action
 from ..protocol import ErrorCode, observation_payload
+from .actions import action_validator
 from .adapter import ContractViolation, StepTimeout
-from .compat import action_validator
 from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
 from .sessions import Session, SessionManager
 from .websocket import describe_exception, invalid_action

@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from ..compat.types import GetTaskRangeRequest, GetTaskRequest, ListTasksRequest, NumTasksRequest
+from ..wire import GetTaskRangeRequest, GetTaskRequest, ListTasksRequest, NumTasksRequest
 from .adapter import EnvRunner
 
 _SPLIT_TYPES = frozenset({"train", "validation", "test"})

@@ -1,0 +1,152 @@
+"""One episode against one session: reset, then turns of policy and step until done.
+
+The row it returns is the dataset's unit (see ``store.ROW_FIELDS``). A failure of the
+environment or the model ends the episode with ``error`` set, never the run: the row is still
+written, so every planned episode is accounted for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from typing import Any
+
+from openenv_runtime import EnvError, GenericEnvClient
+
+from .policies import Decision, ModelError, Policy, observation_text
+from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan
+
+
+def new_row(plan: EpisodePlan) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "episode_id": plan.episode_id,
+        "group_id": plan.group_id,
+        "seed": plan.seed,
+        "task_id": plan.task_id or "",
+        "messages": [],
+        "actions": [],
+        "observations": [],
+        "rewards": [],
+        "total_reward": 0.0,
+        "num_steps": 0,
+        "done": False,
+        "truncated": False,
+        "error": "",
+        "error_kind": "",
+        "invalid_actions": 0,
+        "duration_s": 0.0,
+        "env_latencies_s": [],
+        "model_latencies_s": [],
+        "prompt_ids": [],
+        "completion_ids": [],
+        "logprobs": [],
+        "env_mask": [],
+        "token_drift": False,
+    }
+
+
+async def run_episode(
+    env: GenericEnvClient,
+    policy: Policy,
+    plan: EpisodePlan,
+    spec: CollectSpec,
+    system_prompt: str | None = None,
+) -> dict[str, Any]:
+    """Play ``plan`` on the connected ``env`` with ``policy``; returns the episode's row."""
+    row = new_row(plan)
+    rng = random.Random(plan.seed * 1_000_003 + plan.index)
+    started = time.perf_counter()
+    try:
+        reset_kwargs: dict[str, Any] = {"seed": plan.seed}
+        if plan.task_id:
+            reset_kwargs["task_id"] = plan.task_id
+        result = await _timed(row, env.reset(**reset_kwargs), spec.step_timeout)
+        observation = dict(result.observation)
+        row["observations"].append(json.dumps(observation, sort_keys=True))
+        messages: list[dict[str, Any]] = []
+        if system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
+        messages.append({"role": "user", "content": observation_text(observation)})
+        done = bool(result.done)
+        for _turn in range(spec.max_turns):
+            if done:
+                break
+            decision = await policy.act(messages, observation, rng)
+            row["model_latencies_s"].append(decision.model_seconds)
+            _record_tokens(row, decision)
+            messages.append(decision.message)
+            if decision.action is None:
+                row["invalid_actions"] += 1
+                messages.append({"role": "user", "content": decision.problem})
+                continue
+            try:
+                result = await _timed(row, env.step(decision.action), spec.step_timeout)
+            except EnvError as error:
+                if error.code != "VALIDATION_ERROR":
+                    raise
+                row["invalid_actions"] += 1
+                messages.append({"role": "user", "content": f"Invalid action: {error.message}"})
+                continue
+            observation = dict(result.observation)
+            reward = float(result.reward or 0.0)
+            row["actions"].append(json.dumps(decision.action, sort_keys=True))
+            row["observations"].append(json.dumps(observation, sort_keys=True))
+            row["rewards"].append(reward)
+            row["total_reward"] += reward
+            row["num_steps"] += 1
+            done = bool(result.done)
+            messages.append({"role": "user", "content": observation_text(observation)})
+        row["done"] = done
+        row["truncated"] = not done
+    except EnvError as error:
+        row["error"], row["error_kind"] = error.message or str(error), f"env:{error.code}"
+    except ModelError as error:
+        row["error"], row["error_kind"] = str(error), "model"
+    except TimeoutError:
+        row["error"], row["error_kind"] = "timed out", "timeout"
+    except Exception as error:  # a broken policy callable: recorded, the run goes on
+        row["error"], row["error_kind"] = f"{type(error).__name__}: {error}", "policy"
+    row["messages"] = [_message(m) for m in messages] if "messages" in locals() else []
+    row["duration_s"] = time.perf_counter() - started
+    return row
+
+
+async def _timed(row: dict[str, Any], call: Any, timeout: float) -> Any:
+    started = time.perf_counter()
+    result = await asyncio.wait_for(call, timeout)
+    row["env_latencies_s"].append(time.perf_counter() - started)
+    return result
+
+
+def _record_tokens(row: dict[str, Any], decision: Decision) -> None:
+    """Append one model turn: the prompt's new tokens (mask 0), then the sampled ones (mask 1)."""
+    if not decision.completion_ids or row["token_drift"]:
+        return
+    if not row["prompt_ids"]:
+        row["prompt_ids"] = decision.prompt_ids
+    else:
+        # What the template and the environment added since the last completion.
+        seen = len(row["prompt_ids"]) + len(row["completion_ids"])
+        if decision.prompt_ids[:seen] != row["prompt_ids"] + row["completion_ids"]:
+            # The history was re-rendered differently: splicing would misalign tokens, so
+            # the token arrays stop here (the text columns go on).
+            row["token_drift"] = True
+            return
+        added = decision.prompt_ids[seen:]
+        row["completion_ids"].extend(added)
+        row["logprobs"].extend([0.0] * len(added))
+        row["env_mask"].extend([0] * len(added))
+    row["completion_ids"].extend(decision.completion_ids)
+    row["logprobs"].extend(decision.logprobs or [0.0] * len(decision.completion_ids))
+    row["env_mask"].extend([1] * len(decision.completion_ids))
+
+
+def _message(message: dict[str, Any]) -> dict[str, str]:
+    content = message.get("content")
+    return {
+        "role": str(message.get("role", "")),
+        "content": content if isinstance(content, str) else json.dumps(content),
+    }

@@ -1,0 +1,211 @@
+"""What picks the actions of an episode: a model, a Python callable, or random valid actions.
+
+Every policy answers :meth:`Policy.act` with a :class:`Decision`: the action to send, the
+assistant message the conversation records, and (from a model asked for them) the token ids
+and log-probabilities the model server sampled. A text the policy cannot turn into a valid
+action is not an error of the run: the episode feeds the problem back as the next observation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from openenv_cli.errors import UsageError
+
+from .spec import CollectSpec
+
+
+@dataclass
+class Decision:
+    """One turn of a policy."""
+
+    action: dict[str, Any] | None  # None: the text could not be made into an action
+    message: dict[str, Any]  # the assistant message recorded in the conversation
+    problem: str = ""  # why there is no action (fed back to the model)
+    model_seconds: float = 0.0
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+class Policy(Protocol):
+    """Picks the next action from the conversation so far."""
+
+    async def act(
+        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
+    ) -> Decision: ...
+
+    async def aclose(self) -> None: ...
+
+
+def observation_text(observation: dict[str, Any]) -> str:
+    """The observation as the next user message: its fields without reward, done, metadata."""
+    shown = {k: v for k, v in observation.items() if k not in {"reward", "done", "metadata"}}
+    return json.dumps(shown, sort_keys=True, ensure_ascii=False)
+
+
+def text_to_action(text: str, action_schema: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The default mapping: one string field takes the text; otherwise the text is JSON."""
+    fields = {k: v for k, v in action_schema.get("properties", {}).items() if k != "metadata"}
+    if len(fields) == 1:
+        ((name, prop),) = fields.items()
+        if prop.get("type") == "string":
+            return {name: text}, ""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        return None, f"The reply is not a JSON action ({error.msg}); answer with one JSON object."
+    if not isinstance(parsed, dict):
+        return None, "The reply must be a JSON object with the action's fields."
+    return parsed, ""
+
+
+class RandomPolicy:
+    """Valid actions sampled from the action's JSON schema (for smoke runs)."""
+
+    def __init__(self, action_schema: dict[str, Any]) -> None:
+        from jsf import JSF  # a schema faker: imported only for --policy random
+
+        self._faker = JSF(_without_metadata(action_schema))
+
+    async def act(
+        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
+    ) -> Decision:
+        from faker import Faker
+
+        # jsf draws from the global generators: seed them from the episode's own stream,
+        # so the same seed gives the same episode whatever else runs concurrently.
+        seed = rng.getrandbits(32)
+        random.seed(seed)
+        Faker.seed(seed)
+        action = self._faker.generate()
+        return Decision(action, {"role": "assistant", "content": json.dumps(action)})
+
+    async def aclose(self) -> None:
+        return None
+
+
+class CallablePolicy:
+    """``module:function``, called with the observation dict, returning the action dict."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self._func = func
+
+    async def act(
+        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
+    ) -> Decision:
+        result = self._func(observation)
+        if hasattr(result, "__await__"):
+            result = await result
+        if hasattr(result, "model_dump"):
+            result = result.model_dump()
+        if not isinstance(result, dict):
+            return Decision(None, {"role": "assistant", "content": repr(result)}, "not a dict")
+        return Decision(result, {"role": "assistant", "content": json.dumps(result)})
+
+    async def aclose(self) -> None:
+        return None
+
+
+class ModelPolicy:
+    """Chat completions of an OpenAI-compatible server, the text mapped to an action."""
+
+    def __init__(self, spec: CollectSpec, action_schema: dict[str, Any]) -> None:
+        import httpx
+
+        assert spec.llm is not None and spec.model is not None
+        base = spec.llm.rstrip("/")
+        self._url = base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
+        self._spec = spec
+        self._schema = action_schema
+        self._http = httpx.AsyncClient(timeout=spec.step_timeout)
+
+    async def act(
+        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
+    ) -> Decision:
+        body: dict[str, Any] = {
+            "model": self._spec.model,
+            "messages": messages,
+            "temperature": self._spec.sampling.temperature,
+            "top_p": self._spec.sampling.top_p,
+            "max_tokens": self._spec.sampling.max_tokens,
+            "seed": rng.getrandbits(31),
+        }
+        if self._spec.tokens:
+            body.update(logprobs=True, top_logprobs=0, return_token_ids=True)
+        started = time.perf_counter()
+        reply = await self._http.post(self._url, json=body)
+        seconds = time.perf_counter() - started
+        if reply.status_code >= 400:
+            raise ModelError(f"the model server answered {reply.status_code}: {reply.text[:200]}")
+        data = reply.json()
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+        action, problem = text_to_action(text, self._schema)
+        decision = Decision(action, {"role": "assistant", "content": text}, problem, seconds)
+        if self._spec.tokens:
+            ids = choice.get("token_ids")
+            if data.get("prompt_token_ids") is None or ids is None:
+                raise ModelError(
+                    "the model server returned no token ids: --tokens needs a server that "
+                    "reports them (vLLM: return_token_ids; SGLang: return the ids)"
+                )
+            decision.prompt_ids = list(data["prompt_token_ids"])
+            decision.completion_ids = list(ids)
+            content = (choice.get("logprobs") or {}).get("content") or []
+            decision.logprobs = [float(item["logprob"]) for item in content]
+        return decision
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class ModelError(RuntimeError):
+    """The model server failed a call (the episode is marked failed, the run goes on)."""
+
+
+def make_policy(spec: CollectSpec, action_schema: dict[str, Any], project: Path | None) -> Policy:
+    """The policy ``spec.policy`` names."""
+    if spec.policy == "random":
+        return RandomPolicy(action_schema)
+    if spec.policy == "model":
+        if not spec.llm or not spec.model:
+            raise UsageError(
+                "A model policy needs --llm URL and --model NAME.",
+                hint="Or pick another policy: --policy random, or --policy module:function.",
+            )
+        return ModelPolicy(spec, action_schema)
+    module_name, _, attr = spec.policy.partition(":")
+    if not module_name or not attr:
+        raise UsageError(
+            f"--policy {spec.policy!r} is not model, random or module:function.",
+            hint="Example: --policy my_agent:act (a function from the observation dict to an action dict).",
+        )
+    if project is not None and str(project) not in sys.path:
+        sys.path.insert(0, str(project))
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        func = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as error:
+        raise UsageError(
+            f"--policy {spec.policy}: {error}",
+            hint="The module must be importable from the current folder or the project.",
+        ) from None
+    return CallablePolicy(func)
+
+
+def _without_metadata(schema: dict[str, Any]) -> dict[str, Any]:
+    trimmed = dict(schema)
+    props = {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}
+    trimmed["properties"] = props
+    trimmed["required"] = [r for r in schema.get("required", []) if r in props]
+    return trimmed

@@ -1,0 +1,304 @@
+"""Many episodes at once over one or several servers, written as they finish.
+
+``concurrency`` workers each hold a session on one of the target servers (round-robin) and
+take the next planned episode when they finish one; nothing waits for the slowest episode.
+Finished rows are written in shards every ``shard_size`` episodes or ``FLUSH_SECONDS``,
+whichever comes first, so an interruption loses at most that much work (and ``--resume``
+runs it again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from openenv_cli.errors import OpenEnvError, UsageError
+
+from .episodes import run_episode
+from .policies import Policy, make_policy
+from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan, plan
+from .store import Store
+
+FLUSH_SECONDS = 5.0
+
+
+@dataclass
+class Progress:
+    """What a run has done so far (read by the progress display)."""
+
+    total: int
+    skipped: int = 0
+    done: int = 0
+    errors: int = 0
+    reward_sum: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        left = self.total - self.skipped - self.done
+        return left / self.rate if self.rate > 0 else None
+
+
+@dataclass
+class CollectResult:
+    """The outcome of ``collect``: counts, where it went, what it was."""
+
+    out: Path
+    episodes: int
+    written: int
+    skipped: int
+    errors: int
+    mean_reward: float
+    seconds: float
+    shards: int
+    provenance: dict[str, Any]
+
+
+@contextlib.contextmanager
+def started_targets(targets: tuple[str, ...]) -> Iterator[tuple[list[str], dict[str, Any]]]:
+    """Base URLs of running servers for ``targets``, started here when they are not URLs."""
+    from openenv_runtime.providers import DockerProvider, ProcessProvider, SpaceProvider
+
+    urls: list[str] = []
+    origin: dict[str, Any] = {}
+    providers: list[Any] = []
+    try:
+        for target in targets:
+            if target.startswith(("http://", "https://")):
+                urls.append(target.rstrip("/"))
+                continue
+            if target.startswith("space:") or (
+                _looks_like_repo(target) and not Path(target).exists()
+            ):
+                provider: Any = SpaceProvider(target.removeprefix("space:"))
+                origin["space"] = target.removeprefix("space:")
+            elif Path(target).exists() or (":" in target and target.split(":")[0].endswith(".py")):
+                provider = ProcessProvider(target)
+                origin["project"] = str(Path(target).resolve())
+            else:
+                image = target.removeprefix("image:")
+                provider = DockerProvider(image)
+                origin["image"] = image
+                origin["image_digest"] = _image_digest(image)
+            providers.append(provider)
+            urls.extend(provider.start())
+        yield urls, origin
+    finally:
+        for provider in providers:
+            provider.stop()
+
+
+def _looks_like_repo(target: str) -> bool:
+    parts = target.split("/")
+    return len(parts) == 2 and ":" not in target and all(parts)
+
+
+def _image_digest(image: str) -> str:
+    try:
+        import docker
+
+        return str(docker.from_env().images.get(image).id)
+    except Exception:  # no engine or no such image: the provider will say so
+        return ""
+
+
+async def _describe(url: str, headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    import httpx
+
+    async with httpx.AsyncClient(timeout=30.0, headers=headers) as http:
+        try:
+            schema = (await http.get(f"{url}/schema")).raise_for_status().json()
+            meta = (await http.get(f"{url}/metadata")).json()
+        except httpx.HTTPError as error:
+            raise OpenEnvError(
+                f"{url} did not answer as an environment server: {error}",
+                hint="Check the URL (openenv validate --url URL tells what is wrong).",
+            ) from None
+    return schema, meta
+
+
+async def _task_ids(
+    url: str, meta: dict[str, Any], split: str, headers: dict[str, str]
+) -> tuple[str, ...]:
+    """The ids of the tasks in ``split``, from the server's Task API."""
+    import httpx
+
+    name = meta.get("name", "")
+    async with httpx.AsyncClient(timeout=30.0, headers=headers) as http:
+        reply = await http.post(f"{url}/{name}/tasks", json={"split": split})
+    if reply.status_code != 200:
+        raise OpenEnvError(
+            f"the server lists no tasks for split {split!r} (HTTP {reply.status_code}).",
+            hint="Check the split's name (GET /{env}/splits), or pass --tasks-file.",
+        )
+    tasks = reply.json().get("tasks", [])
+    return tuple(task_id(task, index) for index, task in enumerate(tasks))
+
+
+def task_id(task: Any, index: int) -> str:
+    """A task's id: its ``id``/``task_id`` field, the task itself when a string, else its index."""
+    if isinstance(task, dict):
+        for key in ("task_id", "id", "name"):
+            if key in task:
+                return str(task[key])
+        return str(index)
+    return str(task)
+
+
+async def collect(
+    spec: CollectSpec,
+    out: Path,
+    *,
+    resume: bool = False,
+    token: str | None = None,
+    task_split: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> CollectResult:
+    """Run ``spec`` into ``out``; see ``openenv collect --help``."""
+    from openenv_cli import __version__
+
+    started = time.monotonic()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with started_targets(spec.targets) as (urls, origin):
+        schema, meta = await _describe(urls[0], headers)
+        if task_split:
+            spec = replace(spec, tasks=await _task_ids(urls[0], meta, task_split, headers))
+        provenance = {
+            "schema_version": SCHEMA_VERSION,
+            "toolkit_version": __version__,
+            "environment": {
+                "name": meta.get("name", ""),
+                "version": meta.get("version", ""),
+                **origin,
+            },
+            "policy": spec.policy,
+            "model": spec.model if spec.policy == "model" else None,
+            "sampling": spec.fingerprint_fields() | {"targets": None},
+            "seed": spec.seed,
+        }
+        store = Store(out, spec)
+        already = store.open(resume, provenance)
+        todo = [p for p in plan(spec) if p.episode_id not in already]
+        progress = Progress(total=spec.episodes, skipped=len(already))
+        project = Path(spec.targets[0]) if Path(spec.targets[0]).is_dir() else None
+        policy = make_policy(spec, schema.get("action", {}), project)
+        try:
+            await _run_all(spec, urls, token, policy, todo, store, progress, on_progress)
+        finally:
+            await policy.aclose()
+        mean = progress.reward_sum / progress.done if progress.done else 0.0
+        summary = {
+            "episodes": len(already) + progress.done,
+            "mean_reward": mean,
+            "errors": progress.errors,
+        }
+        store.write_card(provenance, summary)
+    return CollectResult(
+        out=out,
+        episodes=spec.episodes,
+        written=progress.done,
+        skipped=len(already),
+        errors=progress.errors,
+        mean_reward=mean,
+        seconds=time.monotonic() - started,
+        shards=len(store.shards()),
+        provenance=provenance,
+    )
+
+
+async def _run_all(
+    spec: CollectSpec,
+    urls: list[str],
+    token: str | None,
+    policy: Policy,
+    todo: list[EpisodePlan],
+    store: Store,
+    progress: Progress,
+    on_progress: Callable[[Progress], None] | None,
+) -> None:
+    from openenv_runtime import GenericEnvClient
+
+    queue: asyncio.Queue[EpisodePlan] = asyncio.Queue()
+    for item in todo:
+        queue.put_nowait(item)
+    finished: list[dict[str, Any]] = []
+    last_flush = time.monotonic()
+
+    def flush(force: bool = False) -> None:
+        nonlocal last_flush
+        due = len(finished) >= spec.shard_size or time.monotonic() - last_flush >= FLUSH_SECONDS
+        if finished and (force or due):
+            store.write_shard(finished[:])
+            finished.clear()
+            last_flush = time.monotonic()
+
+    async def worker(slot: int) -> None:
+        url = urls[slot % len(urls)]
+        env: Any = None
+        try:
+            while True:
+                try:
+                    item = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                if env is None:
+                    env = GenericEnvClient(url, token=token, message_timeout=spec.step_timeout)
+                row = await run_episode(env, policy, item, spec)
+                if row["error_kind"].startswith("env:CONNECTION") or row["error_kind"] == "timeout":
+                    await _close(env)  # a broken session: the next episode gets a new one
+                    env = None
+                finished.append(row)
+                progress.done += 1
+                progress.errors += bool(row["error"])
+                progress.reward_sum += row["total_reward"]
+                flush()
+                if on_progress:
+                    on_progress(progress)
+        finally:
+            if env is not None:
+                await _close(env)
+
+    workers = [asyncio.create_task(worker(i)) for i in range(min(spec.concurrency, len(todo)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for task in workers:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*workers, return_exceptions=True)
+        flush(force=True)  # what finished is kept, even on Ctrl-C
+
+
+async def _close(env: Any) -> None:
+    with contextlib.suppress(Exception):
+        await env.close()
+
+
+def validate_spec(spec: CollectSpec) -> None:
+    """Refuse impossible options before anything starts."""
+    if spec.episodes < 1:
+        raise UsageError("--episodes must be at least 1.")
+    if spec.group_size < 1 or spec.concurrency < 1 or spec.max_turns < 1:
+        raise UsageError("--group-size, --concurrency and --max-turns must be at least 1.")
+    if spec.format not in ("parquet", "jsonl"):
+        raise UsageError(f"--format {spec.format!r}: choose parquet or jsonl.")
+    for url in (*spec.targets, spec.llm or ""):
+        if "@" in urlsplit(url).netloc:
+            raise UsageError(
+                f"{urlsplit(url).hostname}: a URL with a user name or password would be recorded "
+                "in the dataset's provenance.",
+                hint="Pass server tokens with --token or OPENENV_API_KEY instead.",
+            )
+    if spec.tokens and spec.policy != "model":
+        raise UsageError("--tokens records the model's token ids: it needs a model policy.")

@@ -1,0 +1,197 @@
+"""A collection on disk: shards written as episodes finish, resume, provenance, card.
+
+Layout of the output folder::
+
+    run.json                 options fingerprint + provenance (written first)
+    data/shard-00000.parquet episodes (or .jsonl), each shard complete or absent
+    README.md                the dataset card (front matter for the Hub)
+
+A shard is written to a temporary name, flushed to disk and renamed, so a kill at any
+moment (SIGKILL included) leaves whole shards only; ``--resume`` reads the episode ids in
+them and runs the rest. Every row carries its ``episode_id``, so duplicates cannot hide.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from openenv_cli.errors import OpenEnvError, UsageError
+
+from .spec import SCHEMA_VERSION, CollectSpec
+
+RUN_FILE = "run.json"
+DATA_DIR = "data"
+TOKEN_FIELDS = ("prompt_ids", "completion_ids", "logprobs", "env_mask")
+
+
+def _arrow_schema(tokens: bool) -> Any:
+    import pyarrow as pa
+
+    message = pa.struct([("role", pa.string()), ("content", pa.string())])
+    fields = [
+        ("schema_version", pa.int32()),
+        ("episode_id", pa.string()),
+        ("group_id", pa.string()),
+        ("seed", pa.int64()),
+        ("task_id", pa.string()),
+        ("messages", pa.list_(message)),
+        ("actions", pa.list_(pa.string())),
+        ("observations", pa.list_(pa.string())),
+        ("rewards", pa.list_(pa.float64())),
+        ("total_reward", pa.float64()),
+        ("num_steps", pa.int32()),
+        ("done", pa.bool_()),
+        ("truncated", pa.bool_()),
+        ("error", pa.string()),
+        ("error_kind", pa.string()),
+        ("invalid_actions", pa.int32()),
+        ("duration_s", pa.float64()),
+        ("env_latencies_s", pa.list_(pa.float64())),
+        ("model_latencies_s", pa.list_(pa.float64())),
+    ]
+    if tokens:
+        fields += [
+            ("prompt_ids", pa.list_(pa.int64())),
+            ("completion_ids", pa.list_(pa.int64())),
+            ("logprobs", pa.list_(pa.float64())),
+            ("env_mask", pa.list_(pa.int8())),
+            ("token_drift", pa.bool_()),
+        ]
+    return pa.schema(fields)
+
+
+class Store:
+    """The output folder of one run."""
+
+    def __init__(self, out: Path, spec: CollectSpec) -> None:
+        self.out = out
+        self.spec = spec
+        self.data = out / DATA_DIR
+        self._suffix = ".parquet" if spec.format == "parquet" else ".jsonl"
+        self._next_shard = 0
+
+    # -- opening ---------------------------------------------------------------------------
+    def open(self, resume: bool, provenance: dict[str, Any]) -> set[str]:
+        """Prepare the folder; returns the episode ids already written (empty when new)."""
+        run_file = self.out / RUN_FILE
+        if run_file.exists():
+            if not resume:
+                raise UsageError(
+                    f"{self.out} already holds a collection.",
+                    hint="Add --resume to finish it, or choose another --out.",
+                )
+            self._check_same_run(json.loads(run_file.read_text()))
+        elif self.out.exists() and any(self.out.iterdir()):
+            raise UsageError(
+                f"{self.out} is not empty and holds no collection (no {RUN_FILE}).",
+                hint="Choose an empty or new --out folder.",
+            )
+        self.data.mkdir(parents=True, exist_ok=True)
+        for leftover in self.data.glob("*.tmp"):  # a shard being written when the run died
+            leftover.unlink()
+        done = self.episode_ids()
+        if not run_file.exists():
+            record = {
+                "schema_version": SCHEMA_VERSION,
+                "fingerprint": self.spec.fingerprint(),
+                "options": self.spec.fingerprint_fields(),
+                "provenance": provenance,
+            }
+            _atomic_write(run_file, json.dumps(record, indent=2, sort_keys=True).encode())
+        return done
+
+    def _check_same_run(self, record: dict[str, Any]) -> None:
+        if record.get("fingerprint") == self.spec.fingerprint():
+            return
+        before = record.get("options", {})
+        now = self.spec.fingerprint_fields()
+        changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+        detail = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed)
+        raise UsageError(
+            f"--resume with different options than the run in {self.out} ({detail}).",
+            hint="Resume with the same options, or start a new run in another --out.",
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+    def shards(self) -> list[Path]:
+        return sorted(self.data.glob(f"shard-*{self._suffix}"))
+
+    def episode_ids(self) -> set[str]:
+        """Ids of every episode on disk; refuses a folder where one appears twice."""
+        seen: set[str] = set()
+        for row in read_rows(self.out, columns=["episode_id"]):
+            if row["episode_id"] in seen:
+                raise OpenEnvError(
+                    f"episode {row['episode_id']} appears twice in {self.data}",
+                    hint="The folder was edited or mixes two runs; collect into a new --out.",
+                )
+            seen.add(row["episode_id"])
+        shards = self.shards()
+        self._next_shard = int(shards[-1].name.split("-")[1].split(".")[0]) + 1 if shards else 0
+        return seen
+
+    # -- writing ---------------------------------------------------------------------------
+    def write_shard(self, rows: list[dict[str, Any]]) -> Path:
+        """Write ``rows`` as one whole shard (temporary name, fsync, rename)."""
+        path = self.data / f"shard-{self._next_shard:05d}{self._suffix}"
+        self._next_shard += 1
+        if not self.spec.tokens:
+            rows = [
+                {k: v for k, v in r.items() if k not in (*TOKEN_FIELDS, "token_drift")}
+                for r in rows
+            ]
+        if self.spec.format == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.Table.from_pylist(rows, schema=_arrow_schema(self.spec.tokens))
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, compression="zstd")
+            payload = sink.getvalue().to_pybytes()
+        else:
+            payload = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
+        _atomic_write(path, payload)
+        return path
+
+    def write_card(self, provenance: dict[str, Any], summary: dict[str, Any]) -> None:
+        from .card import render_card
+
+        _atomic_write(self.out / "README.md", render_card(self.spec, provenance, summary).encode())
+
+
+def read_rows(out: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Every row of a collection folder (Parquet or JSON lines shards)."""
+    data = out / DATA_DIR
+    for path in sorted(data.glob("shard-*.parquet")):
+        import pyarrow.parquet as pq
+
+        yield from pq.read_table(path, columns=columns).to_pylist()
+    for path in sorted(data.glob("shard-*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                row = json.loads(line)
+                yield {k: row[k] for k in columns} if columns else row
+
+
+def _atomic_write(path: Path, payload: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        if error.errno == errno.ENOSPC:
+            raise OpenEnvError(
+                f"the disk is full: could not write {path.name}",
+                hint="Free space, then run again with --resume: written shards are kept, "
+                "the unwritten episodes run again.",
+            ) from None
+        raise

@@ -1,0 +1,406 @@
+"""``EnvPool``: many sessions over many servers, driven as one batch.
+
+::
+
+    async with EnvPool(MyEnv, provider=DockerProvider("my-env:latest", replicas=2), size=64) as pool:
+        results = await pool.reset(seeds=range(64))
+        while not all(r.done for r in results if not isinstance(r, EnvError)):
+            results = await pool.step([policy(r) for r in results])
+
+Sessions are spread over the servers by free capacity (``/health``'s ``active_sessions`` /
+``max_sessions``); a server that refuses with ``CAPACITY_REACHED`` is marked full and the
+session opens on another. Every batched call sends all requests at once and waits for all
+replies; a slot whose session fails holds its :class:`EnvError` and the others go on.
+A failed slot answers every later call with an error until :meth:`EnvPool.replace` gives it
+a fresh session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..errors import EnvError
+from ..models import StepResult
+from ..providers.base import Provider, health
+from .env_client import EnvClient
+from .transport import ConnectionLost
+
+if TYPE_CHECKING:
+    from .sync import SyncEnvPool
+
+ClientT = TypeVar("ClientT", bound=EnvClient)  # type: ignore[type-arg]
+Result = StepResult[Any] | EnvError
+
+CAPACITY_REACHED = "CAPACITY_REACHED"
+UNLIMITED = 1 << 30
+
+
+@dataclass(slots=True)
+class _Server:
+    url: str
+    free: int  # sessions it can still take, as far as we know
+    sessions: int = 0
+
+
+class EnvPool(Generic[ClientT]):
+    """``size`` sessions of ``client_cls``, over ``urls`` or the servers a ``provider`` starts.
+
+    Args:
+        client_cls: your ``EnvClient`` subclass (or ``GenericEnvClient``).
+        urls: base URLs of running servers.
+        provider: a provider to start (and stop on close, unless ``own_provider=False``).
+        size: number of sessions.
+        timeout: default seconds allowed per batched call; a slot that misses it fails
+            with ``TIMEOUT`` (None: no limit).
+        client_kwargs: passed to every client (``token``, ``headers``, ...). Sessions do not
+            resume after a dropped connection unless ``resume=True`` is passed: a failed
+            slot holds its ``EnvError`` and ``replace`` gives it a fresh session.
+    """
+
+    def __init__(
+        self,
+        client_cls: type[ClientT],
+        *,
+        urls: Sequence[str] | None = None,
+        provider: Provider | None = None,
+        size: int,
+        timeout: float | None = None,
+        own_provider: bool = True,
+        **client_kwargs: Any,
+    ) -> None:
+        if (urls is None) == (provider is None):
+            raise ValueError("give EnvPool either urls=[...] or provider=...")
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.client_cls = client_cls
+        self.urls = list(urls or [])
+        self.provider = provider
+        self.own_provider = own_provider and provider is not None
+        self.size = size
+        self.timeout = timeout
+        # The pool replaces failed sessions itself; resuming (opt in with resume=True) costs
+        # a task and a lock per request.
+        self.client_kwargs = {"resume": False, **client_kwargs}
+        self._clients: list[ClientT] = []
+        self._errors: list[EnvError | None] = []
+        self._servers: dict[str, _Server] = {}
+        self._where: list[str] = []
+        self._opened = False
+
+    # -- opening ----------------------------------------------------------------------------------
+    async def open(self) -> typing.Self:
+        """Start the provider (if any), then open every session (``async with`` does this)."""
+        if self._opened:
+            return self
+        self._opened = True
+        try:
+            if self.provider is not None:
+                self.urls = await self.provider.astart()
+            await self._refresh_capacity()
+            self._errors = [None] * self.size
+            self._clients = [self._new_client(self._pick_server()) for _ in range(self.size)]
+            self._where = [c.base_url for c in self._clients]
+            opened = await asyncio.gather(
+                *(self._connect_slot(i) for i in range(self.size)), return_exceptions=True
+            )
+            for i, outcome in enumerate(opened):
+                if isinstance(outcome, BaseException):
+                    self._errors[i] = _as_env_error(outcome)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    def _new_client(self, url: str) -> ClientT:
+        return self.client_cls(url, **self.client_kwargs)
+
+    async def _refresh_capacity(self) -> None:
+        answers = await asyncio.gather(*(asyncio.to_thread(health, url, 5.0) for url in self.urls))
+        for url, answer in zip(self.urls, answers, strict=True):
+            server = self._servers.setdefault(url, _Server(url, 0))
+            if answer is None:
+                server.free = 0
+            elif isinstance(answer.get("max_sessions"), int):
+                server.free = max(0, answer["max_sessions"] - int(answer.get("active_sessions", 0)))
+            else:
+                server.free = UNLIMITED
+
+    def _pick_server(self, exclude: Iterable[str] = ()) -> str:
+        """The server with the most free capacity (the fewest of our sessions on a tie)."""
+        skip = set(exclude)
+        candidates = [s for s in self._servers.values() if s.url not in skip] or list(
+            self._servers.values()
+        )
+        best = max(candidates, key=lambda s: (s.free, -s.sessions))
+        best.free = max(0, best.free - 1)
+        best.sessions += 1
+        return best.url
+
+    async def _connect_slot(self, index: int) -> None:
+        tried: list[str] = []
+        while True:
+            client = self._clients[index]
+            try:
+                await client.connect()
+                return
+            except EnvError:
+                tried.append(client.base_url)
+                self._release(client.base_url, full=True)
+                if len(set(tried)) >= len(self._servers):
+                    raise
+                await self._move(index, exclude=tried)
+
+    def _release(self, url: str, full: bool = False) -> None:
+        server = self._servers.get(url)
+        if server is not None:
+            server.sessions = max(0, server.sessions - 1)
+            if full:
+                server.free = 0
+            else:
+                server.free += 1
+
+    async def _move(self, index: int, exclude: Iterable[str] = ()) -> ClientT:
+        self._clients[index].abort()
+        client = self._new_client(self._pick_server(exclude))
+        self._clients[index] = client
+        self._where[index] = client.base_url
+        return client
+
+    # -- batched calls ------------------------------------------------------------------------
+    async def reset(
+        self, seeds: Sequence[int | None] | None = None, *, timeout: float | None = None
+    ) -> list[Result]:
+        """Reset every session (``seeds[i]`` for session i); results in slot order."""
+        await self.open()
+        if seeds is not None and len(seeds) != self.size:
+            raise ValueError(f"{len(seeds)} seeds for a pool of {self.size} sessions")
+        return await self._batch(
+            _reset_frame, seeds if seeds is not None else [None] * self.size, timeout
+        )
+
+    async def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
+        """One action per session, all sent at once; results (or ``EnvError``\\ s) in slot order."""
+        await self.open()
+        if len(actions) != self.size:
+            raise ValueError(f"{len(actions)} actions for a pool of {self.size} sessions")
+        return await self._batch(_step_frame, actions, timeout)
+
+    async def _batch(
+        self, frame: Callable[[Any, Any], str], args: Sequence[Any], timeout: float | None
+    ) -> list[Result]:
+        """Send every slot's request at once; each reply is parsed as it arrives."""
+        timeout = self.timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        batch = _Batch(self, loop)
+        results = batch.results
+        sinks: list[_SlotReply | None] = [None] * self.size
+        sent: list[str] = [""] * self.size
+        errors = self._errors
+        for i, client in enumerate(self._clients):
+            error = errors[i]
+            if error is not None:
+                results[i] = EnvError(
+                    "CLOSED", f"session {i} failed earlier ({error.message}); pool.replace({i})"
+                )
+                continue
+            try:
+                sent[i] = frame(client, args[i])
+            except Exception as exc:  # e.g. a dict action that does not validate
+                results[i] = _as_env_error(exc, "VALIDATION_ERROR")
+                continue
+            sink = sinks[i] = _SlotReply(batch, i, client)
+            batch.remaining += 1
+            if not client._submit_to(sent[i], sink):
+                sinks[i] = None
+                batch.remaining -= 1
+                results[i] = self._fail(i, EnvError("CLOSED", "the session is not connected"))
+        batch.one_done()  # the guard that kept an early reply from finishing the batch
+        if not batch.finished.done():
+            timer = None
+            if timeout is not None:
+                timer = loop.call_later(timeout, batch.expire)
+            try:
+                await batch.finished
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        if batch.remaining > 0:
+            for i, late in enumerate(sinks):
+                if late is not None and not late.finished:
+                    late.finished = True  # a late reply is dropped
+                    results[i] = self._fail(i, self._clients[i]._timed_out(timeout))
+        if batch.moves:
+            await asyncio.gather(*(self._retry_elsewhere(i, sent[i], results) for i in batch.moves))
+        return typing.cast(list[Result], results)
+
+    async def _retry_elsewhere(self, index: int, frame: str, results: list[Result | None]) -> None:
+        """The server was full: open the session on another one and send the request again."""
+        tried = [self._where[index]]
+        self._release(tried[0], full=True)
+        while len(set(tried)) < len(self._servers):
+            client = await self._move(index, exclude=tried)
+            try:
+                await client.connect()
+                results[index] = client._parse_result(await client._request(frame))
+                return
+            except EnvError as error:
+                results[index] = error
+                if error.code != CAPACITY_REACHED and error.code != "CONNECTION_ERROR":
+                    return
+                tried.append(client.base_url)
+                self._release(client.base_url, full=True)
+        result = results[index]
+        self._errors[index] = result if isinstance(result, EnvError) else None
+
+    def _fail(self, index: int, error: EnvError) -> EnvError:
+        self._errors[index] = error
+        return error
+
+    # -- sessions --------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> ClientT:
+        """Session ``index``'s own client (``await pool[i].state()``)."""
+        if not self._opened:
+            raise RuntimeError("open the pool first: `async with pool`, `await pool.open()`")
+        return self._clients[index]
+
+    @property
+    def failed(self) -> list[int]:
+        """Slots whose session failed and has not been replaced."""
+        return [i for i, error in enumerate(self._errors) if error is not None]
+
+    def server_of(self, index: int) -> str:
+        return self._where[index]
+
+    async def replace(self, index: int) -> ClientT:
+        """Give slot ``index`` a fresh session (on a server with free capacity); returns its client."""
+        self._release(self._where[index])
+        self._errors[index] = None
+        await self._refresh_capacity()
+        self._clients[index].abort()
+        client = self._new_client(self._pick_server())
+        self._clients[index] = client
+        self._where[index] = client.base_url
+        try:
+            await self._connect_slot(index)
+        except EnvError as error:
+            self._errors[index] = error
+            raise
+        return self._clients[index]
+
+    async def replace_failed(self) -> list[int]:
+        """Replace every failed session; returns the slots that got a fresh one."""
+        slots = self.failed
+        outcomes = await asyncio.gather(*(self.replace(i) for i in slots), return_exceptions=True)
+        return [i for i, o in zip(slots, outcomes, strict=True) if not isinstance(o, BaseException)]
+
+    # -- closing ---------------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Close every session, then stop the provider if the pool owns it."""
+        clients, self._clients = self._clients, []
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+        self._errors = []
+        provider = self.provider
+        if provider is not None and self.own_provider:
+            await provider.astop()
+        self._opened = False
+
+    async def __aenter__(self) -> typing.Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def sync(self) -> SyncEnvPool[ClientT]:
+        """The same pool with blocking methods: ``with pool.sync() as p: p.step(actions)``."""
+        from .sync import SyncEnvPool
+
+        return SyncEnvPool(self)
+
+
+class _Batch:
+    """One batched call: its results, how many replies are still due, and its end."""
+
+    __slots__ = ("finished", "moves", "pool", "remaining", "results")
+
+    def __init__(self, pool: EnvPool[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.pool = pool
+        self.results: list[Result | None] = [None] * pool.size
+        self.remaining = 1  # a guard, dropped once every request is sent
+        self.finished: asyncio.Future[None] = loop.create_future()
+        self.moves: list[int] = []
+
+    def one_done(self) -> None:
+        self.remaining -= 1
+        if self.remaining == 0 and not self.finished.done():
+            self.finished.set_result(None)
+
+    def expire(self) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+
+class _SlotReply:
+    """Receives one slot's reply straight from the connection and parses it on the spot.
+
+    Cheaper than a future per slot (no callbacks through the event loop, no ``asyncio.wait``),
+    and the parsing overlaps with the server still working on the other slots.
+    """
+
+    __slots__ = ("batch", "client", "finished", "index")
+
+    def __init__(self, batch: _Batch, index: int, client: EnvClient) -> None:  # type: ignore[type-arg]
+        self.batch = batch
+        self.index = index
+        self.client = client
+        self.finished = False
+
+    def done(self) -> bool:
+        return self.finished
+
+    def set_result(self, raw: str | bytes) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        client = self.client
+        result: Result
+        try:
+            result = client._parse_result(client._unwrap(raw))
+        except EnvError as error:
+            if error.code == CAPACITY_REACHED:
+                self.batch.moves.append(self.index)
+            result = error
+        except Exception as exc:
+            result = _as_env_error(exc, "CLIENT_ERROR")
+        self.batch.results[self.index] = result
+        self.batch.one_done()
+
+    def set_exception(self, exception: BaseException) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        lost = (
+            exception if isinstance(exception, ConnectionLost) else ConnectionLost(str(exception))
+        )
+        self.batch.results[self.index] = self.batch.pool._fail(self.index, self.client._lost(lost))
+        self.batch.one_done()
+
+
+def _reset_frame(client: EnvClient, seed: int | None) -> str:  # type: ignore[type-arg]
+    return client._reset_frame(seed)
+
+
+def _step_frame(client: EnvClient, action: Any) -> str:  # type: ignore[type-arg]
+    return client._step_frame(action)
+
+
+def _as_env_error(exc: BaseException, code: str = "CONNECTION_ERROR") -> EnvError:
+    if isinstance(exc, EnvError):
+        return exc
+    return EnvError(code, f"{type(exc).__name__}: {exc}")

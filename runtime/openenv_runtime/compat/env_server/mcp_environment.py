@@ -1,0 +1,8 @@
+"""Alias of the reference's ``openenv.core.env_server.mcp_environment`` (needs ``openenv-runtime[mcp]``)."""
+
+from ...mcp.environment import TOOL_CALL_TIMEOUT_S as MCP_TOOL_CALL_TIMEOUT
+from ...mcp.environment import MCPEnvironment, run_blocking
+
+run_async_safely = run_blocking
+
+__all__ = ["MCP_TOOL_CALL_TIMEOUT", "MCPEnvironment", "run_async_safely"]

@@ -1,0 +1,263 @@
+"""``openenv collect`` / ``openenv eval`` against real servers: datasets, resume after SIGKILL, Hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openenv_cli.collect.store import read_rows
+from openenv_runtime.testing import free_port
+from tests.support.servers import REPO, server_process, wait_until
+
+pytestmark = pytest.mark.integration
+
+POLICY = "tests.fixtures.collect_policy:act"
+
+
+@pytest.fixture(scope="module")
+def echo_url() -> Any:
+    port = free_port()
+    with server_process("tests.fixtures.echo_app:app", port, MAX_CONCURRENT_ENVS="64"):
+        yield f"http://127.0.0.1:{port}"
+
+
+def openenv(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openenv_cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env or {**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def by_id(out: Path) -> dict[str, dict[str, Any]]:
+    rows = list(read_rows(out))
+    ids = [r["episode_id"] for r in rows]
+    assert len(ids) == len(set(ids)), "duplicate episodes"
+    return {r["episode_id"]: r for r in rows}
+
+
+def test_collect_writes_a_dataset_that_loads(echo_url: str, tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "run"
+    done = openenv(
+        "collect",
+        echo_url,
+        "--policy",
+        "random",
+        "-n",
+        "12",
+        "-c",
+        "4",
+        "--max-turns",
+        "3",
+        "--group-size",
+        "3",
+        "-o",
+        str(out),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["written"] == 12 and summary["errors"] == 0
+    loaded = datasets.load_dataset(str(out))["train"]
+    assert loaded.num_rows == 12
+    assert set(loaded["seed"]) == {0, 1, 2, 3}
+    card = (out / "README.md").read_text()
+    assert card.startswith("---") and "EchoEnvironment" in card
+    provenance = json.loads((out / "run.json").read_text())["provenance"]
+    assert provenance["environment"]["name"] == "EchoEnvironment"
+    assert provenance["toolkit_version"]
+
+
+def test_jsonl_format_loads_too(echo_url: str, tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "run"
+    done = openenv(
+        "collect", echo_url, "--policy", POLICY, "-n", "5", "--format", "jsonl", "-o", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    assert datasets.load_dataset(str(out))["train"].num_rows == 5
+
+
+def test_resume_after_sigkill_has_no_duplicate_and_no_missing(
+    echo_url: str, tmp_path: Path
+) -> None:
+    episodes = 120
+    args = [
+        "collect",
+        echo_url,
+        "--policy",
+        POLICY,
+        "-n",
+        str(episodes),
+        "-c",
+        "4",
+        "--max-turns",
+        "4",
+        "--shard-size",
+        "3",
+    ]
+    reference = tmp_path / "whole"
+    assert openenv(*args, "-o", str(reference)).returncode == 0
+    out = tmp_path / "killed"
+    rng = random.Random(5)
+    for attempt in range(3):
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "openenv_cli",
+                *args,
+                "-o",
+                str(out),
+                *(["--resume"] if attempt else []),
+            ],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(lambda: (out / "data").is_dir(), timeout=30)
+        time.sleep(rng.uniform(0.3, 1.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    finished = openenv(*args, "-o", str(out), "--resume", "--json")
+    assert finished.returncode == 0, finished.stderr
+    got, want = by_id(out), by_id(reference)
+    assert sorted(got) == sorted(want)
+    for episode_id, row in want.items():  # same seeds, deterministic policy: same episodes
+        assert got[episode_id]["actions"] == row["actions"]
+        assert got[episode_id]["rewards"] == row["rewards"]
+
+
+def test_resume_with_other_options_is_refused(echo_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert (
+        openenv("collect", echo_url, "--policy", POLICY, "-n", "2", "-o", str(out)).returncode == 0
+    )
+    again = openenv("collect", echo_url, "--policy", POLICY, "-n", "3", "-o", str(out), "--resume")
+    assert again.returncode == 2
+    assert "episodes: 2 -> 3" in again.stderr
+    plain = openenv("collect", echo_url, "--policy", POLICY, "-n", "2", "-o", str(out))
+    assert plain.returncode == 2 and "--resume" in plain.stderr
+
+
+def test_a_target_that_is_down_says_so(tmp_path: Path) -> None:
+    done = openenv(
+        "collect",
+        f"http://127.0.0.1:{free_port()}",
+        "--policy",
+        "random",
+        "-o",
+        str(tmp_path / "o"),
+    )
+    assert done.returncode == 1
+    assert "did not answer" in done.stderr
+
+
+def test_a_failing_policy_marks_episodes_and_keeps_them(echo_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = openenv(
+        "collect",
+        echo_url,
+        "--policy",
+        "tests.fixtures.collect_policy:broken",
+        "-n",
+        "3",
+        "-o",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = by_id(out)
+    assert len(rows) == 3
+    assert all(r["error_kind"] == "policy" and "always fails" in r["error"] for r in rows.values())
+
+
+def test_eval_report_is_deterministic_and_complete(echo_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    done = openenv(
+        "eval",
+        echo_url,
+        "--policy",
+        POLICY,
+        "-n",
+        "8",
+        "--k",
+        "1,2,4",
+        "--max-turns",
+        "3",
+        "--success-threshold",
+        "0.5",
+        "-o",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    for key in ("mean_reward", "ci95", "success_rate", "pass_at_k", "latency_s", "errors"):
+        assert key in report
+    assert set(report["pass_at_k"]) == {"1", "2", "4"}
+    assert "<img" in (out / "report.html").read_text()
+    again = openenv(
+        "eval",
+        "--from",
+        str(out),
+        "--k",
+        "1,2,4",
+        "--success-threshold",
+        "0.5",
+        "--report",
+        "json",
+        "--report-dir",
+        str(tmp_path / "again"),
+    )
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / "report.json").read_bytes() == (out / "report.json").read_bytes()
+    compared = openenv("eval", "--compare", str(out), str(tmp_path / "again"), "--json")
+    assert json.loads(compared.stdout)["mean_reward"]["difference"] == 0.0
+
+
+@pytest.mark.hub
+def test_push_to_hub_uploads_a_dataset_repo(echo_url: str, tmp_path: Path) -> None:
+    from tests.support.hub_server import ALICE_TOKEN, running_hub
+
+    out = tmp_path / "run"
+    with running_hub() as hub:
+        done = openenv(
+            "collect",
+            echo_url,
+            "--policy",
+            POLICY,
+            "-n",
+            "4",
+            "-o",
+            str(out),
+            "--push-to-hub",
+            "alice/echo-episodes",
+            "--private",
+            env={
+                **os.environ,
+                "PYTHONPATH": str(REPO),
+                "HF_ENDPOINT": hub.url,
+                "HF_TOKEN": ALICE_TOKEN,
+                "HF_HOME": str(tmp_path / "hf"),
+            },
+        )
+        assert done.returncode == 0, done.stderr
+        repo = hub.state.repo("alice/echo-episodes", kind="dataset")
+        assert repo.private
+        names = set(repo.files)
+        assert "README.md" in names and "run.json" in names
+        assert any(n.startswith("data/shard-") for n in names)
+        assert ALICE_TOKEN not in done.stdout + done.stderr

@@ -1,0 +1,113 @@
+"""The collection folder: plan, shards, resume checks (openenv_cli.collect.spec / store)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from openenv_cli.collect.episodes import new_row
+from openenv_cli.collect.policies import text_to_action
+from openenv_cli.collect.spec import CollectSpec, plan
+from openenv_cli.collect.store import Store, read_rows
+from openenv_cli.errors import OpenEnvError, UsageError
+
+SPEC = CollectSpec(
+    targets=("http://127.0.0.1:1",), episodes=10, group_size=3, seed=7, policy="random"
+)
+
+
+def test_plan_groups_share_a_seed_and_groups_differ() -> None:
+    items = plan(SPEC)
+    assert [p.seed for p in items] == [7, 7, 7, 8, 8, 8, 9, 9, 9, 10]
+    assert len({p.episode_id for p in items}) == 10
+    assert plan(SPEC) == items
+
+
+def test_tasks_follow_groups() -> None:
+    items = plan(replace(SPEC, tasks=("a", "b")))
+    assert [p.task_id for p in items] == ["a"] * 3 + ["b"] * 3 + ["a"] * 3 + ["b"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_shards_round_trip_and_resume_sees_them(tmp_path: Path, fmt: str) -> None:
+    spec = replace(SPEC, format=fmt)
+    store = Store(tmp_path / "out", spec)
+    assert store.open(False, {}) == set()
+    rows = [new_row(p) for p in plan(spec)[:4]]
+    store.write_shard(rows[:2])
+    store.write_shard(rows[2:])
+    (store.data / "shard-00099.parquet.tmp").write_bytes(b"half a shard")
+    again = Store(tmp_path / "out", spec)
+    assert again.open(True, {}) == {r["episode_id"] for r in rows}
+    assert not list(again.data.glob("*.tmp"))
+    assert [r["episode_id"] for r in read_rows(tmp_path / "out")] == [r["episode_id"] for r in rows]
+
+
+def test_an_existing_run_needs_resume(tmp_path: Path) -> None:
+    Store(tmp_path, SPEC).open(False, {})
+    with pytest.raises(UsageError, match="--resume"):
+        Store(tmp_path, SPEC).open(False, {})
+
+
+def test_resume_with_other_options_names_them(tmp_path: Path) -> None:
+    Store(tmp_path, SPEC).open(False, {})
+    with pytest.raises(UsageError, match=r"episodes: 10 -> 11"):
+        Store(tmp_path, replace(SPEC, episodes=11)).open(True, {})
+
+
+def test_a_foreign_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not empty"):
+        Store(tmp_path, SPEC).open(False, {})
+
+
+def test_a_duplicated_episode_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path, SPEC)
+    store.open(False, {})
+    row = new_row(plan(SPEC)[0])
+    store.write_shard([row])
+    store.write_shard([row])
+    with pytest.raises(OpenEnvError, match="appears twice"):
+        Store(tmp_path, SPEC).open(True, {})
+
+
+def test_run_record_holds_provenance(tmp_path: Path) -> None:
+    Store(tmp_path, SPEC).open(False, {"environment": {"name": "echo"}})
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["provenance"]["environment"]["name"] == "echo"
+    assert record["options"]["seed"] == 7
+
+
+def test_default_action_mapping() -> None:
+    one_string = {"properties": {"message": {"type": "string"}, "metadata": {"type": "object"}}}
+    assert text_to_action("hello", one_string) == ({"message": "hello"}, "")
+    two = {"properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}
+    assert text_to_action('{"x": 1, "y": 2}', two) == ({"x": 1, "y": 2}, "")
+    action, problem = text_to_action("move left", two)
+    assert action is None and "JSON" in problem
+
+
+def test_a_push_with_a_secret_in_an_episode_is_refused(tmp_path: Path) -> None:
+    from openenv_cli.collect.hub import push_dataset, scan_collection
+
+    store = Store(tmp_path, SPEC)
+    store.open(False, {})
+    row = new_row(plan(SPEC)[0])
+    leaked = "AKIA" + "IOSFODNN7EXAMPLE"  # an AWS access key id, as an environment might echo it
+    row["observations"] = [json.dumps({"text": f"key={leaked}"})]
+    store.write_shard([row])
+    assert scan_collection(tmp_path) == ["episode ep-0000000: AWS Access Key"]
+    with pytest.raises(OpenEnvError, match="Not pushed"):
+        push_dataset(tmp_path, "alice/leak", private=True, token="unused")
+
+
+def test_credentials_in_urls_are_refused() -> None:
+    from openenv_cli.collect.runner import validate_spec
+
+    with pytest.raises(UsageError, match="user name or password"):
+        validate_spec(replace(SPEC, targets=("http://bob:hunter2@127.0.0.1:8000",)))
+    with pytest.raises(UsageError, match="user name or password"):
+        validate_spec(replace(SPEC, policy="model", llm="https://k:s@llm.local", model="m"))
