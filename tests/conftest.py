@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,21 @@ class _OptionalImportsModule(pytest.Module):
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
     """Collect every test module through :class:`_OptionalImportsModule`."""
     return _OptionalImportsModule.from_parent(parent, path=module_path)
+
+
+def _skip_when_optional_package_missing() -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except ModuleNotFoundError as exc:
+        reason = missing_package_reason(exc)
+        if reason is None:
+            raise
+        pytest.skip(reason)
+
+
+# Code under test that imports an optional package lazily: skip the test (fail it in CI).
+pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
 
 
 @pytest.fixture(scope="module")

