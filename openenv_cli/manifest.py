@@ -75,6 +75,15 @@ class ServerSection(_Section):
     warm_pool: int | None = Field(
         None, ge=0, description="Instances created ahead of demand (WARM_POOL)."
     )
+    checkpoint_dir: str | None = Field(
+        None, description="Folder that keeps checkpoints, shared by replicas (CHECKPOINT_DIR)."
+    )
+    max_checkpoint_bytes: int | None = Field(
+        None, ge=1, description="Largest state a checkpoint may hold (MAX_CHECKPOINT_BYTES)."
+    )
+    checkpoint_ttl: float | None = Field(
+        None, ge=0, description="Seconds a checkpoint is kept (CHECKPOINT_TTL; 0: until deleted)."
+    )
 
 
 class BuildConfig(_Section):
@@ -135,6 +144,11 @@ class DeployConfig(_Section):
     )
     cpu: str | None = Field(None, description="CPU request per replica (Kubernetes), e.g. 500m.")
     memory: str | None = Field(None, description="Memory limit per replica, e.g. 1Gi.")
+    checkpoints: bool = Field(
+        False,
+        description="A volume every replica shares as CHECKPOINT_DIR, so a checkpoint taken on "
+        "one can be restored on any (Kubernetes: a ReadWriteMany claim; Swarm: a named volume).",
+    )
 
 
 class Manifest(_Section):

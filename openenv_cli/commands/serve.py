@@ -93,6 +93,27 @@ def command(
             help="Instances created ahead of demand \\[env WARM_POOL; server.warm_pool; default 0]."
         ),
     ] = None,
+    checkpoint_dir: Annotated[
+        str | None,
+        typer.Option(
+            help="Folder that keeps checkpoints, shared by replicas \\[env CHECKPOINT_DIR; "
+            "server.checkpoint_dir; default: memory]."
+        ),
+    ] = None,
+    max_checkpoint_bytes: Annotated[
+        int | None,
+        typer.Option(
+            help="Largest state a checkpoint may hold \\[env MAX_CHECKPOINT_BYTES; "
+            "server.max_checkpoint_bytes; default 16 MiB]."
+        ),
+    ] = None,
+    checkpoint_ttl: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a checkpoint is kept \\[env CHECKPOINT_TTL; server.checkpoint_ttl; "
+            "default 3600; 0 = until deleted]."
+        ),
+    ] = None,
     web: Annotated[
         bool | None,
         typer.Option(
@@ -133,6 +154,9 @@ def command(
             "resume_grace": resume_grace,
             "drain_timeout": drain_timeout,
             "warm_pool": warm_pool,
+            "checkpoint_dir": checkpoint_dir,
+            "max_checkpoint_bytes": max_checkpoint_bytes,
+            "checkpoint_ttl": checkpoint_ttl,
             "web_interface": web,
         },
     )

@@ -21,6 +21,9 @@ HEALTH_INTERVAL = "5s"
 IDLE_MARGIN_S = 60  # Envoy's idle limits stay this far above the server's session timeout
 GRACE_MARGIN_S = 15  # the termination grace period stays this far above the drain timeout
 
+# Where the shared checkpoint volume is mounted in each replica (the image creates it).
+CHECKPOINT_MOUNT = "/var/lib/openenv/checkpoints"
+
 
 def idle_timeout(settings: DeploySettings) -> str:
     """Envoy's idle limits: above the server's session timeout, or off (0s) when it has none."""
@@ -53,6 +56,8 @@ def base_context(settings: DeploySettings) -> dict[str, Any]:
         "token": settings.token,
         "access_log": settings.access_log,
         "balancing": settings.balancing,
+        "checkpoints": settings.checkpoints,
+        "checkpoint_dir": CHECKPOINT_MOUNT,
     }
 
 

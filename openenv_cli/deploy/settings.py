@@ -63,6 +63,7 @@ class DeploySettings:
     cpu: str
     memory: str
     backends: tuple[Backend, ...] = ()
+    checkpoints: bool = False  # a shared checkpoint volume (CHECKPOINT_DIR) on every replica
 
     @property
     def capacity_per_replica(self) -> int:
@@ -311,6 +312,7 @@ def resolve_settings(
         cpu=deploy.cpu or "500m",
         memory=deploy.memory or default_memory(workers * sessions),
         backends=parsed_backends,
+        checkpoints=deploy.checkpoints,
     )
     return check_settings(settings)
 

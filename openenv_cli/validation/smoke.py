@@ -13,6 +13,7 @@ from typing import Any
 
 from openenv_cli.manifest import Manifest
 from openenv_cli.validation import wire
+from openenv_cli.validation.checkpoint import check_checkpoint
 from openenv_cli.validation.isolation import import_layout
 from openenv_cli.validation.results import CheckResult, failed, passed
 from openenv_runtime.testing import free_port
@@ -116,6 +117,8 @@ def run_smoke(
                     details=episode.details,
                 )
             results.append(episode)
+            if episode.status.value == "pass":
+                results.append(check_checkpoint("smoke", base_url, action, timeout))
         finally:
             _stop(proc)
             log_path.unlink(missing_ok=True)

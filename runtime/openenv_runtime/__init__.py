@@ -17,6 +17,7 @@ Coming from the reference OpenEnv: its ``openenv.core`` lives, path for path, in
 
 from ._version import __version__
 from .client import DictObservation, EnvClient, GenericEnvClient, SyncEnvClient
+from .client.checkpoint import Checkpoint
 from .client.pool import EnvPool
 from .client.sync import SyncEnvPool
 from .environment import Environment
@@ -26,6 +27,7 @@ from .server import create_app
 
 __all__ = [
     "Action",
+    "Checkpoint",
     "DictObservation",
     "EnvClient",
     "EnvError",

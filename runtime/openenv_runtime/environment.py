@@ -46,6 +46,10 @@ keeps a :class:`~openenv_runtime.transforms.Transform` and a
 ``REQUIRES_SINGLE_THREAD_EXECUTOR = True`` runs every plain call of a session (its
 constructor included) on one thread of its own, for libraries bound to the thread that
 created them (Playwright, some simulators).
+
+Checkpoints: set ``SUPPORTS_CHECKPOINT = True`` and implement ``export_state()`` (the
+episode as JSON data or bytes) and ``import_state(state)``; clients can then
+``checkpoint()``, ``restore()`` and ``fork()`` sessions (docs/pool-and-checkpoints.md).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = False
     REQUIRES_SINGLE_THREAD_EXECUTOR: ClassVar[bool] = False
+    SUPPORTS_CHECKPOINT: ClassVar[bool] = False
 
     # Class-level defaults, so subclasses that skip ``super().__init__()`` still have them.
     transform: Transform[Any] | None = None
@@ -108,6 +113,31 @@ class Environment(Generic[ActT, ObsT, StateT]):
         if timeout_s is not None:
             kwargs["timeout_s"] = timeout_s
         return self.step(action, **kwargs)
+
+    def export_state(self) -> Any:
+        """Everything needed to continue the episode elsewhere: JSON data or ``bytes``.
+
+        Called when a client checkpoints the session (only if ``SUPPORTS_CHECKPOINT = True``).
+        Return plain data (dicts, lists, strings, numbers, booleans, None) that
+        ``import_state`` turns back into the same state; the server never pickles it. Include
+        the episode's ``State`` and any random generator's state, so that the next step after a
+        restore is the same as it would have been. May be ``async def``.
+        """
+        raise NotImplementedError(
+            f"{type(self).__qualname__} sets SUPPORTS_CHECKPOINT but does not implement "
+            "export_state(); return the episode's state as JSON data or bytes."
+        )
+
+    def import_state(self, state: Any) -> None:
+        """Replace this instance's episode with ``state`` (what ``export_state`` returned).
+
+        Called on a fresh or running instance, possibly in another server process; no
+        ``reset`` comes first. May be ``async def``.
+        """
+        raise NotImplementedError(
+            f"{type(self).__qualname__} sets SUPPORTS_CHECKPOINT but does not implement "
+            "import_state(state); rebuild the episode from what export_state() returned."
+        )
 
     def get_metadata(self) -> EnvironmentMetadata:
         """What ``/metadata`` reports; override to describe the environment yourself."""

@@ -69,3 +69,6 @@ class StepResult(Generic[ObsT]):
     done: bool = False
     # The envelope's ``metadata`` (sent beside the observation when non-empty), as the reference has it.
     metadata: dict[str, Any] | None = None
+    # The episode's last observation when the pool reset it in the same step (autoreset
+    # "same_step"); ``observation`` is then the new episode's first one.
+    final_observation: ObsT | None = None

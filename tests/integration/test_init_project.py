@@ -151,7 +151,7 @@ def test_cli_is_installed_from_wheels_with_templates(venv: Path, tmp_path: Path)
 
 def test_generated_tests_pass(venv: Path, project: Path) -> None:
     proc = run(["pytest", "-q", "-p", "no:cacheprovider"], project, _clean_env(venv), timeout=300)
-    assert "3 passed" in proc.stdout
+    assert "4 passed" in proc.stdout
 
 
 def test_generated_tests_pass_when_the_environment_turns_async(
@@ -169,7 +169,7 @@ def test_generated_tests_pass_when_the_environment_turns_async(
     env = _clean_env(venv)
     env["PYTHONPATH"] = str(tmp_path)  # the copy, not the installed project
     proc = run(["pytest", "-q", "-p", "no:cacheprovider"], copy, env, timeout=300)
-    assert "3 passed" in proc.stdout
+    assert "4 passed" in proc.stdout
 
 
 def test_validate_passes(venv: Path, project: Path) -> None:

@@ -208,3 +208,183 @@ def test_the_readme_rollout_loop_survives_a_lost_server() -> None:
     final = run(rollouts())
     assert all(isinstance(r, StepResult) for r in final)
     assert not provider.running
+
+
+# -- first-ready: send / recv ------------------------------------------------------------------
+
+
+def counter_server(limit: int) -> Any:
+    """An in-process counter server whose episodes end after ``limit`` steps."""
+    from openenv_runtime import create_app
+    from openenv_runtime.testing import running_server
+    from tests.fixtures.counter import (
+        CounterAction,
+        CounterObservation,
+        CounterState,
+        Lifecycle,
+        counter_env,
+    )
+
+    app = create_app(
+        counter_env(Lifecycle(), limit=limit),
+        CounterAction,
+        CounterObservation,
+        CounterState,
+        enable_web_interface=False,
+    )
+    return running_server(app)
+
+
+def test_recv_returns_the_first_ready_slots(servers: tuple[ProcessProvider, list[str]]) -> None:
+    _, urls = servers
+
+    async def go() -> None:
+        async with EnvPool(Bench, urls=urls, size=4) as pool:
+            await pool.reset()
+            await pool.send([0, 1, 2, 3], [BenchAction(wait=3.0)] + [BenchAction()] * 3)
+            first = await pool.recv(min_results=3)
+            assert sorted(i for i, _ in first) == [1, 2, 3]
+            assert all(isinstance(r, StepResult) for _, r in first)
+            assert pool.in_flight == [0]
+            with pytest.raises(ValueError, match="in flight"):
+                await pool.send([0], [BenchAction()])
+            with pytest.raises(RuntimeError, match="recv"):
+                await pool.step([BenchAction()] * 4)  # lockstep waits for the first-ready requests
+            assert await pool.recv(min_results=1, timeout=0.05) == []  # nothing ready yet
+            await pool.send([1], [BenchAction()])
+            rest = await pool.recv(min_results=4)  # asks for more than is in flight: waits for 2
+            assert sorted(i for i, _ in rest) == [0, 1]
+            assert pool.in_flight == []
+            with pytest.raises(RuntimeError, match="nothing is in flight"):
+                await pool.recv()
+            results = await pool.step([BenchAction()] * 4)  # lockstep works again
+            assert all(isinstance(r, StepResult) for r in results)
+
+    run(go())
+
+
+def _step_loop(pool: EnvPool[Any], steps: int) -> Any:
+    async def go() -> list[Any]:
+        seen = []
+        for _ in range(steps):
+            await pool.send([0], [{"delta": 1}])
+            ((index, result),) = await pool.recv()
+            assert index == 0
+            seen.append(result)
+        return seen
+
+    return go()
+
+
+def test_autoreset_next_step() -> None:
+    with counter_server(limit=2) as url:
+
+        async def go() -> None:
+            async with EnvPool(GenericEnvClient, urls=[url], size=1) as pool:
+                await pool.reset()
+                r = await _step_loop(pool, 4)
+                assert [x.observation["total"] for x in r] == [1, 2, 0, 1]
+                assert [x.done for x in r] == [False, True, False, False]
+                assert r[1].reward == 1.0 and r[2].reward == 0.0  # the reset ignored the action
+                assert all(x.final_observation is None for x in r)
+
+        run(go())
+
+
+def test_autoreset_same_step_keeps_the_final_observation() -> None:
+    with counter_server(limit=2) as url:
+
+        async def go() -> None:
+            async with EnvPool(GenericEnvClient, urls=[url], size=1, autoreset="same_step") as pool:
+                await pool.reset()
+                r = await _step_loop(pool, 3)
+                assert [x.done for x in r] == [False, True, False]
+                assert r[1].observation["total"] == 0  # the new episode's first observation
+                assert r[1].final_observation["total"] == 2  # the episode's last one, kept
+                assert r[1].reward == 1.0
+                assert r[2].observation["total"] == 1
+
+        run(go())
+
+
+def test_autoreset_disabled_and_send_reset() -> None:
+    with counter_server(limit=2) as url:
+
+        async def go() -> None:
+            async with EnvPool(GenericEnvClient, urls=[url], size=1, autoreset="disabled") as pool:
+                await pool.reset()
+                r = await _step_loop(pool, 3)
+                assert [x.observation["total"] for x in r] == [1, 2, 3]  # never reset
+                await pool.send_reset([0], seeds=[7])
+                ((_, again),) = await pool.recv()
+                assert isinstance(again, StepResult) and again.observation["total"] == 0
+                r = await _step_loop(pool, 1)
+                assert r[0].observation["total"] == 1
+
+        run(go())
+    with pytest.raises(ValueError, match="autoreset"):
+        EnvPool(GenericEnvClient, urls=["http://127.0.0.1:1"], size=1, autoreset="never")  # type: ignore[arg-type]
+
+
+def test_a_timed_out_slot_is_reported_failed_and_replaced(
+    servers: tuple[ProcessProvider, list[str]],
+) -> None:
+    _, urls = servers
+
+    async def go() -> None:
+        async with EnvPool(Bench, urls=urls, size=3, timeout=0.5) as pool:
+            await pool.reset()
+            old = pool[1]
+            await pool.send([0, 1, 2], [BenchAction(), BenchAction(wait=5.0), BenchAction()])
+            got = dict(await pool.recv(min_results=3))
+            assert isinstance(got[0], StepResult) and isinstance(got[2], StepResult)
+            failed = got[1]
+            assert isinstance(failed, EnvError) and failed.code == "TIMEOUT"
+            assert failed.details["episode_failed"] is True
+            # the next send waits for the fresh session and starts a new episode there
+            await pool.send([0, 1, 2], [BenchAction()] * 3)
+            got = dict(await pool.recv(min_results=3))
+            assert all(isinstance(r, StepResult) for r in got.values()), got
+            assert pool[1] is not old and pool.failed == []
+            assert (await pool[1].state()).step_count == 0  # the send reset the fresh session
+
+    run(go())
+
+
+def test_a_killed_server_fails_its_slots_which_move_to_the_other() -> None:
+    provider = ProcessProvider(
+        BENCH_APP, replicas=2, env={"MAX_CONCURRENT_ENVS": "8", "LOG_LEVEL": "warning"}
+    )
+
+    async def go() -> None:
+        async with EnvPool(Bench, provider=provider, size=6) as pool:
+            urls = list(provider.urls)
+            await pool.reset()
+            on_victim = [i for i in range(6) if pool.server_of(i) == urls[0]]
+            await pool.send(range(6), [BenchAction(wait=1.0)] * 6)
+            await asyncio.sleep(0.3)
+            os.killpg(provider.processes[0].pid, signal.SIGKILL)
+            got = dict(await pool.recv(min_results=6))
+            for i, result in got.items():
+                if i in on_victim:
+                    assert isinstance(result, EnvError) and result.details["episode_failed"]
+                else:
+                    assert isinstance(result, StepResult), result
+            await pool.send(range(6), [BenchAction()] * 6)
+            again = dict(await pool.recv(min_results=6))
+            assert all(isinstance(r, StepResult) for r in again.values()), again
+            assert {pool.server_of(i) for i in range(6)} == {urls[1]}
+
+    run(go())
+
+
+def test_sync_first_ready(servers: tuple[ProcessProvider, list[str]]) -> None:
+    _, urls = servers
+    with EnvPool(Bench, urls=urls, size=2).sync() as pool:
+        pool.reset()
+        pool.send([0, 1], [BenchAction(), BenchAction()])
+        got = pool.recv(min_results=2)
+        assert sorted(i for i, _ in got) == [0, 1]
+        pool.send_reset([1])
+        assert pool.in_flight in ([1], [])
+        assert [i for i, _ in pool.recv()] == [1]

@@ -61,7 +61,14 @@ def test_fresh_project_passes_everything(project: Path, started) -> None:
     report = validate_project(project, timeout=60)
     assert report.ok, [(c.name, c.message) for c in report.checks if c.status is Status.FAIL]
     names = [c.name for c in report.checks]
-    assert names[-4:] == ["smoke.start", "smoke.health", "smoke.schema", "smoke.episode"]
+    assert names[-5:] == [
+        "smoke.start",
+        "smoke.health",
+        "smoke.schema",
+        "smoke.episode",
+        "smoke.checkpoint",
+    ]
+    assert report.get("smoke.checkpoint").status is Status.PASS  # the template opts in
     episode = report.get("smoke.episode")
     assert episode.status is Status.PASS and "closed with 1000" in episode.message
     latency = episode.details["latency"]
@@ -79,6 +86,28 @@ def test_cli_table_and_json(project: Path, started) -> None:
     assert data["ok"] and any(
         c["name"] == "smoke.episode" and c["status"] == "pass" for c in data["checks"]
     )
+    assert_stopped(started)
+
+
+def test_a_checkpoint_that_forgets_state_fails(project: Path, started) -> None:
+    edit(
+        project / "server" / "my_env_environment.py",
+        "        self._state = MyState.model_validate(state)",
+        "        pass  # forgets the episode",
+    )
+    result = validate_project(project, timeout=30).get("smoke.checkpoint")
+    assert result.status is Status.FAIL, result
+    assert "differs" in result.message and "state.step_count" in result.message
+    assert "export_state()" in result.fix
+    assert_stopped(started)
+
+
+def test_an_environment_without_checkpoints_skips_the_check(project: Path, started) -> None:
+    edit(project / "server" / "my_env_environment.py", "    SUPPORTS_CHECKPOINT = True\n", "")
+    report = validate_project(project, timeout=30)
+    result = report.get("smoke.checkpoint")
+    assert result.status is Status.SKIP and "SUPPORTS_CHECKPOINT" in result.message
+    assert report.ok
     assert_stopped(started)
 
 

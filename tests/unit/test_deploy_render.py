@@ -168,3 +168,29 @@ def test_session_balancing_hashes_the_session_header(project: Path) -> None:
     assert "hash_policy" not in route
     # A draining replica's 503 (before any session opens) is retried on another one.
     assert route["retry_policy"]["retriable_status_codes"] == [503]
+
+
+def test_shared_checkpoint_volume_when_asked(project: Path) -> None:
+    plain = plan_deploy("kubernetes", project).files["deployment.yaml"]
+    assert "CHECKPOINT_DIR" not in plain and "PersistentVolumeClaim" not in plain
+    manifest = project / "openenv.yaml"
+    manifest.write_text(manifest.read_text() + "deploy:\n  checkpoints: true\n")
+    docs = list(yaml.safe_load_all(plan_deploy("kubernetes", project).files["deployment.yaml"]))
+    deployment, claim = docs
+    server = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in server["env"]}
+    mount = next(m for m in server["volumeMounts"] if m["name"] == "checkpoints")
+    assert env["CHECKPOINT_DIR"] == mount["mountPath"] == "/var/lib/openenv/checkpoints"
+    volume = next(
+        v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "checkpoints"
+    )
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert claim["kind"] == "PersistentVolumeClaim" and claim["spec"]["accessModes"] == [
+        "ReadWriteMany"
+    ]
+    stack = yaml.safe_load(plan_deploy("swarm", project).files["stack.yml"])
+    service = stack["services"]["server"]
+    assert service["environment"]["CHECKPOINT_DIR"] == "/var/lib/openenv/checkpoints"
+    assert service["volumes"] == ["checkpoints:/var/lib/openenv/checkpoints"]
+    assert "checkpoints" in stack["volumes"]
+    assert "/var/lib/openenv/checkpoints" in render_project("demo_env")["server/Dockerfile"]

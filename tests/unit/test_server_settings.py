@@ -70,6 +70,15 @@ def test_declared_settings_of_other_features_exist() -> None:
         ("drain_timeout", "DRAIN_TIMEOUT", "--drain-timeout", "server.drain_timeout", 30),
         ("warm_pool", "WARM_POOL", "--warm-pool", "server.warm_pool", 0),
         ("step_timeout", "STEP_TIMEOUT", "--step-timeout", "server.step_timeout", None),
+        ("checkpoint_dir", "CHECKPOINT_DIR", "--checkpoint-dir", "server.checkpoint_dir", None),
+        (
+            "max_checkpoint_bytes",
+            "MAX_CHECKPOINT_BYTES",
+            "--max-checkpoint-bytes",
+            "server.max_checkpoint_bytes",
+            16 << 20,
+        ),
+        ("checkpoint_ttl", "CHECKPOINT_TTL", "--checkpoint-ttl", "server.checkpoint_ttl", 3600),
     ):
         key = KEYS[name]
         assert (key.env, key.flag, key.yaml) == (env, flag, yaml)
@@ -106,3 +115,19 @@ def test_api_key_is_never_shown(tmp_path: Path) -> None:
 def test_booleans_parse_one_way() -> None:
     for raw, value in (("Yes", True), ("off", False), ("1", True), ("false", False)):
         assert load_settings(environ={"ENABLE_WEB_INTERFACE": raw}).values.web_interface is value
+
+
+def test_checkpoint_settings_resolve_flag_then_env_then_manifest(tmp_path: Path) -> None:
+    yaml = manifest(tmp_path, "server:\n  checkpoint_dir: /from/yaml\n  checkpoint_ttl: 0\n")
+    resolved = load_settings(environ={}, manifest=yaml)
+    assert resolved.values.checkpoint_dir == "/from/yaml"
+    assert resolved.values.checkpoint_ttl is None  # 0: kept until deleted
+    resolved = load_settings(environ={"CHECKPOINT_DIR": "/from/env"}, manifest=yaml)
+    assert resolved.origin("checkpoint_dir").name == "CHECKPOINT_DIR"
+    resolved = load_settings(
+        flags={"checkpoint_dir": "/from/flag"}, environ={"CHECKPOINT_DIR": "/e"}, manifest=yaml
+    )
+    assert (resolved.values.checkpoint_dir, str(resolved.origin("checkpoint_dir"))) == (
+        "/from/flag",
+        "--checkpoint-dir",
+    )

@@ -15,6 +15,7 @@ from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
 from ..protocol import decode, encode
 from .blocking import install_blocking
+from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
 from .constructors import ProviderConstructors
 from .resume import ResumingTransport
@@ -53,7 +54,9 @@ def _default_token(url: str) -> str | None:
     return None
 
 
-class EnvClient(ProviderConstructors, ReferenceClientMixin, Generic[ActT, ObsT, StateT]):
+class EnvClient(
+    ProviderConstructors, ReferenceClientMixin, CheckpointMixin, Generic[ActT, ObsT, StateT]
+):
     """Async client for one session on an environment server.
 
     Subclass it with your models and you are done::

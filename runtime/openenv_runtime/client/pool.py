@@ -13,6 +13,10 @@ session opens on another. Every batched call sends all requests at once and wait
 replies; a slot whose session fails holds its :class:`EnvError` and the others go on.
 A failed slot answers every later call with an error until :meth:`EnvPool.replace` gives it
 a fresh session.
+
+``send``/``recv`` step without waiting for the slowest slot: results come back as they are
+ready, episodes reset as ``autoreset`` says, failed slots are replaced on their own
+(:mod:`openenv_runtime.client.first_ready`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ..errors import EnvError
 from ..models import StepResult
 from ..providers.base import Provider, health
 from .env_client import EnvClient
+from .first_ready import AutoReset, FirstReady
 from .transport import ConnectionLost
 
 if TYPE_CHECKING:
@@ -56,6 +61,10 @@ class EnvPool(Generic[ClientT]):
         size: number of sessions.
         timeout: default seconds allowed per batched call; a slot that misses it fails
             with ``TIMEOUT`` (None: no limit).
+        autoreset: how ``send``/``recv`` start a new episode after one ends: ``"next_step"``,
+            ``"same_step"`` or ``"disabled"``, as Gymnasium's vector environments define them
+            (see ``openenv_runtime.client.first_ready``). Lockstep ``reset``/``step`` never
+            reset on their own.
         client_kwargs: passed to every client (``token``, ``headers``, ...). Sessions do not
             resume after a dropped connection unless ``resume=True`` is passed: a failed
             slot holds its ``EnvError`` and ``replace`` gives it a fresh session.
@@ -70,6 +79,7 @@ class EnvPool(Generic[ClientT]):
         size: int,
         timeout: float | None = None,
         own_provider: bool = True,
+        autoreset: AutoReset = "next_step",
         **client_kwargs: Any,
     ) -> None:
         if (urls is None) == (provider is None):
@@ -90,6 +100,7 @@ class EnvPool(Generic[ClientT]):
         self._servers: dict[str, _Server] = {}
         self._where: list[str] = []
         self._opened = False
+        self._first_ready = FirstReady(self, autoreset)
 
     # -- opening ----------------------------------------------------------------------------------
     async def open(self) -> typing.Self:
@@ -193,6 +204,11 @@ class EnvPool(Generic[ClientT]):
         self, frame: Callable[[Any, Any], str], args: Sequence[Any], timeout: float | None
     ) -> list[Result]:
         """Send every slot's request at once; each reply is parsed as it arrives."""
+        if self._first_ready.inflight:
+            raise RuntimeError(
+                "requests sent with pool.send() are still in flight: recv() them before a "
+                "lockstep reset() or step()"
+            )
         timeout = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         batch = _Batch(self, loop)
@@ -260,6 +276,43 @@ class EnvPool(Generic[ClientT]):
         self._errors[index] = error
         return error
 
+    # -- first-ready -----------------------------------------------------------------------------
+    async def send(self, indices: Iterable[int], actions: Sequence[Any]) -> None:
+        """Send one action to each slot in ``indices``; collect the results with :meth:`recv`.
+
+        Returns once every request is sent (not answered). A slot may have one request in
+        flight; with autoreset ``"next_step"`` a slot whose episode ended resets instead.
+        """
+        await self.open()
+        await self._first_ready.send(indices, actions)
+
+    async def send_reset(
+        self, indices: Iterable[int], seeds: Sequence[int | None] | None = None
+    ) -> None:
+        """Reset the slots in ``indices`` (``seeds[k]`` for ``indices[k]``); results via :meth:`recv`."""
+        await self.open()
+        slots = list(indices)
+        await self._first_ready.send(
+            slots, list(seeds) if seeds is not None else [None] * len(slots), reset=True
+        )
+
+    async def recv(
+        self, min_results: int = 1, *, timeout: float | None = None
+    ) -> list[tuple[int, Result]]:
+        """``(slot, result)`` pairs of the requests answered so far, in the order they came.
+
+        Waits until at least ``min_results`` are ready (fewer when fewer are in flight), or
+        until ``timeout`` seconds pass, then returns everything ready (possibly empty after a
+        timeout). A result is a ``StepResult`` or an ``EnvError``; an error with
+        ``details["episode_failed"]`` means the slot's session was lost and has been replaced.
+        """
+        return await self._first_ready.recv(min_results, timeout)
+
+    @property
+    def in_flight(self) -> list[int]:
+        """Slots with a request sent by :meth:`send` and not yet received."""
+        return sorted(self._first_ready.inflight)
+
     # -- sessions --------------------------------------------------------------------------------
     def __len__(self) -> int:
         return self.size
@@ -303,6 +356,7 @@ class EnvPool(Generic[ClientT]):
     # -- closing ---------------------------------------------------------------------------------
     async def close(self) -> None:
         """Close every session, then stop the provider if the pool owns it."""
+        await self._first_ready.close()
         clients, self._clients = self._clients, []
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
         self._errors = []
@@ -310,6 +364,7 @@ class EnvPool(Generic[ClientT]):
         if provider is not None and self.own_provider:
             await provider.astop()
         self._opened = False
+        self._first_ready = FirstReady(self, self._first_ready.autoreset)
 
     async def __aenter__(self) -> typing.Self:
         return await self.open()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import typing
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..models import Action, Observation, State, StepResult
 from .blocking import async_call, background_loop
 
 if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
     from .env_client import EnvClient
     from .pool import EnvPool, Result
 
@@ -56,6 +57,18 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 
     def close(self) -> None:
         self._call(async_call(self.client, "close"))
+
+    def checkpoint(self) -> Checkpoint:
+        """Blocking :meth:`EnvClient.checkpoint`."""
+        return self._call(self.client.checkpoint())
+
+    def restore(self, checkpoint: Checkpoint | str) -> Checkpoint:
+        """Blocking :meth:`EnvClient.restore`."""
+        return self._call(self.client.restore(checkpoint))
+
+    def fork(self, checkpoint: Checkpoint | None = None) -> SyncEnvClient[ActT, ObsT, StateT]:
+        """Blocking :meth:`EnvClient.fork`; the fork is a blocking client too."""
+        return SyncEnvClient(self._call(self.client.fork(checkpoint)))
 
     def __getattr__(self, name: str) -> Any:
         # Other async methods of the client (MCPToolClient.call_tool, ...) become blocking too.
@@ -109,6 +122,21 @@ class SyncEnvPool(Generic[ClientT]):
 
     def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
         return self._call(self.pool.step(actions, timeout=timeout))
+
+    def send(self, indices: Iterable[int], actions: Sequence[Any]) -> None:
+        self._call(self.pool.send(indices, actions))
+
+    def send_reset(self, indices: Iterable[int], seeds: Sequence[int | None] | None = None) -> None:
+        self._call(self.pool.send_reset(indices, seeds))
+
+    def recv(
+        self, min_results: int = 1, *, timeout: float | None = None
+    ) -> list[tuple[int, Result]]:
+        return self._call(self.pool.recv(min_results, timeout=timeout))
+
+    @property
+    def in_flight(self) -> list[int]:
+        return self.pool.in_flight
 
     def replace(self, index: int) -> ClientT:
         return self._call(self.pool.replace(index))

@@ -24,6 +24,8 @@ from . import drain
 from .actions import action_validator
 from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths
+from .checkpoint_ops import Checkpointer, build_checkpoint_router
+from .checkpoints import CheckpointStore
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
 from .lifecycle import LifecycleSettings
@@ -235,6 +237,17 @@ def create_app(
         manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
+    checkpointer = Checkpointer(
+        manager,
+        CheckpointStore(
+            f"{env_name}:{env_cls.__qualname__ if env_cls is not None else ''}",
+            config.checkpoint_dir,
+            config.max_checkpoint_bytes,
+            config.checkpoint_ttl,
+        ),
+    )
+    ws_endpoint.checkpoints = checkpointer
+    app.state.openenv_checkpoints = checkpointer
     mcp_handler = MCPHandler(manager, auth_required=bool(api_key))
     ws_endpoint.mcp, ws_endpoint.attach = mcp_handler.handle, serve_attached
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
@@ -288,6 +301,7 @@ def create_app(
 
     if not ref.production:
         _add_routes(app, build_http_router(manager, action_cls, auth_required=bool(api_key)))
+    _add_routes(app, build_checkpoint_router(checkpointer, auth_required=bool(api_key)))
     _add_routes(app, build_mcp_router(mcp_handler))
     # Last: its /{env_name}/... patterns must not shadow the routes above.
     _add_routes(app, build_task_router(runner, str(env_name)))

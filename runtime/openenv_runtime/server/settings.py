@@ -145,6 +145,21 @@ class ServerSettings(BaseSettings):
         description="Environment instances created ahead of demand.",
     )  # fmt: skip
 
+    # -- checkpoints ---------------------------------------------------------------------------
+    checkpoint_dir: str | None = _setting(
+        None, env="CHECKPOINT_DIR", flag="--checkpoint-dir", yaml="server.checkpoint_dir",
+        description="Folder that keeps checkpoints (shared by replicas); unset: memory.",
+    )  # fmt: skip
+    max_checkpoint_bytes: int = _setting(
+        16 << 20, env="MAX_CHECKPOINT_BYTES", flag="--max-checkpoint-bytes",
+        yaml="server.max_checkpoint_bytes", ge=1,
+        description="Largest exported state a checkpoint may hold.",
+    )  # fmt: skip
+    checkpoint_ttl: float | None = _setting(
+        3600.0, env="CHECKPOINT_TTL", flag="--checkpoint-ttl", yaml="server.checkpoint_ttl",
+        description="Seconds a checkpoint is kept after it was taken (0: forever).",
+    )  # fmt: skip
+
     # -- the app -------------------------------------------------------------------------------
     web_interface: bool = _setting(
         True, env="ENABLE_WEB_INTERFACE", flag="--web/--no-web", yaml="server.web_interface",
@@ -165,7 +180,12 @@ class ServerSettings(BaseSettings):
     )  # fmt: skip
 
     @field_validator(
-        "session_timeout", "step_timeout", "ws_ping_interval", "ws_ping_timeout", mode="after"
+        "session_timeout",
+        "step_timeout",
+        "ws_ping_interval",
+        "ws_ping_timeout",
+        "checkpoint_ttl",
+        mode="after",
     )
     @classmethod
     def _zero_is_off(cls, value: float | None) -> float | None:

@@ -77,6 +77,8 @@ class WebSocketEndpoint:
         # /ws?session_id= attaching to a session opened over HTTP.
         self.mcp: Any = None
         self.attach: Any = None
+        # Checkpoint and restore (server/checkpoint_ops.py): a Checkpointer, set by create_app.
+        self.checkpoints: Any = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
@@ -92,8 +94,15 @@ class WebSocketEndpoint:
             if session is None:
                 return
         else:
+            start = None
+            if self.checkpoints is not None:  # X-OpenEnv-Restore: checked before any session
+                start = await self.checkpoints.from_handshake(scope, send)
+                if start is False:
+                    return
             session = await self._open(scope, send, key)
             if session is None:
+                return
+            if start is not None and not await self.checkpoints.start_from(session, start, send):
                 return
         state = session.resume
         generation = state.generation if state is not None else 0
@@ -387,6 +396,8 @@ class WebSocketEndpoint:
                 return state_message(state)
             if kind == "close":
                 return _CLOSE
+            if (kind == "checkpoint" or kind == "restore") and self.checkpoints is not None:
+                return await self.checkpoints.handle(session, kind, msg.get("data"))
             if kind == "mcp" and self.mcp is not None:
                 reply = await self.mcp(msg.get("data"), current=session)
                 return encode({"type": "mcp", "data": reply})
@@ -406,5 +417,5 @@ class WebSocketEndpoint:
             return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
         return error_message(
             ErrorCode.UNKNOWN_TYPE,
-            f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp.",
+            f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp, checkpoint, restore.",
         )
