@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 try:  # a module global, so tests and callers can substitute the class
     from openai import AsyncOpenAI
 except ModuleNotFoundError:  # the [llm] extra is not installed
-    AsyncOpenAI = None  # type: ignore[misc,assignment]
+    AsyncOpenAI = None  # type: ignore[misc,assignment,unused-ignore]  # (unused without openai)
 
 
 @dataclass

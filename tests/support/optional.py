@@ -36,6 +36,7 @@ OPTIONAL = {
     "kubernetes_validate": "kubernetes-validate",
     "matplotlib": "matplotlib",
     "numpy": "numpy",
+    "openai": "openai",
     "playwright": "playwright",
     "pyarrow": "pyarrow",
     "pypiserver": "pypiserver",
