@@ -22,6 +22,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,10 @@ COMMANDS: list[list[str]] = [
     ["--help"],
     ["--version"],
     *([verb, "--help"] for verb in ("init", "validate", "serve", "build", "push", "bench")),
+    ["init", "startup_probe", "--output-dir", "{tmp}"],  # a real project, into a new folder
 ]
+# Medians the first hour should meet (issue: --help 0.12 s, init 0.18 s).
+MEDIAN_GOALS = {"openenv --help": 0.12, "openenv init startup_probe --output-dir {tmp}": 0.18}
 ENTRY = "from openenv_cli.main import main; main()"
 
 
@@ -43,6 +47,12 @@ def _env(tree: Path) -> dict[str, str]:
 
 
 def once(args: list[str], tree: Path) -> float:
+    with tempfile.TemporaryDirectory(prefix="openenv-startup-") as tmp:
+        given = [arg.replace("{tmp}", str(Path(tmp) / "out")) for arg in args]
+        return _timed(given, tree)
+
+
+def _timed(args: list[str], tree: Path) -> float:
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-c", ENTRY, *args],
@@ -91,7 +101,7 @@ def main() -> None:
         results.append(row)
 
     width = max(len(r["command"]) for r in results)
-    header = f"{'command':<{width}}  fastest   median  ≤{GOAL:.2f}s"
+    header = f"{'command':<{width}}  fastest   median  ≤{GOAL:.2f}s  median goal"
     if "baseline" in trees:
         header += "   baseline fastest   median   ratio"
     print(header)
@@ -100,6 +110,12 @@ def main() -> None:
         line = (
             f"{r['command']:<{width}}  {this['fastest_s']:.3f} s  {this['median_s']:.3f} s  "
             f"{'yes' if this['meets_goal'] else 'NO ':>5}"
+        )
+        goal = MEDIAN_GOALS.get(r["command"])
+        line += (
+            f"  {'≤' + format(goal, '.2f') + ' s ' + ('yes' if this['median_s'] <= goal else 'NO'):>11}"
+            if goal is not None
+            else " " * 13
         )
         if "baseline" in r:
             base = r["baseline"]

@@ -148,6 +148,11 @@ class Setting(Generic[T]):
 _ASSIGNMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+# A bare --secret entry shaped like an environment variable name is named in errors; anything
+# else (lower case, long, mixed) could be the secret value typed by mistake and is not.
+_SHOWN_SECRET_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+
+
 def parse_assignments(
     values: Iterable[str],
     option: str,
@@ -175,6 +180,9 @@ def parse_assignments(
                 hint=f"For example: {option} API_KEY=...",
             )
         if not sep:
+            if secret and _SHOWN_SECRET_NAME.fullmatch(key):
+                # an environment variable's name (upper case), not a mistyped value: name it
+                which, shown = f"{option} {key}", key
             if not (bare_from_env or secret):
                 raise UsageError(f"{which} has no value.", hint=f"Write {option} {shown}=VALUE.")
             if key not in environ:

@@ -25,3 +25,14 @@ def debug_enabled() -> bool:
 def set_debug(value: bool) -> None:
     global _debug
     _debug = value
+
+
+# C0 controls but tab and newline, DEL, and C1 controls: what a terminal may act on.
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c not in (9, 10)}
+
+
+def visible(text: str) -> str:
+    """``text`` with every terminal control character shown as ``\\xNN``: file names and
+    contents from a project (a diff, say) cannot move the cursor, clear the screen, retitle
+    the window or write the clipboard of whoever reads the output."""
+    return text.translate(_CONTROLS)

@@ -96,6 +96,15 @@ VERBS: dict[str, Verb] = {
             """openenv bench --url http://127.0.0.1:8000 --action '{"message": "hi"}'""",
         ),
     ),
+    "capture": Verb(
+        "openenv_cli.commands.capture",
+        "Proxy a model server and record each session's token ids and log-probabilities.",
+        (
+            "openenv capture --upstream http://127.0.0.1:8000/v1",
+            "openenv capture --upstream http://gpu-box:8000/v1 --port 8300",
+            "openenv capture --upstream http://127.0.0.1:8000/v1 --host 0.0.0.0 --admin-token T",
+        ),
+    ),
     "collect": Verb(
         "openenv_cli.commands.collect",
         "Run episodes (a model, a callable or random actions) and write them as a dataset.",
@@ -148,6 +157,9 @@ def _tidy_types(params: list[Any]) -> list[Any]:
             param.metavar = ""
         elif getattr(param, "multiple", False) and param.metavar is None:
             param.metavar = "<str>…"
+        elif getattr(param, "nargs", 1) == -1 and hasattr(param, "display_type"):
+            # A variadic argument (``TARGET...``): its type is shown the same way.
+            param.display_type = lambda ctx: "<str>…"
     return params
 
 
@@ -264,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
         from openenv_cli.console import set_debug
 
         set_debug(True)  # so errors raised before the callback runs still get a traceback
+    from openenv_cli import _light_help
+
+    _light_help.install()  # help and usage errors render through typer.rich_utils: lightly
     try:
         app(args=argv, prog_name="openenv")
     except OpenEnvError as error:

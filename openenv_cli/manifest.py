@@ -1,6 +1,7 @@
 """The ``openenv.yaml`` manifest: its schema, and loading it with useful errors.
 
-Required keys are ``name`` and ``app``; everything else has a default. Unknown keys are
+Required keys are ``name`` and ``app``; everything else has a default (without ``app:``,
+the layout ``openenv init`` writes is assumed: ``<name>.server.app:app``). Unknown keys are
 warnings (with a "did you mean" when one is close), never errors, so a manifest written for a
 newer CLI or by ``openenv-core`` (``type: space``, ``runtime: fastapi``) still loads.
 """
@@ -18,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openenv_cli.errors import OpenEnvError
+from openenv_runtime.bounded_yaml import MAX_BYTES, YamlRefused, load_bounded
 
 MANIFEST_FILE = "openenv.yaml"
 SPEC_VERSION = 1
@@ -271,6 +273,9 @@ def parse_manifest(data: Any, project_dir: Path, path: Path | None = None) -> Ma
             )
         )
         return report
+    inferred = conventional_app(data.get("name")) if "app" not in data else None
+    if inferred is not None:
+        data = {**data, "app": inferred}  # the layout `openenv init` writes
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
@@ -299,6 +304,20 @@ def parse_manifest(data: Any, project_dir: Path, path: Path | None = None) -> Ma
     return report
 
 
+def conventional_app(name: Any) -> str | None:
+    """``<name>.server.app:app``, the app of a project laid out as ``openenv init`` does
+    (used when ``openenv.yaml`` has no ``app:``); None when ``name`` cannot be a package."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    package = re.sub(r"\W", "_", name.strip())
+    return f"{package}.server.app:app" if package.isidentifier() else None
+
+
+def is_app_path(text: str) -> bool:
+    """True for ``module.path:attribute`` (what ``app:`` holds)."""
+    return _APP_PATTERN.match(text.strip()) is not None
+
+
 def inspect_manifest(project_dir: Path) -> ManifestReport:
     """Read and validate ``project_dir/openenv.yaml``; never raises."""
     path = project_dir / MANIFEST_FILE
@@ -313,7 +332,14 @@ def inspect_manifest(project_dir: Path) -> ManifestReport:
         )
         return report
     try:
+        if path.stat().st_size > MAX_BYTES:
+            raise YamlRefused(f"it is {path.stat().st_size} bytes; at most {MAX_BYTES} are read")
         text = path.read_text(encoding="utf-8")
+    except YamlRefused as exc:
+        report.errors.append(
+            ManifestIssue("", f"{MANIFEST_FILE} is refused: {exc}.", "Keep only settings in it.")
+        )
+        return report
     except (OSError, UnicodeDecodeError) as exc:
         report.errors.append(
             ManifestIssue(
@@ -322,7 +348,12 @@ def inspect_manifest(project_dir: Path) -> ManifestReport:
         )
         return report
     try:
-        data = yaml.safe_load(text)
+        data = load_bounded(text)  # size, depth and aliases bounded
+    except YamlRefused as exc:
+        report.errors.append(
+            ManifestIssue("", f"{MANIFEST_FILE} is refused: {exc}", f"Fix {path}.")
+        )
+        return report
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

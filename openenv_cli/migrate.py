@@ -19,8 +19,10 @@ writes them. What changes:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib.util
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,10 @@ import libcst as cst
 import tomlkit
 from libcst.helpers import get_full_name_for_node
 from packaging.requirements import InvalidRequirement, Requirement
+from tomlkit.exceptions import TOMLKitError
+
+from openenv_cli.errors import OpenEnvError
+from openenv_cli.project_files import OutsideProjectError, read_inside, write_inside
 
 RUNTIME = "openenv_runtime"
 COMPAT = f"{RUNTIME}.compat"  # where the reference's ``openenv.core`` tree lives here
@@ -41,6 +47,9 @@ _STRING_PREFIX = re.compile(
     r"""^(?P<q>[rRbBuU]*['"]{1,3})(?P<mod>openenv\.core|openenv_core|openenv\.auto)(?=[.'"])"""
 )
 _AUTO = f"{RUNTIME}.auto"
+MAX_NESTING = 400  # syntax-tree depth; real code stays far below, libcst takes ~0.5 s here
+# Module paths the reference's documentation uses that its package never had.
+ALSO_RENAMED = {"openenv.providers": f"{COMPAT}.containers.runtime"}
 
 
 @dataclass
@@ -51,13 +60,16 @@ class FileChange:
 
     def diff(self, root: Path) -> str:
         name = self.path.relative_to(root).as_posix()
+        lines = difflib.unified_diff(
+            self.old.splitlines(keepends=True),
+            self.new.splitlines(keepends=True),
+            fromfile=f"a/{name}" if self.old else "/dev/null",
+            tofile=f"b/{name}",
+        )
+        # a last line without its newline must say so, or `patch` / `git apply` refuse the diff
         return "".join(
-            difflib.unified_diff(
-                self.old.splitlines(keepends=True),
-                self.new.splitlines(keepends=True),
-                fromfile=f"a/{name}",
-                tofile=f"b/{name}",
-            )
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines
         )
 
 
@@ -69,7 +81,9 @@ class MigrationPlan:
     new_files: dict[Path, str] = field(default_factory=dict)
 
     def diff(self) -> str:
-        return "".join(c.diff(self.root) for c in self.changes)
+        """Every change and new file as one unified diff (``git apply`` / ``patch -p1``)."""
+        created = [FileChange(path, "", text) for path, text in self.new_files.items()]
+        return "".join(c.diff(self.root) for c in [*self.changes, *created])
 
 
 def _dotted(name: str) -> cst.Attribute | cst.Name:
@@ -80,12 +94,20 @@ def _dotted(name: str) -> cst.Attribute | cst.Name:
     return cst.Attribute(value=_dotted(head), attr=cst.Name(last))
 
 
+def _is_runtime(module: str) -> bool:
+    """``openenv_runtime`` or one of its modules (``openenv_runtime_x`` is someone else's:
+    looking it up would import the project's own code)."""
+    return module == RUNTIME or module.startswith(RUNTIME + ".")
+
+
 class _ImportRewriter(cst.CSTTransformer):
     """Renames the reference's module prefixes to ``openenv_runtime.compat`` wherever they appear."""
 
     def __init__(self) -> None:
         super().__init__()
         self.modules: set[str] = set()
+        self.unmapped: set[str] = set()  # reference-namespace modules with no counterpart
+        self.renamed: dict[str, str] = {}  # spellings outside the reference's own modules
 
     def leave_Attribute(
         self, original: cst.Attribute, updated: cst.Attribute
@@ -95,6 +117,9 @@ class _ImportRewriter(cst.CSTTransformer):
             return _dotted(COMPAT)
         if name == "openenv.auto":  # the reference's auto package has its twin here
             return _dotted(_AUTO)
+        if name in ALSO_RENAMED:
+            self.renamed[name] = ALSO_RENAMED[name]
+            return _dotted(ALSO_RENAMED[name])
         return updated
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
@@ -108,15 +133,19 @@ class _ImportRewriter(cst.CSTTransformer):
             # from openenv import AutoEnv → the reference's top-level names
             updated = updated.with_changes(module=_dotted(COMPAT))
             module = COMPAT
-        if module.startswith(RUNTIME):
+        if _is_runtime(module):
             self.modules.add(module)
+        elif module.startswith("openenv."):
+            self.unmapped.add(module)
         return updated
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
         for alias in updated.names:
             name = get_full_name_for_node(alias.name) or ""
-            if name.startswith(RUNTIME):
+            if _is_runtime(name):
                 self.modules.add(name)
+            elif name.startswith("openenv."):
+                self.unmapped.add(name)
         return updated
 
     def leave_SimpleString(
@@ -129,13 +158,56 @@ class _ImportRewriter(cst.CSTTransformer):
         return updated.with_changes(value=match.group("q") + target + updated.value[match.end() :])
 
 
+class NotRewritable(ValueError):
+    """Python that CPython refuses, or nested too deeply for libcst to parse safely (its
+    parser crashes on very deep nesting and slows quadratically on long chains)."""
+
+
+def _check_parsable(source: str) -> None:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        raise NotRewritable(f"CPython cannot parse it: {type(exc).__name__}") from None
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_NESTING:
+            raise NotRewritable(f"nested over {MAX_NESTING} levels deep")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
 def rewrite_python(source: str) -> tuple[str, set[str]]:
-    """``source`` with the reference's imports renamed; also the runtime modules it now imports."""
+    """``source`` with the reference's imports renamed; also the runtime modules it now imports.
+
+    Raises :class:`NotRewritable` (before libcst sees it) for what CPython cannot parse or
+    what is nested over ``MAX_NESTING`` levels.
+    """
+    new, modules, _ = rewrite_python_report(source)
+    return new, modules
+
+
+def rewrite_python_report(source: str) -> tuple[str, set[str], list[str]]:
+    """As :func:`rewrite_python`, plus one note per import it renamed by the docs' spelling
+    or could not map (a module of the ``openenv`` namespace with no counterpart here)."""
     if "openenv" not in source:
-        return source, set()
+        return source, set(), []
+    _check_parsable(source)
     tree = cst.parse_module(source)
     rewriter = _ImportRewriter()
-    return tree.visit(rewriter).code, rewriter.modules
+    new = tree.visit(rewriter).code
+    notes = [
+        f"`{old}` is not a module of the reference (its docs spell it so); renamed to `{ours}`, "
+        "which holds those names"
+        for old, ours in sorted(rewriter.renamed.items())
+    ]
+    notes += [
+        f"`{module}` has no counterpart in openenv-runtime; left as is (docs/migrating.md "
+        "maps the reference's modules)"
+        for module in sorted(rewriter.unmapped)
+    ]
+    return new, rewriter.modules, notes
 
 
 def _missing_modules(modules: set[str]) -> list[str]:
@@ -193,73 +265,161 @@ def _is_reference_dockerfile(text: str) -> bool:
     return "openenv-base" in text or "uv sync" in text
 
 
-def plan_migration(root: Path, dockerfile_template: str | None = None) -> MigrationPlan:
-    """What ``openenv migrate`` would change in the project at ``root`` (nothing is written)."""
-    root = root.resolve()
-    plan = MigrationPlan(root=root)
-    name = root.name
+def _read(plan: MigrationPlan, relative: str) -> str | None:
+    """The text of ``root/relative`` read without following a link; None (with a note)
+    when it is a link, leaves the project or is not a regular file."""
+    try:
+        return read_inside(plan.root, relative).decode("utf-8")
+    except OutsideProjectError:
+        plan.notes.append(
+            f"{relative}: a symbolic link or not a regular file; left as is (migrate never "
+            "reads or writes through a link)"
+        )
+    except UnicodeDecodeError:
+        plan.notes.append(f"{relative}: not UTF-8 text; left as is")
+    return None
+
+
+def _python_files(plan: MigrationPlan) -> list[str]:
+    """The project's ``.py`` files (POSIX, relative); linked folders are not entered."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(plan.root, followlinks=False):
+        here = Path(folder)
+        for name in sorted(dirs):
+            if name in SKIP_DIRS:
+                dirs.remove(name)
+            elif (here / name).is_symlink():
+                relative = (here / name).relative_to(plan.root).as_posix()
+                plan.notes.append(f"{relative}: a link to a folder; not entered")
+        found.extend(
+            (here / name).relative_to(plan.root).as_posix()
+            for name in files
+            if name.endswith(".py")
+        )
+    return sorted(found)
+
+
+def _plan_python(plan: MigrationPlan) -> bool:
+    """Plan the import rewrites; whether the project uses FastMCP."""
     uses_mcp = False
-    imported: dict[str, list[Path]] = {}
-    for path in sorted(root.rglob("*.py")):
-        if any(part in SKIP_DIRS for part in path.relative_to(root).parts):
+    imported: dict[str, list[str]] = {}
+    for relative in _python_files(plan):
+        old = _read(plan, relative)
+        if old is None:
             continue
-        old = path.read_text(encoding="utf-8")
         uses_mcp = uses_mcp or "fastmcp" in old
         try:
-            new, modules = rewrite_python(old)
+            new, modules, notes = rewrite_python_report(old)
         except cst.ParserSyntaxError as exc:
-            plan.notes.append(
-                f"{path.relative_to(root)}: not valid Python ({exc.message}); left as is"
-            )
+            plan.notes.append(f"{relative}: not valid Python ({exc.message}); left as is")
             continue
+        except NotRewritable as exc:
+            plan.notes.append(f"{relative}: not rewritten ({exc}); left as is")
+            continue
+        plan.notes.extend(f"{relative}: {note}" for note in notes)
         for module in modules:
-            imported.setdefault(module, []).append(path)
+            imported.setdefault(module, []).append(relative)
         if "import openenv\n" in new or re.search(r"^\s*import openenv\s*$", new, re.MULTILINE):
             plan.notes.append(
-                f"{path.relative_to(root)}: `import openenv` (the whole package) has no equivalent; import the names you use from openenv_runtime"
+                f"{relative}: `import openenv` (the whole package) has no equivalent; import the names you use from openenv_runtime"
             )
         if new != old:
-            plan.changes.append(FileChange(path, old, new))
+            plan.changes.append(FileChange(plan.root / relative, old, new))
     for module in _missing_modules(set(imported)):
-        where = ", ".join(sorted({str(p.relative_to(root)) for p in imported[module]}))
+        where = ", ".join(sorted(set(imported[module])))
         plan.notes.append(
             f"{module} does not exist in openenv-runtime (imported by {where}); this part of the reference has no equivalent here"
         )
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
-        old = pyproject.read_text(encoding="utf-8")
-        new, notes = rewrite_pyproject(old, uses_mcp)
-        plan.notes.extend(notes)
-        if new != old:
-            plan.changes.append(FileChange(pyproject, old, new))
-    manifest = root / "openenv.yaml"
-    if not manifest.is_file() and (root / "server" / "app.py").is_file():
-        plan.new_files[manifest] = (
-            f"spec_version: 1\nname: {name}\ntype: space\nruntime: fastapi\n"
-            f"app: {name}.server.app:app\nport: 8000\n"
-        )
-        plan.notes.append(f"openenv.yaml: none found; wrote one with app {name}.server.app:app")
-    elif manifest.is_file():
-        old = manifest.read_text(encoding="utf-8")
-        new = rewrite_manifest(old, name)
-        if new != old:
-            plan.changes.append(FileChange(manifest, old, new))
-    dockerfile = root / "server" / "Dockerfile"
-    if dockerfile.is_file() and dockerfile_template is not None:
-        old = dockerfile.read_text(encoding="utf-8")
-        if _is_reference_dockerfile(old):
-            plan.changes.append(FileChange(dockerfile, old, dockerfile_template))
-            plan.new_files[dockerfile.with_name("Dockerfile.reference")] = old
-            plan.notes.append(
-                "server/Dockerfile: replaced by this project's Dockerfile (no uv, no reference base image); "
-                "the original is in server/Dockerfile.reference: carry over any system packages it installs"
-            )
+    return uses_mcp
+
+
+def plan_migration(root: Path, dockerfile_template: str | None = None) -> MigrationPlan:
+    """What ``openenv migrate`` would change in the project at ``root`` (nothing is written).
+
+    Every file is read without following a symbolic link: a link (to anywhere) or a path
+    that leaves the project is reported in ``notes`` and left as is.
+    """
+    plan = MigrationPlan(root=root.resolve())
+    name = plan.root.name
+    uses_mcp = _plan_python(plan)
+    if os.path.lexists(plan.root / "pyproject.toml"):
+        _plan_pyproject(plan, uses_mcp)
+    _plan_manifest(plan, name)
+    if dockerfile_template is not None and os.path.lexists(plan.root / "server" / "Dockerfile"):
+        _plan_dockerfile(plan, dockerfile_template)
     return plan
 
 
+def _plan_pyproject(plan: MigrationPlan, uses_mcp: bool) -> None:
+    old = _read(plan, "pyproject.toml")
+    if old is None:
+        return
+    try:
+        new, notes = rewrite_pyproject(old, uses_mcp)
+    except (TOMLKitError, RecursionError) as exc:
+        plan.notes.append(f"pyproject.toml: not valid TOML ({exc}); left as is")
+        return
+    plan.notes.extend(notes)
+    if new != old:
+        plan.changes.append(FileChange(plan.root / "pyproject.toml", old, new))
+
+
+def _plan_manifest(plan: MigrationPlan, name: str) -> None:
+    manifest = plan.root / "openenv.yaml"
+    if not name.isidentifier():
+        plan.notes.append(
+            f"openenv.yaml: the folder name {name!r} is not a Python package name, so "
+            "`app:` cannot point into it; rename the folder and run migrate again"
+        )
+        return
+    if not os.path.lexists(manifest):
+        if os.path.lexists(plan.root / "server" / "app.py"):
+            plan.new_files[manifest] = (
+                f"spec_version: 1\nname: {name}\ntype: space\nruntime: fastapi\n"
+                f"app: {name}.server.app:app\nport: 8000\n"
+            )
+            plan.notes.append(f"openenv.yaml: none found; wrote one with app {name}.server.app:app")
+        return
+    old = _read(plan, "openenv.yaml")
+    if old is not None:
+        new = rewrite_manifest(old, name)
+        if new != old:
+            plan.changes.append(FileChange(manifest, old, new))
+
+
+def _plan_dockerfile(plan: MigrationPlan, template: str) -> None:
+    dockerfile = plan.root / "server" / "Dockerfile"
+    old = _read(plan, "server/Dockerfile")
+    if old is None or not _is_reference_dockerfile(old):
+        return
+    kept = dockerfile.with_name("Dockerfile.reference")
+    if kept.is_symlink() or (os.path.lexists(kept) and not kept.is_file()):
+        plan.notes.append(
+            "server/Dockerfile.reference is a symbolic link or not a regular file, so the "
+            "original Dockerfile cannot be kept there; server/Dockerfile left as is"
+        )
+        return
+    plan.changes.append(FileChange(dockerfile, old, template))
+    plan.new_files[kept] = old
+    plan.notes.append(
+        "server/Dockerfile: replaced by this project's Dockerfile (no uv, no reference base image); "
+        "the original is in server/Dockerfile.reference: carry over any system packages it installs"
+    )
+
+
 def apply_migration(plan: MigrationPlan) -> None:
-    """Write the planned files."""
-    for path, text in plan.new_files.items():
-        path.write_text(text, encoding="utf-8")
-    for change in plan.changes:
-        change.path.write_text(change.new, encoding="utf-8")
+    """Write the planned files, each atomically and never through a link.
+
+    Raises :class:`OpenEnvError` when a planned path became a link (or left the project)
+    since the plan was made; the files written before it stay written.
+    """
+    writes = [*plan.new_files.items(), *((c.path, c.new) for c in plan.changes)]
+    for path, text in writes:
+        relative = path.relative_to(plan.root).as_posix()
+        try:
+            write_inside(plan.root, relative, text)
+        except OutsideProjectError as exc:
+            raise OpenEnvError(
+                f"Did not write {relative}: {exc}.",
+                hint="Remove the link (migrate never writes through one) and run migrate again.",
+            ) from exc

@@ -142,10 +142,16 @@ def class_names(name: str) -> ClassNames:
     )
 
 
+def _is_stdlib(name: str) -> bool:
+    """A standard-library module; ``test`` (its regression tests) is one though
+    ``sys.stdlib_module_names`` leaves it out."""
+    return name in sys.stdlib_module_names or name == "test"
+
+
 def _taken(name: str) -> bool:
     return (
         name in RESERVED_NAMES
-        or name in sys.stdlib_module_names
+        or _is_stdlib(name)
         or keyword.iskeyword(name)
         or keyword.issoftkeyword(name)
     )
@@ -196,7 +202,7 @@ def validate_project_name(name: str) -> None:
             f"{name!r} is a Python keyword and cannot be a package name.",
             hint=f"Try `openenv init {_unshadowed(name)}`.",
         )
-    if name in sys.stdlib_module_names:
+    if _is_stdlib(name):
         raise UsageError(
             f"{name!r} would shadow the standard library module of the same name.",
             hint=f"Try `openenv init {_unshadowed(name)}`.",

@@ -14,12 +14,12 @@ import socket
 import sys
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.manifest import MANIFEST_FILE, Manifest, load_manifest
+from openenv_cli.manifest import MANIFEST_FILE, Manifest, is_app_path, load_manifest
 from openenv_runtime.errors import EnvironmentContractError
 from openenv_runtime.server.settings import ResolvedSettings, ServerSettings, load_settings
 
@@ -47,6 +47,8 @@ class ServePlan:
     flags: dict[str, Any]
     resolved: ResolvedSettings
     reload: bool
+    capacity: int | None = None  # sessions per worker the imported app really holds
+    single_file: bool = False  # MODULE:APP given instead of a project folder
 
     @property
     def settings(self) -> ServerSettings:
@@ -57,8 +59,20 @@ class ServePlan:
         return self.project_dir / MANIFEST_FILE
 
     @property
+    def per_worker(self) -> int:
+        """Sessions one worker holds: the app's own count once imported, else the setting."""
+        return self.settings.max_concurrent_envs if self.capacity is None else self.capacity
+
+    @property
+    def capacity_source(self) -> str:
+        """Where the per-worker capacity came from, for the summary."""
+        if self.capacity is not None and self.capacity < self.settings.max_concurrent_envs:
+            return "the environment serves one session at a time (SUPPORTS_CONCURRENT_SESSIONS = False)"
+        return f"from {self.resolved.origin('max_concurrent_envs')}"
+
+    @property
     def total_capacity(self) -> int:
-        return self.settings.max_concurrent_envs * self.settings.workers
+        return self.per_worker * self.settings.workers
 
     @property
     def base_url(self) -> str:
@@ -94,7 +108,11 @@ def plan_serve(
     ``flags`` maps setting names (``workers``, ``max_concurrent_envs``, ...) to the values
     given on the command line (None: not given).
     """
-    manifest = load_manifest(project_dir)
+    single = single_file_app(project_dir)
+    if single is not None:
+        project_dir, manifest = single
+    else:
+        manifest = load_manifest(project_dir)
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     environ = dict(os.environ if environ is None else environ)
     environ.pop("OPENENV_SERVER_FLAGS", None)  # this command's flags are the only flags
@@ -108,10 +126,39 @@ def plan_serve(
         flags=given,
         resolved=resolved,
         reload=reload,
+        single_file=single is not None,
     )
     if plan.reload and plan.settings.workers > 1:
         raise UsageError("--reload runs a single worker; drop --workers or --reload.")
     return plan
+
+
+def single_file_app(target: Path) -> tuple[Path, Manifest] | None:
+    """``MODULE:APP`` (or ``path/to/file.py:APP``) given instead of a project folder: the
+    folder to import it from and a manifest for it (that folder's ``openenv.yaml`` when it
+    has one, its ``app`` replaced). None when ``target`` is a folder or not of that form."""
+    text = str(target)
+    if target.is_dir() or ":" not in text:
+        return None
+    left, _, attribute = text.rpartition(":")
+    if left.endswith(".py"):
+        file = Path(left)
+        if not file.is_file():
+            raise UsageError(
+                f"No file {left} (from {text}).", hint="Give FILE.py:APP or MODULE:APP."
+            )
+        folder, module = file.resolve().parent, file.stem
+    else:
+        folder, module = Path.cwd(), left
+    app = f"{module}:{attribute}"
+    if not is_app_path(app):
+        raise UsageError(
+            f"{text!r} is neither a project folder nor MODULE:APP.",
+            hint="Give the project folder (with openenv.yaml), or the app as MODULE:APP, e.g. guess:app.",
+        )
+    if (folder / MANIFEST_FILE).is_file():
+        return folder, load_manifest(folder).model_copy(update={"app": app})
+    return folder, Manifest(name=module.split(".")[0], app=app)
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -127,8 +174,11 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def check_app_imports(plan: ServePlan, import_paths: list[str]) -> None:
-    """Import the app in this process (``import_paths`` first on sys.path) to fail early and briefly."""
+def check_app_imports(plan: ServePlan, import_paths: list[str]) -> Any:
+    """Import the app in this process (``import_paths`` first on sys.path) to fail early and briefly.
+
+    Returns the app object.
+    """
     module_name, _, attribute = plan.manifest.app.partition(":")
     sys.path[:0] = [path for path in import_paths if path and path not in sys.path]
     try:
@@ -136,15 +186,43 @@ def check_app_imports(plan: ServePlan, import_paths: list[str]) -> None:
     except Exception as exc:
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" ({frame.filename}:{frame.lineno})" if frame else ""
+        hint = "Fix the error above, or check `app:` in openenv.yaml; `openenv validate` checks the whole project."
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and missing.split(".")[0] in ("openenv", "openenv_core"):
+            hint = (
+                "The project is written for the reference OpenEnv (openenv.core): run "
+                f"`openenv migrate {plan.project_dir}` (add --dry-run to see the diff first), "
+                "then serve it again."
+            )
         raise OpenEnvError(
             f"The app {plan.manifest.app} (openenv.yaml: app) does not import: {type(exc).__name__}: {exc}{where}",
-            hint="Fix the error above, or check `app:` in openenv.yaml; `openenv validate` checks the whole project.",
+            hint=hint,
         ) from None
     if not hasattr(module, attribute):
         raise OpenEnvError(
             f"{module_name} has no attribute {attribute!r} (openenv.yaml: app is {plan.manifest.app}).",
             hint=f"Define `{attribute} = create_app(...)` in {module_name.replace('.', '/')}.py or fix `app:`.",
         )
+    return getattr(module, attribute)
+
+
+def adopt_app_settings(plan: ServePlan, app: Any) -> ServePlan:
+    """The plan with the settings the imported ``app`` resolved (its ``create_app`` arguments
+    included) and the capacity its session manager really holds.
+
+    The launcher resolves flags, environment and ``openenv.yaml`` before the app is imported;
+    only the app knows what its author passed to ``create_app``. An app not made by
+    ``create_app`` leaves the plan as it was.
+    """
+    state = getattr(app, "state", None)
+    resolved = getattr(state, "openenv_settings", None)
+    if not isinstance(resolved, ResolvedSettings):
+        return plan
+    sessions = getattr(state, "openenv_sessions", None)
+    capacity = getattr(sessions, "capacity", None)
+    return replace(
+        plan, resolved=resolved, capacity=capacity if isinstance(capacity, int) else None
+    )
 
 
 def open_file_advice(soft_limit: int, plan: ServePlan) -> str | None:

@@ -123,3 +123,25 @@ def listen_overflows() -> int | None:
             value = fields.get("ListenOverflows")
             return int(value) if value is not None else None
     return None
+
+
+def server_root(pid: int, port: int) -> int | None:
+    """The process tree to measure for the server whose ``/health`` said ``pid``: ``pid``
+    when it listens on ``port`` here (not a pid of another machine or a container), or its
+    ``openenv`` launcher parent when it is one worker of several; None otherwise."""
+    try:
+        process = psutil.Process(pid)
+        connections = process.net_connections(kind="tcp")
+    except (psutil.Error, AttributeError):
+        return None
+    if not any(
+        c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in connections
+    ):
+        return None
+    try:
+        parent = process.parent()
+        if parent is not None and any("openenv" in part for part in parent.cmdline()):
+            return int(parent.pid)
+    except psutil.Error:
+        pass
+    return pid

@@ -54,6 +54,8 @@ class BenchSettings:
     settle: float = 0.5
     token: str | None = field(default=None, repr=False)
     """The access token (see ``bench.auth``): sent, never recorded or shown."""
+    server_capacity: int | None = None
+    """Sessions the server holds at once (``max_sessions`` of its ``/health``), when known."""
 
     def check(self) -> None:
         """Raise ``ValueError`` with a readable message for settings that cannot work."""
@@ -115,8 +117,69 @@ class _Silent:
         pass
 
 
+def read_health(settings: BenchSettings) -> dict[str, Any] | None:
+    """The server's ``/health`` (None when it does not answer with an object)."""
+    try:
+        health = get_json(
+            f"{settings.target().http_url}/health", timeout=5, headers=auth_headers(settings.token)
+        )
+    except Exception:
+        return None
+    return health if isinstance(health, dict) else None
+
+
+def adopt_health(settings: BenchSettings, health: dict[str, Any] | None) -> list[str]:
+    """Take the capacity, and the pid of a server on this machine, from its ``/health``.
+
+    Returns what to tell the user: where they came from, and every batch the server
+    cannot hold at once (its extra sessions are refused, which reads as failures).
+    """
+    if health is None:
+        return ["the server's /health did not answer: its capacity and pid are unknown"]
+    lines = []
+    capacity = health.get("max_sessions")
+    if isinstance(capacity, int) and not isinstance(capacity, bool):
+        settings.server_capacity = capacity
+        lines.append(f"server capacity: {capacity:,} sessions at once (from /health)")
+    pid = health.get("pid")
+    if not settings.server_pids and isinstance(pid, int) and procstat.available():
+        root = _local_server(settings.url, pid)
+        if root is not None:
+            settings.server_pids = [root]
+            lines.append(f"server pid {root} (from /health): its CPU is measured")
+    lines.extend(capacity_notes(settings))
+    return lines
+
+
+def capacity_notes(settings: BenchSettings) -> list[str]:
+    """One line when the grid asks for more sessions at once than the server holds."""
+    capacity = settings.server_capacity
+    sizes = settings.requests_grid if settings.mode == "sessions" else settings.sessions
+    over = sorted({size for size in sizes if capacity is not None and size > capacity})
+    if not over:
+        return []
+    return [
+        f"batch {', '.join(f'{s:,}' for s in over)} exceeds the server's capacity of "
+        f"{capacity:,} sessions: the sessions past {capacity:,} are refused and count as "
+        "failures (raise the server's MAX_CONCURRENT_ENVS / --max-concurrent-envs to measure more)"
+    ]
+
+
+def _local_server(url: str, pid: int) -> int | None:
+    """The pid whose tree runs the server at ``url``, when it runs on this machine."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if not (host in ("localhost", "::1") or host.startswith("127.")):
+        return None
+    port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+    return procstat.server_root(pid, port)
+
+
 def environment_info(settings: BenchSettings, server: str | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {
+        "server_capacity": settings.server_capacity,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -179,6 +242,7 @@ def run_bench(
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         environment=environment_info(settings, server),
     )
+    run.notes.extend(capacity_notes(settings))
     if settings.server_pids and not procstat.available():
         run.notes.append("server CPU unknown: process CPU times cannot be read here")
     pids = settings.server_pids if procstat.available() else []

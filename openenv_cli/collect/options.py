@@ -12,6 +12,7 @@ Targets = Annotated[
     typer.Argument(
         help="Server URL(s), a project folder, a Docker image (image:NAME) or a Space (space:org/name).",
         show_default=False,
+        metavar="TARGET...",
     ),
 ]
 Llm = Annotated[

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -66,6 +68,28 @@ class _LiveObserver:
             self.bars.console.print(
                 f"  [yellow]{success * 100:.1f}% success[/] {escape(errors)}", highlight=False
             )
+
+
+class _LineObserver:
+    """Progress as plain lines, for a console that is not a terminal (CI logs, pipes)."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self.started = 0.0
+
+    def cell_started(self, index: int, count: int, label: str, units: int) -> None:
+        self.started = time.monotonic()
+        self.out.print(f"run {index + 1}/{count}: {escape(label)}", highlight=False)
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def cell_finished(self, cell: object) -> None:
+        success = getattr(cell, "success_rate", 1.0)
+        self.out.print(
+            f"  done in {time.monotonic() - self.started:.1f} s, {success * 100:.1f}% success",
+            highlight=False,
+        )
 
 
 def command(
@@ -163,7 +187,7 @@ def command(
         bool,
         typer.Option(
             "--plots/--no-plots",
-            help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit[bench]').",
+            help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit\\[bench]').",
         ),
     ] = True,
     token: Annotated[
@@ -190,7 +214,13 @@ def command(
     from openenv_cli.bench import report
     from openenv_cli.bench.action import resolve_action
     from openenv_cli.bench.auth import TOKEN_ENV, Unauthorized, resolve_token
-    from openenv_cli.bench.runner import BenchSettings, run_bench
+    from openenv_cli.bench.runner import (
+        BenchSettings,
+        adopt_health,
+        capacity_notes,
+        read_health,
+        run_bench,
+    )
     from openenv_cli.bench.server import ServerStartError, bench_server
     from openenv_cli.bench.sessions import Target
 
@@ -267,6 +297,9 @@ def command(
                     "to see why.",
                 ) from None
             settings.server_pids = server.pids
+        for line in adopt_health(settings, read_health(settings)):
+            style = "yellow" if "exceeds" in line or "unknown" in line else "dim"
+            console.print(escape(line), style=style, highlight=False, soft_wrap=True)
         console.print(
             f"[bold]openenv bench[/] {mode} → {escape(settings.url)} ({transport}), "
             f"{processes} load-generator process(es)",
@@ -285,8 +318,11 @@ def command(
             MofNCompleteColumn(),
             TimeElapsedColumn(),
         )
-        with Progress(*columns, console=console, transient=True) as progress:
-            run = run_bench(settings, _LiveObserver(progress), server=description)
+        if console.is_terminal:
+            with Progress(*columns, console=console, transient=True) as progress:
+                run = run_bench(settings, _LiveObserver(progress), server=description)
+        else:
+            run = run_bench(settings, _LineObserver(console), server=description)
     finally:
         if server is not None:
             server.stop()
@@ -306,7 +342,9 @@ def command(
     table = Table(*headers, title=f"openenv bench: {mode}", title_justify="left")
     for row in rows:
         table.add_row(*row)
-    console.print(table)
+    _print_whole(table)
+    for note in capacity_notes(settings):
+        console.print(f"[yellow]{escape(note)}[/]", highlight=False, soft_wrap=True)
     if mode == "sessions":
         for wait, batch in run.max_batch.items():
             console.print(
@@ -338,6 +376,20 @@ def command(
             f"Every session failed (e.g. {', '.join(first.errors) or 'unknown'}).",
             hint=f"Check that {settings.url} serves an OpenEnv environment, or try --serve.",
         )
+
+
+def _print_whole(table: Table) -> None:
+    """Print ``table``; piped or captured (where rich assumes 80 columns), at its full width."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    wide = console.options.update_width(10_000)
+    needed = Measurement.get(console, wide, table).maximum
+    Console(file=console.file, width=max(needed, console.width), no_color=console.no_color).print(
+        table
+    )
 
 
 def _write_reports(

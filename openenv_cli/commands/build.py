@@ -95,11 +95,21 @@ def command(
             help="Stage the context and show what it holds and what is left out, and why; build nothing.",
         ),
     ] = False,
+    context_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--context-dir",
+            metavar="DIR",
+            file_okay=False,
+            help="Write the exact build context (project, runtime in _openenv_runtime/, Dockerfile at the root) to DIR, new or empty, and build nothing: then any builder works (`docker build DIR`, buildx, kaniko, CI).",
+            show_default=False,
+        ),
+    ] = None,
     context: Annotated[str | None, typer.Option("--context", "-c", hidden=True)] = None,
 ) -> None:
     """Build the Docker image of the environment in PATH.
 
-    The build context is the project (minus what .gitignore and .dockerignore exclude) plus the runtime this CLI runs with, in [bold]_openenv_runtime/[/], so the image serves with exactly this runtime version.
+    The build context is the project (minus what .gitignore and .dockerignore exclude) plus the runtime this CLI runs with, in [bold]_openenv_runtime/[/], so the image serves with exactly this runtime version. A plain `docker build -f server/Dockerfile .` lacks that folder: use --context-dir DIR, then build DIR with any builder.
 
     Never in the context: symbolic links leading out of the project, hard links, and secrets (.env*, .netrc, .aws/, .ssh/, *.pem, id_rsa*, terraform state, shell histories, ..., and any file holding a private key or a token) unless named with --include-secret; what is left out is listed, and so is every secret that ships.
 
@@ -108,7 +118,7 @@ def command(
     if context is not None:
         raise UsageError(
             "The build context of openenv build is always the project folder (PATH) plus the runtime; --context is not supported.",
-            hint="Shape the context with .dockerignore (or .gitignore), and choose the Dockerfile with --dockerfile.",
+            hint="Shape the context with .dockerignore (or .gitignore), and choose the Dockerfile with --dockerfile; --context-dir DIR writes the context for another builder.",
         )
     from openenv_cli.image.engine import build_image, connect, stage_for_build
     from openenv_cli.image.plan import plan_build
@@ -123,6 +133,9 @@ def command(
         dockerfile=dockerfile,
         include_secrets=include_secret or (),
     )
+    if context_dir is not None:
+        write_context(plan, context_dir)
+        return
     with tempfile.TemporaryDirectory(prefix="openenv-build-") as folder:
         staged = stage_for_build(plan, Path(folder) / "context")
         print_plan(plan, staged, every_left_out=dry_run)
@@ -139,11 +152,13 @@ def command(
     print_result(plan, result)
 
 
-def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool = False) -> None:
+def print_plan(
+    plan: BuildPlan, context: ContextFolder, *, every_left_out: bool = False, verb: str = "Building"
+) -> None:
     from openenv_cli.image.engine import human_size
 
     console.print(
-        f"[bold]Building[/] {escape(plan.tag)} from {escape(plan.dockerfile)} "
+        f"[bold]{verb}[/] {escape(plan.tag)} from {escape(plan.dockerfile)} "
         f"(base image {escape(plan.base_image.value)}, from {escape(plan.base_image.origin or plan.base_image.source)})",
         highlight=False,
     )
@@ -171,6 +186,23 @@ def print_plan(plan: BuildPlan, context: ContextFolder, *, every_left_out: bool 
             highlight=False,
             soft_wrap=True,
         )
+
+
+def write_context(plan: BuildPlan, dest: Path) -> None:
+    """``--context-dir``: write the context to ``dest`` and say how to build it."""
+    from openenv_cli.image.engine import export_context, external_build_command
+
+    staged = export_context(plan, dest)
+    print_plan(plan, staged, verb="Staging the context of")
+    console.print(
+        f"[bold green]Wrote[/] the build context to {escape(str(staged.root))} "
+        f"({len(staged.files)} files, Dockerfile at its root). Build it with any builder:",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"  {escape(external_build_command(plan, staged))}", highlight=False, soft_wrap=True
+    )
 
 
 def print_context(context: ContextFolder) -> None:

@@ -68,8 +68,9 @@ def command(
     as_json: opt.Json = False,
     token: opt.Token = None,
 ) -> None:
-    """Run [bold]--episodes[/] episodes against TARGET and write them as a dataset folder.
+    """Run episodes (a model, a callable or random actions) and write them as a dataset.
 
+    [bold]--episodes[/] episodes against TARGET, written as a dataset folder.
     Episodes run [bold]--concurrency[/] at a time and are written in shards as they finish;
     after an interruption, [bold]--resume[/] runs only the missing ones. The folder loads
     with [cyan]datasets.load_dataset[/] and carries a dataset card with the run's provenance.

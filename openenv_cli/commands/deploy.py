@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from openenv_cli.console import console
+from openenv_cli.console import console, err_console
 from openenv_cli.deploy import DeployResult, plan_deploy, remove_deployment, run_deploy
 
 
@@ -89,7 +89,7 @@ def command(
     ] = False,
     stack: Annotated[
         str | None,
-        typer.Option("--stack", help="swarm: stack name [default: the project name]."),
+        typer.Option("--stack", help="swarm: stack name \\[default: the project name]."),
     ] = None,
     job_id: Annotated[
         str | None, typer.Option("--job-id", help="slurm --remove: the job to cancel.")
@@ -145,8 +145,13 @@ def command(
         stack=stack,
         balancing=balancing,
     )
-    result = run_deploy(plan, apply=apply, force=force, timeout=timeout)
+    result = run_deploy(plan, apply=apply, force=force, timeout=timeout, progress=_progress)
     _print(result, as_json)
+
+
+def _progress(line: str) -> None:
+    """What a long --apply is doing, on stderr (stdout stays one JSON object with --json)."""
+    err_console.print(escape(line), style="dim", highlight=False, soft_wrap=True)
 
 
 def _print(result: DeployResult, as_json: bool) -> None:
@@ -161,7 +166,7 @@ def _print(result: DeployResult, as_json: bool) -> None:
         return
     if result.kept_edits:
         state = "kept as edited"
-    elif result.written:
+    elif result.changed:
         state = "written"
     else:
         state = "unchanged"

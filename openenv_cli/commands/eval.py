@@ -61,8 +61,9 @@ def command(
     as_json: opt.Json = False,
     token: opt.Token = None,
 ) -> None:
-    """Evaluate: mean reward with its 95% interval, success rate, pass@k, latencies, errors.
+    """Evaluate a model on an environment: mean reward with its interval, success, pass@k.
 
+    Also episode lengths, latencies and errors.
     With TARGET, runs [bold]--episodes[/] episodes (in groups of max(--k) attempts per start
     state) into [bold]--out[/], then writes report.json, report.md and report.html. With
     [bold]--from DIR[/], reports on an existing collection; with [bold]--compare A B[/], puts

@@ -17,7 +17,10 @@ if TYPE_CHECKING:  # the runtime (fastapi) and the manifest load only when servi
 
 def command(
     path: Annotated[
-        Path, typer.Argument(help="The project folder (with openenv.yaml).", file_okay=False)
+        Path,
+        typer.Argument(
+            help="The project folder (with openenv.yaml), or MODULE:APP / FILE.py:APP for a single-file environment."
+        ),
     ] = Path("."),
     host: Annotated[
         str | None, typer.Option(help="Interface to bind \\[env HOST; default 127.0.0.1].")
@@ -48,15 +51,38 @@ def command(
     step_timeout: Annotated[
         float | None,
         typer.Option(
-            help="Seconds a reset/step may run before its session ends with STEP_TIMEOUT "
-            "\\[env STEP_TIMEOUT; server.step_timeout; default off]."
+            help="Seconds an environment's constructor, reset, step, state or tool call may run "
+            "before its session ends with STEP_TIMEOUT \\[env STEP_TIMEOUT; server.step_timeout; "
+            "default off]."
         ),
     ] = None,
     max_sessions_per_client: Annotated[
         int | None,
         typer.Option(
             help="Sessions one client (token, else address) may hold \\[env "
-            "MAX_SESSIONS_PER_CLIENT; server.max_sessions_per_client; default off]."
+            "MAX_SESSIONS_PER_CLIENT; server.max_sessions_per_client; default off locally, 16 "
+            "when public (auth on, or on a Space); 0 = off]."
+        ),
+    ] = None,
+    unused_session_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Idle seconds before an HTTP session opened but never stepped is closed "
+            "\\[env UNUSED_SESSION_TIMEOUT; server.unused_session_timeout; default 60]."
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a new connection gets to send its request headers \\[env "
+            "HEADER_TIMEOUT; server.header_timeout; default 10]."
+        ),
+    ] = None,
+    max_connections_per_address: Annotated[
+        int | None,
+        typer.Option(
+            help="Open connections one client address may hold per worker \\[env "
+            "MAX_CONNECTIONS_PER_ADDRESS; default sessions + 32; 0 = no cap]."
         ),
     ] = None,
     forwarded_allow_ips: Annotated[
@@ -125,11 +151,15 @@ def command(
 ) -> None:
     """Serve the environment in PATH on uvicorn until Ctrl-C.
 
+    PATH is a project folder (with openenv.yaml), or MODULE:APP (FILE.py:APP) for a
+    single-file environment such as guess:app.
+
     Each setting comes from its flag, else its environment variable, else openenv.yaml, else
     the default; the summary says which. Capacity is per worker: --workers 8
     --max-concurrent-envs 100 holds 800 sessions.
     """
     from openenv_cli.serving import (
+        adopt_app_settings,
         check_app_imports,
         check_port_free,
         open_file_advice,
@@ -149,6 +179,9 @@ def command(
             "session_timeout": session_timeout,
             "step_timeout": step_timeout,
             "max_sessions_per_client": max_sessions_per_client,
+            "unused_session_timeout": unused_session_timeout,
+            "header_timeout": header_timeout,
+            "max_connections_per_address": max_connections_per_address,
             "forwarded_allow_ips": forwarded_allow_ips,
             "limit_concurrency": limit_concurrency,
             "resume_grace": resume_grace,
@@ -166,7 +199,8 @@ def command(
         # Before the app is imported (below, and in each worker): create_app reads them.
         hand_over(plan.flags, plan.manifest_path)
         os.environ["PYTHONPATH"] = layout.env["PYTHONPATH"]  # for worker processes
-        check_app_imports(plan, layout.env["PYTHONPATH"].split(os.pathsep))
+        app = check_app_imports(plan, layout.env["PYTHONPATH"].split(os.pathsep))
+        plan = adopt_app_settings(plan, app)
         soft, _ = raise_open_file_limit()
         advice = open_file_advice(soft, plan)
         if advice:
@@ -191,9 +225,10 @@ def print_summary(plan: ServePlan) -> None:
         highlight=False,
     )
     console.print(
-        f"  capacity   {plan.total_capacity} sessions ({plan.settings.max_concurrent_envs} per worker × {workers} "
-        f"worker{'s' if workers > 1 else ''})",
+        f"  capacity   {plan.total_capacity} sessions ({plan.per_worker} per worker × {workers} "
+        f"worker{'s' if workers > 1 else ''}; {escape(plan.capacity_source)})",
         highlight=False,
+        soft_wrap=True,
     )
     console.print(f"  WebSocket  {url.replace('http', 'ws', 1)}/ws", highlight=False)
     if plan.settings.web_interface:
@@ -210,9 +245,12 @@ def print_summary(plan: ServePlan) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    for line in plan.resolved.overrides():
+        console.print(f"  [yellow]note[/] {escape(line)}", highlight=False, soft_wrap=True)
     client = _client_class(plan)
     console.print("\n  Connect from Python:", style="bold")
-    console.print(f"    from {plan.manifest.name} import {client}", highlight=False)
+    package = "openenv_runtime" if plan.single_file else plan.manifest.name
+    console.print(f"    from {package} import {client}", highlight=False)
     console.print(
         f'    with {client}(base_url="{url}").sync() as env: print(env.reset())\n',
         highlight=False,
@@ -223,6 +261,8 @@ def print_summary(plan: ServePlan) -> None:
 def _client_class(plan: ServePlan) -> str:
     from openenv_cli.scaffold import class_names
 
+    if plan.single_file:
+        return "GenericEnvClient"
     try:
         return class_names(plan.manifest.name).client
     except Exception:

@@ -8,6 +8,7 @@ and applies or removes. One module per target renders ``templates/deploy/<target
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,8 +42,9 @@ class DeployResult:
     target: str
     out: str
     files: list[str]
-    written: bool
+    written: bool  # the files in ``out`` are these options' (written now, or already so)
     kept_edits: bool = False
+    changed: bool = False  # this run wrote or replaced files
     url: str | None = None
     stack: str | None = None
     job_id: str | None = None
@@ -109,8 +111,15 @@ def plan_deploy(
     return DeployPlan(settings, out, files, stack_name, str(base_image))
 
 
-def run_deploy(plan: DeployPlan, *, apply: bool, force: bool, timeout: float) -> DeployResult:
-    """Write the plan's files; with ``apply`` start them (Swarm, Slurm)."""
+def run_deploy(
+    plan: DeployPlan,
+    *,
+    apply: bool,
+    force: bool,
+    timeout: float,
+    progress: Callable[[str], None] = lambda line: None,
+) -> DeployResult:
+    """Write the plan's files; with ``apply`` start them (Swarm, Slurm), telling ``progress``."""
     target = plan.settings.target
     if apply and target not in ("swarm", "slurm"):
         raise UsageError(
@@ -128,14 +137,15 @@ def run_deploy(plan: DeployPlan, *, apply: bool, force: bool, timeout: float) ->
         target=target,
         out=str(plan.out),
         files=sorted(plan.files),
-        written=bool(outcome.written),
+        written=not outcome.kept_edits,
         kept_edits=outcome.kept_edits,
+        changed=bool(outcome.written),
     )
     if apply and target == "swarm":
         run = swarm.apply(plan.out, plan.stack, base_image=plan.base_image, timeout=timeout)
-        result.url, result.stack = run.url, run.stack
+        result.url, result.stack, result.endpoints = run.url, run.stack, run.endpoints
     elif apply and target == "slurm":
-        job = slurm.apply(plan.out, plan.settings.replicas, timeout=timeout)
+        job = slurm.apply(plan.out, plan.settings.replicas, timeout=timeout, progress=progress)
         result.url, result.job_id, result.endpoints = job.url, job.job_id, job.endpoints
     return result
 

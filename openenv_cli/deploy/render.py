@@ -6,10 +6,13 @@ rendered from ``templates/deploy/envoy/`` with the discovery that target uses.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from openenv_cli.deploy.settings import Backend, DeploySettings
@@ -109,32 +112,92 @@ class WriteOutcome:
     kept_edits: bool = False
 
 
+RECORD = ".openenv-deploy.json"  # what the last run wrote: {relative path: sha256}
+
+
 def write_files(
     files: Mapping[str, str], out: Path, *, force: bool, keep_edits: bool = False
 ) -> WriteOutcome:
     """Write ``files`` under ``out``, all or nothing.
 
-    Files already there with other contents are someone's edits: they are replaced only with
-    ``force``; with ``keep_edits`` (``--apply``) they are kept and used as they are.
+    A file already there with other contents is replaced when it is still what an earlier
+    run wrote (the options changed; ``out/.openenv-deploy.json`` records what was written);
+    otherwise it is someone's edit: replaced only with ``force``, and with ``keep_edits``
+    (``--apply``) kept and used as it is.
     """
+    linked = _links_in_the_way(files, out)
+    if linked:
+        raise UsageError(
+            f"Symbolic links are on the way to the deploy files: {', '.join(linked)}. "
+            "openenv deploy never writes through a link (it could point outside the project).",
+            hint="Remove the links, or pass --out with another folder.",
+        )
+    record = _load_record(out)
     differing = [
         relative
         for relative, text in files.items()
         if (out / relative).is_file() and _read(out / relative) != text
     ]
+    edited = [r for r in differing if record.get(r) != _digest(_read(out / r))]
     missing = [relative for relative in files if not (out / relative).is_file()]
     if not differing and not missing:
         return WriteOutcome([], unchanged=True)
-    if differing and not force:
-        if keep_edits and not missing:
+    if edited and not force:
+        if keep_edits and not missing and len(edited) == len(differing):
             return WriteOutcome([], kept_edits=True)
         raise UsageError(
-            f"{out} holds edited files ({', '.join(sorted(differing))}) that these options would "
+            f"{out} holds edited files ({', '.join(sorted(edited))}) that these options would "
             "replace.",
             hint="Pass --force to replace them, --out DIR for another folder, or --apply to "
             "apply the edited files as they are.",
         )
-    return WriteOutcome(write_project(dict(files), out, force=True))
+    written = write_project(dict(files), out, force=True)
+    _save_record(
+        out, {**record, **{r: hashlib.sha256(t.encode()).hexdigest() for r, t in files.items()}}
+    )
+    return WriteOutcome(written)
+
+
+def _digest(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _load_record(out: Path) -> dict[str, str]:
+    path = out / RECORD
+    if path.is_symlink():  # not ours: no record, every differing file counts as edited
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _save_record(out: Path, record: Mapping[str, str]) -> None:
+    """Write the record, never through a link (no record is written then)."""
+    text = json.dumps(dict(sorted(record.items())), indent=1) + "\n"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(out / RECORD, flags, 0o644)
+    except OSError:
+        return
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _links_in_the_way(files: Mapping[str, str], out: Path) -> list[str]:
+    """The symbolic links among ``out``'s own components (when it is relative: the folder it
+    names inside the current one) and every existing path from ``out`` to each file."""
+    found: list[Path] = []
+    if not out.is_absolute():
+        found += [p for p in [*reversed(out.parents), out] if p.parts and p.is_symlink()]
+    for relative in files:
+        path = out
+        for part in PurePosixPath(relative).parts:
+            path = path / part
+            if path.is_symlink():
+                found.append(path)
+    return sorted({str(p) for p in found})
 
 
 def _read(path: Path) -> str | None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -219,7 +220,13 @@ def resolve_settings(
             parse=parse_float,
             environ=environ,
         ).value
-        return float(value if value is not None else default)
+        parsed = float(value if value is not None else default)
+        if not math.isfinite(parsed):
+            raise UsageError(
+                f"{key} is {parsed}: it must be a finite number.",
+                hint=f"Check {env or key} and {where} in openenv.yaml.",
+            )
+        return parsed
 
     workers = int(number("workers", None, "WORKERS", "server.workers", runtime_default("workers")))
     sessions = int(

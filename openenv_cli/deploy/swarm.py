@@ -12,7 +12,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ class SwarmRun:
     stack: str
     url: str
     services: list[str]
+    endpoints: list[str] = field(default_factory=list)  # the replicas, as Envoy reaches them
 
 
 def _client() -> Any:
@@ -175,10 +176,25 @@ def apply(out: Path, stack: str, *, base_image: str, timeout: float = 180.0) -> 
             _create_service(client, name, key, service, labels, networks, configs, secrets)
         url = f"http://127.0.0.1:{_front_port(services)}"
         _wait(client, created, services, url, timeout)
+        endpoints = _endpoints(client, f"{stack}_server", services.get("server") or {})
     except BaseException:
         remove(stack, client=client)
         raise
-    return SwarmRun(stack, url, created)
+    return SwarmRun(stack, url, created, endpoints)
+
+
+def _endpoints(client: Any, name: str, service: dict[str, Any]) -> list[str]:
+    """``address:port`` of each running replica of ``name`` on the stack's network."""
+    port = str((service.get("environment") or {}).get("PORT", "8000"))
+    found: list[str] = []
+    for task in client.services.get(name).tasks(filters={"desired-state": "running"}):
+        if (task.get("Status") or {}).get("State") != "running":
+            continue
+        for attachment in task.get("NetworksAttachments") or []:
+            if (attachment.get("Network") or {}).get("Spec", {}).get("Name") == "ingress":
+                continue
+            found.extend(f"{a.split('/')[0]}:{port}" for a in attachment.get("Addresses") or [])
+    return sorted(found)
 
 
 def _secret(client: Any, name: str, labels: dict[str, str]) -> Any:

@@ -220,3 +220,36 @@ def stage_for_build(plan: BuildPlan, dest: Path) -> ContextFolder:
         base_image=None if declares_base_image_arg(text) else plan.base_image.value,
         include_secrets=plan.include_secrets,
     )
+
+
+def export_context(plan: BuildPlan, dest: Path) -> ContextFolder:
+    """Write the exact build context of ``plan`` to ``dest`` (missing or empty) for another
+    builder: the project, the runtime bundle in ``_openenv_runtime/``, and the Dockerfile at
+    the root with the plan's base image written in, so ``docker build DEST`` works as is."""
+    from openenv_cli.image.context import stage_context
+
+    return stage_context(
+        plan.project_dir,
+        dest,
+        dockerfile=plan.dockerfile,
+        base_image=plan.base_image.value,
+        include_secrets=plan.include_secrets,
+        dockerfile_at_root=True,
+    )
+
+
+def external_build_command(plan: BuildPlan, context: ContextFolder) -> str:
+    """The ``docker build`` line that builds an exported context as ``openenv build`` would."""
+    import shlex
+
+    parts = ["docker", "build"]
+    for tag in plan.tags:
+        parts += ["-t", tag]
+    for name, value in plan.build_args.items():
+        parts += ["--build-arg", f"{name}={value}"]
+    if plan.platform:
+        parts += ["--platform", plan.platform]
+    if plan.no_cache:
+        parts.append("--no-cache")
+    parts.append(str(context.root))
+    return shlex.join(parts)

@@ -24,6 +24,7 @@ from openenv_cli.image import BASE_IMAGE_ENV, TAG_ENV
 from openenv_cli.image.runtime_bundle import runtime_version
 from openenv_cli.image.selection import typed_includes
 from openenv_cli.manifest import Manifest, load_manifest
+from openenv_runtime.images import image_name
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
 BASE_IMAGE_ARG = "BASE_IMAGE"
@@ -162,14 +163,6 @@ def parse_build_args(
 def is_valid_reference(tag: str) -> bool:
     """True when ``tag`` is a valid image name with an optional tag (``repo/name:tag``)."""
     return len(tag) <= 255 and _REFERENCE.match(tag) is not None
-
-
-def image_name(project_name: str) -> str:
-    """The repository part of the default tag: the project name, made valid for Docker."""
-    name = re.sub(r"[^a-z0-9._-]+", "-", project_name.lower())
-    name = re.sub(r"_{3,}", "__", name)
-    name = re.sub(r"^[^a-z0-9]+|[^a-z0-9]+$", "", name)
-    return name or "openenv-env"
 
 
 def tag_for_version(version: str) -> str:

@@ -55,6 +55,7 @@ episode as JSON data or bytes) and ``import_state(state)``; clients can then
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .models import Action, Observation, State
@@ -189,23 +190,44 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
 _SNIPPETS = {
     "reset": (
-        "    def reset(self, seed=None, episode_id=None, **kwargs) -> MyObservation:\n"
+        "    def reset(self, seed=None, episode_id=None, **kwargs) -> {obs}:\n"
         "        ...  # start a new episode\n"
-        "        return MyObservation(...)"
+        "        return {obs}(...)"
     ),
     "step": (
-        "    def step(self, action: MyAction, **kwargs) -> MyObservation:\n"
+        "    def step(self, action: {act}, **kwargs) -> {obs}:\n"
         "        ...  # apply the action\n"
-        "        return MyObservation(..., reward=1.0, done=False)"
+        "        return {obs}(..., reward=1.0, done=False)"
     ),
-    "state": ("    @property\n    def state(self) -> State:\n        return self._state"),
+    "state": ("    @property\n    def state(self) -> {state}:\n        return self._state"),
 }
+
+
+def _type_names(cls: type) -> dict[str, str]:
+    """The names of ``cls``'s action, observation and state types, from
+    ``Environment[MyAction, MyObservation, MyState]`` in its bases (placeholders otherwise)."""
+    names = {"act": "MyAction", "obs": "MyObservation", "state": "State"}
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if not (isinstance(origin, type) and issubclass(origin, Environment)):
+                continue
+            args = typing.get_args(base)
+            for key, arg in zip(("act", "obs", "state"), args, strict=False):
+                if isinstance(arg, type):
+                    names[key] = arg.__name__
+            return names
+    return names
+
+
+def _snippet(cls: type, member: str) -> str:
+    return _SNIPPETS[member].format(**_type_names(cls))
 
 
 def _missing(cls: type, member: str) -> str:
     return (
         f"{cls.__qualname__} does not implement `{member}`, which every Environment needs. "
-        f"Add to class {cls.__qualname__}:\n\n{_SNIPPETS[member]}\n"
+        f"Add to class {cls.__qualname__}:\n\n{_snippet(cls, member)}\n"
     )
 
 
@@ -223,7 +245,7 @@ def missing_members(cls: type) -> list[str]:
 def contract_error_message(cls: type, missing: list[str]) -> str:
     """A message listing what ``cls`` must add, with code to paste."""
     names = ", ".join(f"`{m}`" for m in missing)
-    snippets = "\n\n".join(_SNIPPETS[m] for m in missing)
+    snippets = "\n\n".join(_snippet(cls, m) for m in missing)
     return (
         f"{cls.__qualname__} ({cls.__module__}) does not implement {names}. "
         f"Every Environment needs reset(), step() and a state property. Add to the class:\n\n{snippets}\n"

@@ -9,6 +9,10 @@ class EnvironmentContractError(TypeError):
     """An ``Environment`` subclass (or the arguments of ``create_app``) breaks the contract."""
 
 
+# Failures the client meets itself: the server said nothing, so they are not "Server error"s.
+CLIENT_SIDE_CODES = frozenset({"CONNECTION_ERROR", "TIMEOUT", "CLOSED"})
+
+
 class EnvError(RuntimeError):
     """The server answered with an error, or could not be reached.
 
@@ -17,8 +21,9 @@ class EnvError(RuntimeError):
     failures on the client's side. ``details`` holds any further fields of the reply.
 
     It is a ``RuntimeError`` whose text reads like openenv-core's client errors
-    (``Server error: <message> (code: <CODE>)``), so code written against that client
-    keeps working.
+    (``Server error: <message> (code: <CODE>)``) when the server answered with an error, so
+    code written against that client keeps working; a failure on the client's side (no
+    connection, a timeout, a closed session) reads ``<message> (code: <CODE>)``.
     """
 
     def __new__(cls, code: str, message: str, details: dict[str, Any] | None = None) -> EnvError:
@@ -30,7 +35,8 @@ class EnvError(RuntimeError):
         return super().__new__(cls)
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(f"Server error: {message} (code: {code})")
+        prefix = "" if code in CLIENT_SIDE_CODES else "Server error: "
+        super().__init__(f"{prefix}{message} (code: {code})")
         self.code = code
         self.message = message
         self.details = details or {}

@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .llm_tokens import MissingTokenIdsError as MissingTokenIdsError
+from .llm_tokens import read_reply
+
 try:  # a module global, so tests and callers can substitute the class
+    import httpx
     from openai import AsyncOpenAI
 except ModuleNotFoundError:  # the [llm] extra is not installed
     AsyncOpenAI = None  # type: ignore[misc,assignment,unused-ignore]  # (unused without openai)
@@ -29,10 +33,19 @@ class ToolCall:
 
 @dataclass
 class LLMResponse:
-    """A reply: its text and the tools it asks to call."""
+    """A reply: its text and the tools it asks to call.
+
+    With ``OpenAIClient(..., return_tokens=True)`` also the tokens the server sampled:
+    ``prompt_token_ids``, ``completion_token_ids`` and one log-probability per completion
+    token (``logprobs``), as the server reported them.
+    """
 
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
 
     def to_message_dict(self) -> dict[str, Any]:
         """The reply as an assistant message for the next request."""
@@ -93,6 +106,8 @@ class OpenAIClient(LLMClient):
         temperature: float = 0.0,
         max_tokens: int = 256,
         use_max_completion_tokens: bool = False,
+        return_tokens: bool = False,
+        timeout: float | None = None,
     ) -> None:
         super().__init__(endpoint, port)
         if AsyncOpenAI is None:
@@ -107,8 +122,11 @@ class OpenAIClient(LLMClient):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self._token_key = "max_completion_tokens" if use_max_completion_tokens else "max_tokens"
+        # Token ids and log-probabilities of every reply (vLLM's fields); see llm_tokens.
+        self.return_tokens = return_tokens
         # Local servers take any key; the openai package refuses to start without one.
-        self._client = AsyncOpenAI(base_url=base, api_key=api_key or "not-needed")
+        options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        self._client = AsyncOpenAI(base_url=base, api_key=api_key or "not-needed", **options)
 
     def _request(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         if self.system_prompt and not any(m.get("role") == "system" for m in messages):
@@ -119,7 +137,14 @@ class OpenAIClient(LLMClient):
             "temperature": kwargs.pop("temperature", self.temperature),
             self._token_key: kwargs.pop("max_tokens", self.max_tokens),
             **kwargs,
+            **self._token_options(kwargs),
         }
+
+    def _token_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if not self.return_tokens:
+            return {}
+        extra = {**(kwargs.get("extra_body") or {}), "return_token_ids": True}
+        return {"logprobs": True, "extra_body": extra}
 
     async def complete(self, prompt: str, **kwargs: Any) -> str:
         reply = await self._client.chat.completions.create(
@@ -130,16 +155,33 @@ class OpenAIClient(LLMClient):
     async def complete_with_tools(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
     ) -> LLMResponse:
-        reply = await self._client.chat.completions.create(
-            **self._request(messages, tools=mcp_tools_to_openai(tools), **kwargs)
-        )
-        message = reply.choices[0].message
+        if tools:  # an empty list is refused by some servers
+            kwargs["tools"] = mcp_tools_to_openai(tools)
+        if self.return_tokens:  # the training path: the JSON as sent, no per-field models
+            request = self._request(messages, **kwargs)
+            request.update(request.pop("extra_body", None) or {})
+            raw = await self._client.post("/chat/completions", body=request, cast_to=httpx.Response)
+            text, made, finish, tokens = read_reply(raw.json(), f"at {self.base_url}")
+            return LLMResponse(
+                text,
+                [ToolCall(*c) for c in made],
+                tokens.prompt_token_ids,
+                tokens.completion_token_ids,
+                tokens.logprobs,
+                finish,
+            )
+        reply = await self._client.chat.completions.create(**self._request(messages, **kwargs))
+        choice = reply.choices[0]
+        message = choice.message
         calls = [
             ToolCall(id=c.id, name=c.function.name, args=json.loads(c.function.arguments or "{}"))
             for c in message.tool_calls or []
             if getattr(c, "function", None) is not None
         ]
-        return LLMResponse(content=message.content or "", tool_calls=calls)
+        response = LLMResponse(
+            content=message.content or "", tool_calls=calls, finish_reason=choice.finish_reason
+        )
+        return response
 
 
 class AnthropicClient(LLMClient):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures.thread
 import gc
 import multiprocessing
 import os
@@ -29,7 +30,7 @@ from typing import Any
 import uvicorn
 
 from .errors import EnvironmentContractError
-from .server import drain
+from .server import connections, drain
 from .server.logs import install_redaction
 from .server.settings import (
     FLAGS_VARIABLE,
@@ -81,8 +82,19 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
-    """uvicorn's options for ``settings``: the protocol-level limits every server gets."""
+def uvicorn_options(settings: ServerSettings, *, reload: bool = False) -> dict[str, Any]:
+    """uvicorn's options for ``settings``: the protocol-level limits every server gets.
+
+    Each call binds a new :class:`~openenv_runtime.server.connections.ConnectionGuard` (one per
+    server); under ``reload`` (options pickled to a child process) the protocols use that
+    process's own guard, made from the same settings.
+    """
+    http: type
+    ws: type
+    if reload:
+        http, ws = connections.GuardedHTTPProtocol, connections.GuardedWebSocketProtocol
+    else:
+        http, ws = connections.protocols(connections.for_settings(settings))
     return {
         "log_level": settings.log_level,
         "ws_ping_interval": settings.ws_ping_interval,
@@ -93,7 +105,11 @@ def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
         "ws_max_size": settings.max_message_bytes,
         # Headers of one request may not grow past this (h11; httptools has its own 80 KiB cap).
         "h11_max_incomplete_event_size": 64 << 10,
-        "limit_concurrency": settings.connection_limit,
+        # uvicorn's own limit would refuse /health too: the guarded protocol applies it instead,
+        # with a per-address cap and a deadline for a new connection's headers.
+        "http": http,
+        "ws": ws,
+        "limit_concurrency": None,
         "timeout_keep_alive": settings.timeout_keep_alive,
         "proxy_headers": True,
         "forwarded_allow_ips": settings.forwarded_allow_ips,
@@ -148,6 +164,9 @@ def _use_app_dir(launch: Launch) -> None:
         sys.path.insert(0, launch.app_dir)
 
 
+_POOL_FILE = concurrent.futures.thread.__file__
+
+
 class DrainingServer(uvicorn.Server):
     """uvicorn, with the shutdown an environment server needs.
 
@@ -164,7 +183,14 @@ class DrainingServer(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        if os.environ.get(drain.SUPERVISOR_VARIABLE):
+            # a sibling worker took POST /admin/drain: the supervisor tells every worker
+            self._loop.add_signal_handler(drain.DRAIN_SIGNAL, self._drain_on_request)
         await super().serve(sockets)
+
+    def _drain_on_request(self) -> None:
+        assert self._loop is not None
+        drain.start_local_drain(self._loop)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         loop = self._loop
@@ -188,10 +214,27 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
 
 
+def busy_environment_threads() -> list[threading.Thread]:
+    """The environment threads running a call now (an idle pool thread waiting for work is not)."""
+    frames = sys._current_frames()
+    busy = []
+    for thread in threading.enumerate():
+        if not thread.name.startswith(("openenv-env", "openenv-session")) or not thread.is_alive():
+            continue
+        frame = frames.get(thread.ident) if thread.ident is not None else None
+        while frame is not None:
+            # A pool thread runs each call inside concurrent.futures' work item's run().
+            if frame.f_code.co_name == "run" and frame.f_code.co_filename == _POOL_FILE:
+                busy.append(thread)
+                break
+            frame = frame.f_back
+    return busy
+
+
 def serve_forever(config: uvicorn.Config, sockets: list[socket.socket] | None = None) -> None:
     """Run one server process until it is told to stop; exit 0 within a bound."""
     DrainingServer(config).run(sockets=sockets)
-    stuck = [t for t in threading.enumerate() if t.name.startswith("openenv-env") and t.is_alive()]
+    stuck = busy_environment_threads()
     if stuck:
         # A step that never returns would keep the interpreter from exiting (thread pools are
         # joined at exit). Its instance was closed already: leave without waiting for it.
@@ -229,8 +272,16 @@ def _supervise(launch: Launch, settings: ServerSettings) -> None:
         nonlocal stopping
         stopping = True
 
+    def drain_every_worker(signum: int, _frame: object) -> None:
+        for process in workers:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, drain.DRAIN_SIGNAL)
+
+    workers: list[multiprocessing.process.BaseProcess] = []
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    workers = [start() for _ in range(settings.workers)]
+    previous[drain.DRAIN_SIGNAL] = signal.signal(drain.DRAIN_SIGNAL, drain_every_worker)
+    os.environ[drain.SUPERVISOR_VARIABLE] = str(os.getpid())  # inherited by each worker
+    workers.extend(start() for _ in range(settings.workers))
     restarts = 0
     try:
         while not stopping:
@@ -273,23 +324,23 @@ def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:
     if settings.workers > 1 and not launch.reload:
         _supervise(launch, settings)
         return
-    config = _uvicorn_config(launch, settings)
     if launch.reload:
-        # The reloader re-imports the app in a child process, so it needs uvicorn.run.
+        # The reloader re-imports the app in a child process, so it needs uvicorn.run (and
+        # only its own Config: each one with reload on logs "Will watch ..." again).
         install_redaction()
         uvicorn.run(
-            config.app,
+            launch.app,
             app_dir=launch.app_dir,
             host=settings.host,
             port=settings.port,
             reload=True,
             reload_dirs=list(launch.reload_dirs) or None,
             backlog=launch.backlog,
-            **uvicorn_options(settings),
+            **uvicorn_options(settings, reload=True),
         )
         return
     _use_app_dir(launch)
-    serve_forever(_loaded(config, settings))
+    serve_forever(_loaded(_uvicorn_config(launch, settings), settings))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -277,3 +277,33 @@ def test_compare_script_ours_and_floor(tmp_path: Path) -> None:
     assert doc["servers"]["ours"]["memory"]["idle_sessions"] == 20
     assert doc["servers"]["floor"]["throughput"]["runs"][0]["steps"] == 64 * 20
     assert "| metric |" in result.stdout
+
+
+def test_capacity_and_pid_come_from_health_and_output_is_whole_when_piped(
+    tmp_path: Path,
+) -> None:
+    with running(bench_server(env={"MAX_CONCURRENT_ENVS": "4"})) as server:
+        result = openenv(
+            "bench",
+            "--url",
+            server.url,
+            "--requests-grid",
+            "2,6",
+            "--wait-grid",
+            "0.2",
+            "--reps",
+            "1",
+            "--output-dir",
+            str(tmp_path),
+        )
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "server capacity: 4 sessions at once (from /health)" in out
+    assert "batch 6 exceeds the server's capacity of 4 sessions" in out
+    assert "(from /health): its CPU is measured" in out
+    assert "run 1/2: 2 sessions" in out and "run 2/2: 6 sessions" in out  # progress, piped
+    assert "…" not in out  # no column cut at 80 characters
+    assert "CPU: load generator" in out and "server unknown" not in out
+    data = json.loads(only(tmp_path, "bench-sessions-*.json").read_text())
+    assert data["environment"]["server_capacity"] == 4
+    assert data["environment"]["server_pids"]

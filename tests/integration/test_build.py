@@ -527,3 +527,28 @@ def test_nothing_left_behind(client: docker.DockerClient, default_container: Ser
         t for i in client.images.list() for t in i.tags if t.startswith(f"{REPOSITORY}:{RUN_ID}-")
     ]
     assert leftovers == []
+
+
+def test_context_dir_builds_with_a_plain_docker_build(
+    client: docker.DockerClient, base_image: str, project: Path, tmp_path: Path
+) -> None:
+    """`openenv build --context-dir DIR`, then the docker CLI alone (no openenv) builds DIR."""
+    context = tmp_path / "context"
+    done = openenv("build", "--base-image", base_image, "--context-dir", str(context), cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"docker build -t {NAME}:0.1.0 -t {NAME}:latest {context}" in done.stdout
+    tag = f"{REPOSITORY}:context-{RUN_ID}"
+    try:
+        built = subprocess.run(
+            ["docker", "build", "-q", "-t", tag, "--label", f"{LABEL_KEY}={RUN_ID}", str(context)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        )
+        assert built.returncode == 0, built.stdout + built.stderr
+        assert client.images.get(tag).attrs["Config"]["Labels"]["io.openenv.app"] == (
+            f"{NAME}.server.app:app"
+        )
+    finally:
+        remove_images(client, tag)

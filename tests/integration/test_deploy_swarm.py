@@ -110,6 +110,7 @@ def test_apply_two_replicas_behind_envoy_then_remove_leaves_nothing(
         assert done.returncode == 0, f"deploy failed:\n{done.stdout}\n{done.stderr}"
         result = json.loads(done.stdout)
         assert result["stack"] == STACK and result["url"] == f"http://127.0.0.1:{front}"
+        assert result["written"] is True and len(result["endpoints"]) == 2
         stack_file = (project / "deploy" / "swarm" / "stack.yml").read_text()
         assert "swarm-test-token" not in stack_file  # the token travels as a Docker secret
 

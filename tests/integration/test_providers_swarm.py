@@ -88,3 +88,22 @@ def test_task_exiting_at_start_shows_its_log(crashing_image: str) -> None:  # no
     message = str(info.value)
     assert "exit code 3" in message and CRASH_LINE in message, message
     assert not provider.running
+
+
+def test_start_does_not_wait_for_the_images_health_check_interval(
+    client: docker.DockerClient,
+    env_image: str,  # noqa: F811
+) -> None:
+    """The generated image probes /health every 30 s: start() must not wait for that probe."""
+    interval = client.images.get(env_image).attrs["Config"]["Healthcheck"]["Interval"]
+    assert interval == 30 * 10**9
+    with SwarmProvider(env_image, replicas=2, name_prefix=NAME) as urls:
+        assert all(health(u) is not None for u in urls)
+        service = next(s for s in client.services.list() if s.name.startswith(NAME))
+        api = tuple(int(p) for p in client.api.api_version.split(".")[:2])
+        if api >= (1, 44):  # engines from 25 probe every second during the start period
+            check = service.attrs["Spec"]["TaskTemplate"]["ContainerSpec"]["Healthcheck"]
+            assert check["StartInterval"] == 10**9
+        else:  # older ones: the servers answer while the swarm still waits for its first probe
+            states = [t["Status"]["State"] for t in service.tasks()]
+            assert "starting" in states, states

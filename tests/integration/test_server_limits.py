@@ -268,35 +268,55 @@ def test_the_default_trusts_only_loopback_proxies() -> None:
     assert ServerSettings().forwarded_allow_ips == "127.0.0.1,::1"
 
 
-def status_of(url: str) -> int:
+def status_of(url: str, path: str = "/health", source: str | None = None) -> int:
     host, port = url.removeprefix("http://").split("/")[0].split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = http.client.HTTPConnection(
+        host, int(port), timeout=10, source_address=(source, 0) if source else None
+    )
     try:
-        conn.request("GET", "/health")
+        conn.request("GET", path)
         return conn.getresponse().status
     finally:
         conn.close()
 
 
-def test_connections_per_server_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connections_per_server_are_bounded_but_probes_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("LIMIT_CONCURRENCY", "3")
     app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation)
     with running_server(app) as url, ExitStack() as stack:
-        for _ in range(3):
+        for _ in range(4):
             ask(stack.enter_context(ws(url)), {"type": "reset"})
-        assert status_of(url) == 503
+        assert status_of(url, "/schema") == 503
+        assert status_of(url) == 200 and status_of(url, "/ready") == 200
 
 
-def test_a_slow_header_client_is_refused_when_connections_run_out() -> None:
+def test_a_slow_header_client_is_cut_off_and_probes_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HEADER_TIMEOUT", "1")
     app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation, max_concurrent_envs=1)
     limit = app.state.openenv_settings.values.connection_limit
     assert limit == 2 * 1 + 64  # bounded by default, with room for every session
     with running_server(app) as url, ExitStack() as stack:
         port = int(url.rsplit(":", 1)[1])
+        stalled = []
         for _ in range(limit):  # connections that send half a request line and stall
             sock = stack.enter_context(socket.create_connection(("127.0.0.1", port)))
-            sock.sendall(b"GET /health HTTP/1.1\r\nHo")
-        assert wait_until(lambda: status_of(url) == 503)
+            try:
+                sock.sendall(b"GET /health HTTP/1.1\r\nHo")
+            except OSError:
+                pass  # refused at once: its address holds too many connections
+            stalled.append(sock)
+        # a probe from another address answers at once (this one holds all it may)
+        assert status_of(url, source="127.0.0.2") == 200
+        for sock in stalled:  # each is closed by the server: EOF, not a hang
+            sock.settimeout(10)
+            try:
+                assert sock.recv(1024) is not None
+            except ConnectionResetError:
+                pass
 
 
 def test_http_environment_errors_are_logged(caplog: pytest.LogCaptureFixture) -> None:

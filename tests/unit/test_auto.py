@@ -122,3 +122,30 @@ def test_factories_are_not_instantiated() -> None:
 def test_the_installed_package_is_read_from_pip_or_uv_output(output: str) -> None:
     assert _installed_openenv_package(output) == "openenv-wordle_env"
     assert _installed_openenv_package("Requirement already satisfied: x") is None
+
+
+def test_from_env_runs_the_image_openenv_build_tags(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One naming rule: the image AutoEnv starts is one of the tags `openenv build` applies."""
+    from openenv_cli.image.plan import plan_build
+    from openenv_cli.scaffold import render_project, write_project
+
+    for variable in ("OPENENV_IMAGE_TAG", "OPENENV_BASE_IMAGE"):
+        monkeypatch.delenv(variable, raising=False)
+    write_project(render_project("my_env"), site / "my_env", force=False)
+    info = site / "my_env-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my_env\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[openenv.environments]\nmy_env = my_env\n")
+    started: list[str] = []
+
+    def from_docker_image(cls: type, image: str, provider: object = None, **_: object) -> None:
+        started.append(image)
+
+    from openenv_runtime import EnvClient
+
+    monkeypatch.setattr(EnvClient, "from_docker_image", classmethod(from_docker_image))
+    AutoEnv.from_env("my_env")
+    assert started == ["my_env:latest"]
+    assert started[0] in plan_build(site / "my_env").tags

@@ -164,6 +164,34 @@ def test_build_include_secret(project: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0 and "  ca.pem\n" in out.split("Context")[1]
 
 
+def test_build_context_dir_writes_a_context_any_builder_can_build(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dest = tmp_path / "ctx"
+    code, out, err = run(
+        capsys, "build", str(project), "--context-dir", str(dest), "-b", "python:3.12-slim"
+    )
+    assert code == 0, err
+    dockerfile = (dest / "Dockerfile").read_text(encoding="utf-8")
+    assert "ARG BASE_IMAGE=python:3.12-slim" in dockerfile  # the plan's base image, written in
+    assert "COPY _openenv_runtime/" in dockerfile
+    assert (dest / "_openenv_runtime" / "pyproject.toml").is_file()
+    assert (dest / "server" / "app.py").is_file()
+    assert f"docker build -t {NAME}:0.1.0 -t {NAME}:latest {dest}" in out
+    # a second run refuses to mix contexts
+    code, _, err = run(capsys, "build", str(project), "--context-dir", str(dest))
+    assert code == 1 and "not empty" in err
+
+
+def test_the_generated_files_point_other_builders_at_context_dir(project: Path) -> None:
+    dockerfile = (project / "server" / "Dockerfile").read_text(encoding="utf-8")
+    before_copy = dockerfile.split("COPY _openenv_runtime/")[0].splitlines()[-3:]
+    # a builder's error about the missing folder shows the lines just above the COPY
+    assert any("openenv build --context-dir" in line for line in before_copy)
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    assert "openenv build --context-dir" in readme and "docker build" in readme
+
+
 def test_a_fresh_init_project_pushes_and_builds_with_no_secret_left_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -142,3 +142,10 @@ def test_secret_errors_quote_nothing() -> None:
             parse_assignments(["OK=1", raw], "--secret", environ={}, secret=True)
         assert "hunter2" not in str(caught.value)
         assert "--secret #2" in caught.value.message
+
+
+def test_a_bare_secret_name_that_is_not_set_is_named() -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_assignments(["OK=1", "HF_TOKEN"], "--secret", environ={}, secret=True)
+    assert caught.value.message.startswith("--secret HF_TOKEN has no value")
+    assert "export HF_TOKEN" in (caught.value.hint or "")

@@ -116,3 +116,71 @@ def test_from_env_runs_the_space_image_on_a_duck_typed_provider() -> None:
     name, args, kwargs = duck.calls[0]
     assert name == "start_container" and "registry.hf.space/user-my-env" in args[0]
     assert kwargs == {"env_vars": {"A": "1"}}
+
+
+def test_uv_provider_serves_the_current_folder_by_default(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert UVProvider().project_path == str(tmp_path)
+
+
+def test_from_hub_passes_provider_keywords_to_start_container() -> None:
+    duck = _DuckProvider()
+    client = GenericEnvClient.from_hub(
+        "user/my-env",
+        provider=duck,  # type: ignore[arg-type]
+        replicas=4,
+        connect_timeout_s=5,
+    )
+    name, _, kwargs = duck.calls[0]
+    assert name == "start_container" and kwargs == {"replicas": 4}
+    assert client.connect_timeout == 5  # the client's own keywords stay with the client
+    client.sync().close()
+
+
+def test_arguments_are_checked_before_anything_starts() -> None:
+    from openenv_runtime.compat.containers.runtime import DockerSwarmProvider
+    from openenv_runtime.compat.containers.runtime.providers import _ProviderFace
+
+    class Strict(_DuckProvider):
+        def start_container(self, image: str, port: int | None = None) -> str:  # type: ignore[override]
+            return super().start_container(image, port=port)
+
+    strict = Strict()
+    with pytest.raises(TypeError, match=r"replicas.*nothing was started"):
+        GenericEnvClient.from_hub("user/my-env", provider=strict, replicas=4)  # type: ignore[arg-type]
+    assert strict.calls == []
+
+    # the swarm provider (built without an engine): a bad option fails before the service exists
+    swarm = object.__new__(DockerSwarmProvider)
+    _ProviderFace.__init__(swarm)
+    made: list[dict[str, Any]] = []
+
+    def make(image: str, port: Any, env_vars: Any, kwargs: dict[str, Any]) -> Any:
+        made.append(kwargs)
+        raise RuntimeError("would start a service here")
+
+    swarm._make = make  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match=r"bogus.*nothing was started"):
+        GenericEnvClient.from_hub("user/my-env", provider=swarm, replicas=4, bogus=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="replicas"):
+        GenericEnvClient.from_hub("user/my-env", provider=swarm, replicas=0)  # type: ignore[arg-type]
+    assert made == []
+    with pytest.raises(RuntimeError, match="would start"):
+        GenericEnvClient.from_hub("user/my-env", provider=swarm, replicas=4)  # type: ignore[arg-type]
+    assert made == [{"replicas": 4}]
+
+
+def test_from_provider_checks_client_keywords_before_starting() -> None:
+    from openenv_runtime.providers.base import Provider
+
+    class Never(Provider):
+        def _launch(self) -> list[str]:
+            raise AssertionError("must not start")
+
+        def _teardown(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"replicas.*nothing was started"):
+        GenericEnvClient.from_provider(Never(), replicas=4)

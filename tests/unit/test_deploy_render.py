@@ -170,6 +170,20 @@ def test_session_balancing_hashes_the_session_header(project: Path) -> None:
     assert route["retry_policy"]["retriable_status_codes"] == [503]
 
 
+def test_new_options_replace_files_no_one_edited(project: Path, tmp_path: Path) -> None:
+    out = tmp_path / "envoy"
+    first = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8001"])
+    assert write_files(first.files, out, force=False).written
+    second = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8002"], front_port=9090)
+    assert second.files != first.files
+    assert write_files(second.files, out, force=False).written  # only the options changed
+    written = next(p for p in out.rglob("envoy.yaml"))
+    assert "8002" in written.read_text()
+    written.write_text(written.read_text() + "# mine\n")  # now someone edits it
+    with pytest.raises(UsageError, match="edited files"):
+        write_files(first.files, out, force=False)
+
+
 def test_shared_checkpoint_volume_when_asked(project: Path) -> None:
     plain = plan_deploy("kubernetes", project).files["deployment.yaml"]
     assert "CHECKPOINT_DIR" not in plain and "PersistentVolumeClaim" not in plain
@@ -194,3 +208,16 @@ def test_shared_checkpoint_volume_when_asked(project: Path) -> None:
     assert service["volumes"] == ["checkpoints:/var/lib/openenv/checkpoints"]
     assert "checkpoints" in stack["volumes"]
     assert "/var/lib/openenv/checkpoints" in render_project("demo_env")["server/Dockerfile"]
+
+
+def test_the_record_of_written_files_is_never_written_through_a_link(
+    project: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "envoy"
+    out.mkdir()
+    outside = tmp_path / "outside.json"
+    outside.write_text("keep\n")
+    (out / ".openenv-deploy.json").symlink_to(outside)
+    plan = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8001"])
+    assert write_files(plan.files, out, force=False).written
+    assert outside.read_text() == "keep\n"

@@ -70,3 +70,20 @@ def test_non_concurrent_environment_serves_one_session() -> None:
 
     app = create_app(Single, EchoAction, EchoObservation, max_concurrent_envs=50)
     assert app.state.openenv_sessions.capacity == 1
+
+
+def test_the_code_to_add_uses_the_classes_own_types() -> None:
+    class EchoNoStep(Environment[EchoAction, EchoObservation, State]):
+        def reset(self, seed=None, episode_id=None, **kw):  # type: ignore[no-untyped-def]
+            return EchoObservation()
+
+        @property
+        def state(self) -> State:
+            return State()
+
+    with pytest.raises(EnvironmentContractError) as info:
+        create_app(EchoNoStep, EchoAction, EchoObservation)
+    message = str(info.value)
+    assert "def step(self, action: EchoAction, **kwargs) -> EchoObservation:" in message
+    assert "return EchoObservation(..., reward=1.0, done=False)" in message
+    assert "MyAction" not in message

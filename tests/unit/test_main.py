@@ -87,3 +87,35 @@ def test_examples_use_options_that_exist(example: str) -> None:
     assert args[0] == "openenv"
     result = runner.invoke(app, [*args[1:], "--help"])
     assert result.exit_code == 0, result.output
+
+
+def test_bracketed_help_text_survives_rich_markup() -> None:
+    assert "openenv-toolkit[bench]" in _help("bench").replace("\n", "")
+    assert "[default: the project name]" in " ".join(_help("deploy").split())
+
+
+def test_help_leaves_out_markdown_and_traceback_rendering() -> None:
+    """`openenv --help` loads typer's renderer without rich.markdown / rich.traceback, which
+    still work (as the real classes) when something uses them later."""
+    code = (
+        "import sys\n"
+        "from openenv_cli.main import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = sorted(m for m in ('rich.markdown', 'rich.traceback', 'markdown_it') if m in sys.modules)\n"
+        "import typer.rich_utils as r\n"
+        "md = r.Markdown('*x*')\n"
+        "import rich.markdown\n"
+        "assert isinstance(md, rich.markdown.Markdown), type(md)\n"
+        "try:\n"
+        "    raise ValueError('boom')\n"
+        "except ValueError as e:\n"
+        "    tb = r.Traceback.from_exception(type(e), e, e.__traceback__)\n"
+        "print('LOADED', loaded, type(tb).__module__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Usage: openenv" in done.stdout
+    assert "LOADED [] rich.traceback" in done.stdout

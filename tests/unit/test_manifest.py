@@ -73,7 +73,13 @@ def test_load_manifest_passes_warnings_to_callback(tmp_path: Path) -> None:
     assert [w.key for w in seen] == ["extra"]
 
 
-@pytest.mark.parametrize("missing", ["name", "app"])
+def test_missing_app_is_the_conventional_one(tmp_path: Path) -> None:
+    text = "\n".join(line for line in MINIMAL.splitlines() if not line.startswith("app")) + "\n"
+    name = load_manifest(write(tmp_path, MINIMAL)).name
+    assert load_manifest(write(tmp_path, text)).app == f"{name}.server.app:app"
+
+
+@pytest.mark.parametrize("missing", ["name"])
 def test_missing_required_key_names_file_and_fix(tmp_path: Path, missing: str) -> None:
     text = "\n".join(line for line in MINIMAL.splitlines() if not line.startswith(missing)) + "\n"
     project = tmp_path / "cool_env"

@@ -167,3 +167,19 @@ def test_code_mode_result_is_bounded() -> None:
 
     metadata = Tools().execute_code(f"result = 'a' * {MAX_RESULT_CHARS + 1}").metadata
     assert "result" not in metadata and f"at most {MAX_RESULT_CHARS}" in metadata["error"]
+
+
+def test_code_mode_ends_on_time_while_a_tool_hangs() -> None:
+    env = Tools()
+    release = threading.Event()
+
+    @env.tool()
+    def hang() -> int:
+        release.wait(60)
+        return 1
+
+    try:
+        metadata = env.execute_code("result = hang()", timeout_s=0.5).metadata
+    finally:
+        release.set()
+    assert "took over 0.5 s" in metadata["error"], metadata

@@ -125,3 +125,53 @@ def test_cli_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None
     result = CliRunner().invoke(app, ["migrate", str(project)])
     assert result.exit_code == 0 and "rewrote server/app.py" in result.output
     assert "openenv.core" not in (project / "server" / "app.py").read_text()
+
+
+def test_imports_it_cannot_map_are_listed_and_the_docs_spelling_is_mapped(tmp_path: Path) -> None:
+    project = _reference_project(tmp_path)
+    (project / "train.py").write_text(
+        "from openenv.providers import UVProvider, DockerSwarmProvider\n"
+        "from openenv.cli.commands import build\n"
+        "import openenv.experimental.thing\n"
+    )
+    plan = plan_migration(project)
+    notes = "\n".join(plan.notes)
+    assert "train.py: `openenv.providers` is not a module of the reference" in notes
+    assert "train.py: `openenv.cli.commands` has no counterpart" in notes
+    assert "train.py: `openenv.experimental.thing` has no counterpart" in notes
+    assert (
+        "+from openenv_runtime.compat.containers.runtime import UVProvider, DockerSwarmProvider"
+        in (plan.diff())
+    )
+    result = CliRunner().invoke(app, ["migrate", str(project), "--dry-run"])
+    assert "openenv.cli.commands" in result.output  # listed (on stderr) even in a dry run
+
+
+def test_dry_run_piped_to_a_file_applies_with_patch(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    project = _reference_project(tmp_path)
+    long_line = "x = '" + "a" * 150 + "'  # openenv.core keeps this line long\n"
+    (project / "server" / "app.py").write_text(
+        "from openenv.core import EnvClient\n" + long_line + "y = 1"  # no final newline
+    )
+    result = CliRunner().invoke(app, ["migrate", str(project), "--dry-run"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    diff = result.stdout
+    assert long_line.rstrip("\n") in diff  # not wrapped
+    patch = shutil.which("patch")
+    git = shutil.which("git")
+    if patch is not None:
+        done = subprocess.run(
+            [patch, "-p1", "--batch"], input=diff, cwd=project, capture_output=True, text=True
+        )
+    elif git is not None:
+        done = subprocess.run(
+            [git, "apply", "-"], input=diff, cwd=project, capture_output=True, text=True
+        )
+    else:
+        return
+    assert done.returncode == 0, done.stdout + done.stderr
+    plan = plan_migration(project)
+    assert not any(c.path.name == "app.py" for c in plan.changes)  # already applied

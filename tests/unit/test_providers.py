@@ -107,3 +107,34 @@ def test_pool_arguments() -> None:
         EnvPool(GenericEnvClient, urls=["http://x"], provider=ProcessProvider("a.b:c"), size=1)
     with pytest.raises(ValueError, match="at least 1"):
         EnvPool(GenericEnvClient, urls=["http://x"], size=0)
+
+
+class _Images:
+    def __init__(self, check: dict[str, object]) -> None:
+        self.check = check
+
+    def get(self, image: str) -> object:
+        return type("Image", (), {"attrs": {"Config": {"Healthcheck": self.check}}})()
+
+
+class _Engine:
+    def __init__(self, api: str, check: dict[str, object]) -> None:
+        self.api = type("Api", (), {"api_version": api})()
+        self.images = _Images(check)
+
+
+def test_swarm_tasks_get_a_start_interval_where_the_engine_takes_one() -> None:
+    from openenv_runtime.providers import SwarmProvider
+
+    provider = SwarmProvider("img:1", startup_timeout=60)
+    image_check = {
+        "Test": ["CMD-SHELL", "probe"],
+        "Interval": 30 * 10**9,
+        "StartPeriod": 20 * 10**9,
+    }
+    fast = provider._fast_healthcheck(_Engine("1.44", image_check))
+    assert fast == {"StartInterval": 10**9, "StartPeriod": 20 * 10**9}  # the rest inherits
+    no_period = provider._fast_healthcheck(_Engine("1.45", {"Test": ["CMD", "x"]}))
+    assert no_period == {"StartInterval": 10**9, "StartPeriod": 60 * 10**9}
+    assert provider._fast_healthcheck(_Engine("1.41", image_check)) is None  # refused there
+    assert provider._fast_healthcheck(_Engine("1.44", {})) is None  # no check to speed up

@@ -128,7 +128,9 @@ def test_env_error_is_what_reference_users_catch() -> None:
     assert isinstance(EnvError("VALIDATION_ERROR", "bad"), RuntimeError)
     refused = EnvError("CONNECTION_ERROR", "cannot connect")
     assert isinstance(refused, ConnectionError) and isinstance(refused, RuntimeError)
-    assert refused.code == "CONNECTION_ERROR" and str(refused).startswith("Server error:")
+    assert refused.code == "CONNECTION_ERROR" and str(refused).startswith("cannot connect")
+    # only what the server answered reads as a server error
+    assert str(EnvError("VALIDATION_ERROR", "bad")) == "Server error: bad (code: VALIDATION_ERROR)"
 
 
 def test_chat_message_type_works_in_models_before_python_312() -> None:

@@ -97,7 +97,7 @@ def test_good_names(name: str) -> None:
         ("match", "keyword"),
         ("json", "standard library"),
         ("asyncio", "standard library"),
-        ("test", "shadow"),
+        ("test", "standard library"),
         ("fastapi", "shadow a package"),
         ("pydantic", "shadow a package"),
         ("uvicorn", "shadow a package"),

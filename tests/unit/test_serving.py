@@ -85,3 +85,142 @@ def test_open_file_advice(project: Path) -> None:
     plan = plan_serve(project, flags={"max_concurrent_envs": 5000})
     assert "ulimit" in (open_file_advice(1024, plan) or "")
     assert open_file_advice(1 << 20, plan) is None
+
+
+def _serve_output(
+    project: Path, monkeypatch: pytest.MonkeyPatch, *args: str, target: str | None = None
+) -> str:
+    """Run `openenv serve` up to the point where uvicorn would start; return what it printed."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    import openenv_runtime.serve as runtime_serve
+    from openenv_cli import serving
+    from openenv_cli.main import app
+
+    monkeypatch.setattr(runtime_serve, "run_server", lambda launch, settings: None)
+    monkeypatch.setattr(serving, "check_port_free", lambda host, port: None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in [m for m in sys.modules if m == project.name or m.startswith(project.name + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    result = CliRunner().invoke(
+        app, ["serve", target or str(project), *args], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_the_summary_shows_the_capacity_create_app_sets(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_py = project / "server" / "app.py"
+    app_py.write_text(
+        app_py.read_text(encoding="utf-8").replace(
+            "    version=VERSION,\n", "    version=VERSION,\n    max_concurrent_envs=4,\n"
+        ),
+        encoding="utf-8",
+    )
+    out = _serve_output(project, monkeypatch)
+    assert (
+        "capacity   4 sessions (4 per worker × 1 worker; from create_app(max_concurrent_envs=...))"
+        in out
+    )
+    assert "max_concurrent_envs       4 " in out
+    assert "overrides" not in out
+
+    out = _serve_output(project, monkeypatch, "--max-concurrent-envs", "7")
+    assert "capacity   7 sessions" in out
+    assert "--max-concurrent-envs overrides create_app(max_concurrent_envs=4)" in out
+
+
+GUESS = """
+from uuid import uuid4
+from openenv_runtime import Action, Observation, State, Environment, create_app
+
+
+class GuessAction(Action):
+    guess: int
+
+
+class GuessObservation(Observation):
+    hint: str
+
+
+class GuessEnvironment(Environment[GuessAction, GuessObservation, State]):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def reset(self, seed=None, episode_id=None, **kwargs) -> GuessObservation:
+        self._state = State(episode_id=episode_id or str(uuid4()))
+        return GuessObservation(hint="guess 0-9")
+
+    def step(self, action: GuessAction, **kwargs) -> GuessObservation:
+        return GuessObservation(hint="no")
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+app = create_app(GuessEnvironment, GuessAction, GuessObservation, State, name="guess")
+"""
+
+
+def test_a_single_file_environment_is_served_as_module_colon_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    folder = tmp_path / "single"
+    folder.mkdir()
+    (folder / "guess_single.py").write_text(GUESS, encoding="utf-8")
+    monkeypatch.chdir(folder)
+    plan = plan_serve(Path("guess_single:app"))
+    assert plan.single_file and plan.manifest.app == "guess_single:app"
+    assert plan.project_dir == folder.resolve()
+    out = _serve_output(Path("guess_single"), monkeypatch, target="guess_single:app")
+    assert "Serving guess_single (guess_single:app)" in out
+    assert "from openenv_runtime import GenericEnvClient" in out
+    # and as a file path, from anywhere
+    monkeypatch.chdir(tmp_path)
+    assert plan_serve(Path("single/guess_single.py:app")).project_dir == folder.resolve()
+    with pytest.raises(UsageError, match="neither a project folder nor MODULE:APP"):
+        plan_serve(Path("not a module:app"))
+
+
+def test_a_minimal_manifest_gets_the_conventional_app(project: Path) -> None:
+    (project / "openenv.yaml").write_text(
+        "name: demo_env\nversion: 0.1.0\ndescription: A demo\n", encoding="utf-8"
+    )
+    assert plan_serve(project).manifest.app == "demo_env.server.app:app"
+
+
+def test_an_unmigrated_project_is_told_to_run_migrate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import sys
+
+    from openenv_cli.errors import OpenEnvError as Error
+    from openenv_cli.serving import check_app_imports
+
+    if importlib.util.find_spec("openenv") is not None:
+        pytest.skip("the reference OpenEnv is installed here, so its imports succeed")
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    project = tmp_path / "ref_env"
+    (project / "server").mkdir(parents=True)
+    (project / "server" / "__init__.py").write_text("")
+    (project / "__init__.py").write_text("")
+    (project / "server" / "app.py").write_text(
+        "from openenv.core.env_server.http_server import create_app\n"
+    )
+    (project / "openenv.yaml").write_text("name: ref_env\napp: server.app:app\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    plan = plan_serve(project)
+    with pytest.raises(Error) as info:
+        check_app_imports(plan, [str(project)])
+    assert "No module named 'openenv'" in info.value.message
+    assert f"openenv migrate {project.resolve()}" in (info.value.hint or "")
+    for name in [m for m in sys.modules if m == "server" or m.startswith("server.")]:
+        monkeypatch.delitem(sys.modules, name)

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..images import default_image
+
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "openenv.environments"
@@ -44,7 +46,7 @@ class EnvironmentInfo:
     client_class_name: str  # "EchoEnv"
     action_class_name: str  # "EchoAction"
     observation_class_name: str  # "EchoObservation"
-    default_image: str  # "echo-env:latest"
+    default_image: str  # "echo_env:latest": images.default_image of the manifest's name
     spec_version: int | None = None
     manifest: dict[str, Any] | None = None
 
@@ -112,10 +114,12 @@ def _load_manifest_from_package(package_name: str, module_name: str) -> dict[str
         return None
     import yaml  # PyYAML comes with uvicorn[standard], a runtime dependency
 
+    from ..bounded_yaml import load_bounded
+
     try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        logger.warning("openenv.yaml of %s is not valid YAML: %s", package_name, exc)
+        loaded = load_bounded(text)  # size, depth and aliases bounded
+    except (yaml.YAMLError, ValueError) as exc:
+        logger.warning("openenv.yaml of %s is not read: %s", package_name, exc)
         return None
     return loaded if isinstance(loaded, dict) else None
 
@@ -142,7 +146,7 @@ def _create_env_info_from_package(
         observation_class_name=str(
             (manifest or {}).get("observation") or _infer_class_name(env_name, "observation")
         ),
-        default_image=f"{env_name.replace('_', '-')}:latest",
+        default_image=default_image(raw_name),  # what `openenv build` tags the project
         spec_version=(manifest or {}).get("spec_version"),
         manifest=manifest,
     )

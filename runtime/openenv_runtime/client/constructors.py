@@ -7,6 +7,7 @@ first server, and gives the client the provider to stop when the client closes.
 
 from __future__ import annotations
 
+import inspect
 import os
 import typing
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,6 +39,7 @@ class ProviderConstructors:
         Closing the client (``close()``, leaving ``with`` / ``async with``) stops the
         provider; if starting fails or is interrupted, nothing is left running.
         """
+        _check_client_options(cls, client_kwargs)  # before anything starts
         urls = provider.start()
         try:
             client = cls(urls[0], **client_kwargs)
@@ -76,18 +78,21 @@ class ProviderConstructors:
         ``env_vars`` go to the container, ``port`` is its host port (default: a free one);
         ``provider`` replaces the default :class:`~openenv_runtime.providers.DockerProvider`
         (the reference's argument order), and may be one of the reference's container providers
-        (``LocalDockerProvider()``, ``DockerSwarmProvider()``). Closing the client removes the
-        container.
+        (``LocalDockerProvider()``, ``DockerSwarmProvider()``). With those, keywords the client
+        does not take go to ``start_container`` (``replicas=4``, ``cpu_limit=...``), as in the
+        reference; every argument is checked before anything starts. Closing the client
+        removes the container.
         """
         if _is_container_provider(provider):
             container = typing.cast("ContainerProvider", provider)
             # only the options given, as the reference passes them (duck-typed providers
             # written for it may not take ``port`` at all)
-            options: dict[str, Any] = {}
+            options, client_kwargs = _split_options(cls, client_kwargs)
             if port is not None:
                 options["port"] = port
             if env_vars is not None:
                 options["env_vars"] = env_vars
+            _check_start_options(container, image, options)
             base_url = container.start_container(image, **options)
             try:
                 container.wait_for_ready(base_url)
@@ -98,6 +103,7 @@ class ProviderConstructors:
             client._provider = _ContainerStopper(container)
             return client
         if provider is None:
+            _check_client_options(cls, client_kwargs)
             from ..providers.docker import DockerProvider
 
             provider = DockerProvider(image, env=env_vars, host_port=port)
@@ -119,14 +125,18 @@ class ProviderConstructors:
         The Hub is ``HF_ENDPOINT`` (default https://huggingface.co). With ``use_docker=True``
         the Space's image ``registry.hf.space/org-name:latest`` runs locally instead (pulled
         when missing). ``provider`` replaces the default one (e.g. a ``SpaceProvider`` with
-        its own ``url``); one of the reference's container providers runs the Space's image.
+        its own ``url``); one of the reference's container providers runs the Space's image,
+        with the keywords the client does not take passed to its ``start_container``
+        (``from_hub("org/env", provider=DockerSwarmProvider(), replicas=4)``).
         """
         from ..providers.space import SpaceProvider, hf_token, space_image
 
         if _is_container_provider(provider):  # the reference's: runs the Space's image
-            return cls.from_docker_image(
-                space_image(repo_id), provider, env_vars=env_vars, **client_kwargs
-            )
+            image = space_image(repo_id)
+            tag = client_kwargs.pop("tag", None)
+            if tag is not None:
+                image = f"{image.rpartition(':')[0]}:{tag}"
+            return cls.from_docker_image(image, provider, env_vars=env_vars, **client_kwargs)
         if provider is not None:
             if isinstance(provider, SpaceProvider):
                 token = hf_token(token)
@@ -142,6 +152,62 @@ class ProviderConstructors:
         return cls.from_provider(space, token=hf_token(token), **client_kwargs)
 
     from_hub = from_env
+
+
+def _client_option_names(cls: type) -> set[str]:
+    """The keywords a client class's constructor takes (the reference's spellings included)."""
+    from .compat import _RENAMES
+
+    names = {"mode", "provider", *_RENAMES}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        try:
+            parameters = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names.update(
+            p.name
+            for p in parameters
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
+        )
+    names.discard("base_url")
+    return names
+
+
+def _split_options(cls: type, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(for start_container, for the client)``: what the client does not take is the provider's."""
+    accepted = _client_option_names(cls)
+    client = {k: v for k, v in kwargs.items() if k in accepted}
+    return {k: v for k, v in kwargs.items() if k not in accepted}, client
+
+
+def _check_client_options(cls: type, kwargs: dict[str, Any]) -> None:
+    """``TypeError`` naming keywords the client does not take: raised before anything starts."""
+    unknown = sorted(set(kwargs) - _client_option_names(cls))
+    if unknown:
+        raise TypeError(
+            f"{cls.__name__} got unexpected keyword argument(s) {', '.join(unknown)} "
+            "(nothing was started)"
+        )
+
+
+def _check_start_options(provider: Any, image: str, options: dict[str, Any]) -> None:
+    """Check ``start_container``'s options before it runs: the provider's own check when it
+    has one, else its signature (a ``TypeError`` naming the keyword, nothing started)."""
+    check = getattr(provider, "check_options", None)
+    if callable(check):
+        check(options)
+        return
+    try:
+        inspect.signature(provider.start_container).bind(image, **options)
+    except TypeError as exc:
+        raise TypeError(
+            f"{type(provider).__name__}.start_container: {exc} (nothing was started)"
+        ) from None
+    except ValueError:  # no signature to read: let the provider judge
+        pass
 
 
 def _is_container_provider(provider: object) -> bool:

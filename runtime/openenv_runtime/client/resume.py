@@ -15,6 +15,7 @@ drain. A server without the protocol (openenv-core) gets plain requests, as befo
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,23 @@ RESUME_REFUSED = "RESUME_REFUSED"
 # How long a new session waits for a server that answers 503 (draining, or a balancer with no
 # ready replica) before giving up.
 NEW_SESSION_PATIENCE = 30.0
+
+
+# The longest grace period a server may announce: what a client keeps retrying for when
+# the server is gone. A hostile or broken header ("inf", "nan", "1e308", "soon") cannot make
+# it retry forever or fail to connect.
+MAX_GRACE = 3600.0
+
+
+def _grace(raw: str | None) -> float:
+    """The announced grace period in seconds, within ``[0, MAX_GRACE]`` (0 when unreadable)."""
+    try:
+        seconds = float(raw or 0)
+    except ValueError:
+        return 0.0
+    if not math.isfinite(seconds):
+        return MAX_GRACE if seconds > 0 else 0.0
+    return min(max(seconds, 0.0), MAX_GRACE)
 
 
 class _Dropped(Exception):
@@ -108,7 +126,7 @@ class ResumingTransport:
         self.resumable = bool(token)
         self._token = token or None
         self.session_id = headers.get(HEADER_SESSION) if token else None
-        self.grace = float(headers.get("X-OpenEnv-Resume-Grace") or 0) if token else 0.0
+        self.grace = _grace(headers.get("X-OpenEnv-Resume-Grace")) if token else 0.0
 
     async def _retry(self, func: Any, patience: float) -> Any:
         async for attempt in AsyncRetrying(

@@ -29,6 +29,8 @@ from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import WebSocketURI, parse_uri
 
+from ..redaction import CLIENT_LOGGERS, install_redaction
+
 USER_AGENT = "openenv-runtime"
 
 
@@ -156,6 +158,8 @@ class Connection(asyncio.Protocol):
         """
         loop = asyncio.get_running_loop()
         uri = parse_uri(url)
+        # websockets logs the handshake's headers (Authorization, the resume token) at DEBUG
+        install_redaction((*CLIENT_LOGGERS, "openenv_runtime"))
         protocol = ClientProtocol(uri, max_size=max_size)
         context = ssl.create_default_context() if uri.secure else None
 

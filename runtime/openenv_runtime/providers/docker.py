@@ -59,11 +59,13 @@ def ensure_image(client: Any, image: str, pull: bool) -> None:
             reason = exc.explanation or str(exc)
             raise ProviderError(
                 f"image {image} is not on this engine and pulling it failed ({reason}); "
-                "build it with `openenv build`, or `docker login` for a private registry"
+                "build it with `openenv build` in the environment's project folder (or pass "
+                "another image), or `docker login` for a private registry"
             ) from None
     raise ProviderError(
-        f"image {image} is not on this engine; build it with `openenv build` "
-        f"(or `docker pull {image}`)"
+        f"image {image} is not on this engine; build it with `openenv build` in the "
+        f"environment's project folder (it tags <name>:<version> and <name>:latest), pass "
+        f"the image you built (docker_image=...), or `docker pull {image}`"
     )
 
 

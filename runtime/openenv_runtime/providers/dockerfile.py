@@ -99,9 +99,11 @@ def app_field(manifest: str) -> str | None:
         from .base import missing_extra
 
         raise missing_extra("pyyaml", "daytona") from None
+    from ..bounded_yaml import load_bounded
+
     try:
-        data = yaml.safe_load(manifest)
-    except yaml.YAMLError:
+        data = load_bounded(manifest)  # size, depth and aliases bounded
+    except (yaml.YAMLError, ValueError):
         return None
     value = data.get("app") if isinstance(data, dict) else None
     if isinstance(value, str) and value.strip():

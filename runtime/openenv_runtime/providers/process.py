@@ -67,11 +67,15 @@ def resolve_target(target: str | os.PathLike[str]) -> AppTarget:
 
 def _manifest(text: str) -> dict[str, Any]:
     try:
-        import yaml  # PyYAML comes with the CLI; the runtime only needs the `app:` line without it
+        # PyYAML comes with the CLI; the runtime only needs the `app:` line without it
+        from ..bounded_yaml import YamlRefused, load_bounded
     except ImportError:
         match = _APP_LINE.search(text)
         return {"app": match.group(1)} if match else {}
-    loaded = yaml.safe_load(text)
+    try:
+        loaded = load_bounded(text)  # size, depth and aliases bounded
+    except YamlRefused as exc:
+        raise ProviderError(f"openenv.yaml is refused: {exc}") from None
     return loaded if isinstance(loaded, dict) else {}
 
 

@@ -19,6 +19,10 @@ from .base import Provider, ProviderError, last_lines
 from .docker import LABEL, RUN_LABEL, docker_module, engine_client, ensure_image
 
 SWARM_HINT = "make this engine a swarm: `docker swarm init --advertise-addr 127.0.0.1`"
+# Engines from 25 (API 1.44) take a health check's start interval: probes that often during
+# the start period, so a task is seen healthy (and "running") a second after its server is.
+START_INTERVAL_API = (1, 44)
+START_INTERVAL_NS = 1_000_000_000
 # A task in one of these states has ended on its own (the restart policy is "none").
 FAILED = ("failed", "rejected", "complete", "orphaned")
 
@@ -86,6 +90,7 @@ class SwarmProvider(Provider):
         if client.info().get("Swarm", {}).get("LocalNodeState") != "active":
             raise ProviderError(f"the Docker engine is not part of a swarm; {SWARM_HINT}")
         ensure_image(client, self.image, pull=False)
+        healthcheck = self._fast_healthcheck(client)
         resources = None
         if self.cpus is not None or self.mem_limit is not None:
             mem = self.mem_limit
@@ -119,12 +124,45 @@ class SwarmProvider(Provider):
                 networks=self.networks or None,
                 constraints=self.constraints or None,
                 command=self.command,
+                healthcheck=healthcheck,
             )
         except docker.errors.APIError as exc:
             raise ProviderError(
                 f"the swarm refused the service for {self.image}: {exc.explanation or exc}"
             ) from None
         return self._task_urls(self.replicas)
+
+    def _fast_healthcheck(self, client: Any) -> dict[str, Any] | None:
+        """The image's health check with a one-second start interval, on engines that take one
+        (the rest inherits from the image); None (the image's own) otherwise."""
+        version = tuple(int(part) for part in str(client.api.api_version).split(".")[:2])
+        if version < START_INTERVAL_API:
+            return None
+        config = client.images.get(self.image).attrs.get("Config") or {}
+        check = config.get("Healthcheck") or {}
+        if not check.get("Test") or check["Test"][0] == "NONE":
+            return None
+        start_period = check.get("StartPeriod") or int(self.startup_timeout * 1e9)
+        return {"StartInterval": START_INTERVAL_NS, "StartPeriod": start_period}
+
+    def _published_port(self, task: dict[str, Any]) -> int | None:
+        """The host port of a task: from its status once running, else (a task still
+        "starting" while the image's health check has not passed yet) from its container,
+        when the container is on this engine."""
+        ports = (task["Status"].get("PortStatus") or {}).get("Ports") or []
+        published = [p.get("PublishedPort") for p in ports if p.get("PublishedPort")]
+        if published:
+            return int(published[0])
+        container_id = (task["Status"].get("ContainerStatus") or {}).get("ContainerID")
+        if not container_id:
+            return None
+        try:
+            network = self._client.api.inspect_container(container_id).get("NetworkSettings") or {}
+        except Exception:  # on another node, or gone
+            return None
+        bindings = (network.get("Ports") or {}).get(f"{self.container_port}/tcp") or []
+        ports_found = [b.get("HostPort") for b in bindings if b.get("HostPort")]
+        return int(ports_found[0]) if ports_found else None
 
     def _task_urls(self, count: int) -> list[str]:
         """Wait until ``count`` tasks of the current spec run with a published port; their URLs."""
@@ -138,17 +176,19 @@ class SwarmProvider(Provider):
                 state = task.get("Status", {}).get("State")
                 if state in FAILED:
                     raise ProviderError(self._failure(task))
+            # "starting": the container runs, its health check has not passed yet (the
+            # provider's own /health poll, after this, says when the server answers)
             running = [
                 t
                 for t in tasks
-                if t.get("DesiredState") == "running" and t["Status"].get("State") == "running"
+                if t.get("DesiredState") == "running"
+                and t["Status"].get("State") in ("starting", "running")
             ]
             urls = []
             for task in running:
-                ports = (task["Status"].get("PortStatus") or {}).get("Ports") or []
-                published = [p.get("PublishedPort") for p in ports if p.get("PublishedPort")]
-                if published:
-                    urls.append(f"http://{self.host}:{published[0]}")
+                port = self._published_port(task)
+                if port is not None:
+                    urls.append(f"http://{self.host}:{port}")
             if len(urls) == count:
                 return sorted(urls)
             if time.monotonic() > deadline:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -18,6 +17,7 @@ from typing import Any
 from ..environment import Environment, contract_error_message, missing_members, overrides
 from ..errors import EnvironmentContractError
 from ..models import Observation, State
+from .call_cost import LifecycleCost
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -27,7 +27,12 @@ class ContractViolation(Exception):
 
 
 class StepTimeout(Exception):
-    """A reset or step ran past ``step_timeout``; its instance has been abandoned."""
+    """A create, reset, step, state or tool call ran past ``step_timeout``; its instance has
+    been abandoned."""
+
+
+class Exhausted(Exception):
+    """Too many environment calls are stuck past the step timeout to start new environments."""
 
 
 class _Method:
@@ -88,52 +93,6 @@ def _overrides(cls: type, name: str) -> bool:
 
 def _duck_missing(cls: type) -> list[str]:
     return [m for m in ("reset", "step", "state") if not hasattr(cls, m)]
-
-
-class LifecycleCost:
-    """Decides where a plain constructor or ``close()`` runs: the pool until proven cheap.
-
-    Creating and closing an instance happens once per session; for a cheap ``__init__`` the
-    hop to the thread pool and back costs more than the call. Calls are judged by the CPU
-    time of the thread that ran them (wall time on a busy machine includes GIL waits and
-    preemption), plus a wall-clock bound that catches blocking I/O. After ``TRIALS`` cheap
-    calls on the pool it runs inline on the event loop; a call that is ever expensive sends
-    it back to the pool for good, so a heavy constructor (a model load) never blocks the
-    loop more than once.
-    """
-
-    CHEAP_CPU = 0.0005
-    INLINE_CPU_LIMIT = 0.002
-    WALL_LIMIT = 0.1
-    TRIALS = 16
-    __slots__ = ("cheap_calls", "demoted", "inline")
-
-    def __init__(self) -> None:
-        self.cheap_calls = 0
-        self.inline = False
-        self.demoted = False
-
-    @staticmethod
-    def _timed(func: Callable[[], Any]) -> tuple[Any, float, float]:
-        wall, cpu = time.perf_counter(), time.thread_time()
-        value = func()
-        return value, time.thread_time() - cpu, time.perf_counter() - wall
-
-    async def run(self, pool: ThreadPoolExecutor, func: Callable[[], Any]) -> Any:
-        if self.inline:
-            result, cpu, wall = self._timed(func)
-            if cpu > self.INLINE_CPU_LIMIT or wall > self.WALL_LIMIT:
-                self.inline, self.demoted = False, True
-            return result
-        result, cpu, wall = await asyncio.get_running_loop().run_in_executor(
-            pool, self._timed, func
-        )
-        if cpu > self.CHEAP_CPU or wall > self.WALL_LIMIT:
-            self.demoted = True
-        elif not self.demoted:
-            self.cheap_calls += 1
-            self.inline = self.cheap_calls >= self.TRIALS
-        return result
 
 
 class EnvRunner:
@@ -205,14 +164,44 @@ class EnvRunner:
             self._abandon(env, call)
             raise StepTimeout(self._timeout_message(func)) from None
 
+    @property
+    def exhausted(self) -> bool:
+        """True when so many calls are stuck that the pool is no longer replaced."""
+        return self.stuck_threads > 4 * self._pool_size
+
+    def check_not_exhausted(self) -> None:
+        """Raise :class:`Exhausted` (a clear error for the client) instead of waiting forever."""
+        if self.exhausted:
+            raise Exhausted(
+                f"{self.stuck_threads} environment calls are stuck past the step timeout; this "
+                "server starts no new environments until they return. Retry later, or restart it."
+            )
+
+    async def bounded(self, env: Any, func: Callable[..., Any], *args: Any) -> Any:
+        """Run ``func(*args)`` (plain or ``async``, returning a value or an awaitable) on ``env``
+        within ``step_timeout``, like :meth:`guarded`."""
+        is_async = inspect.iscoroutinefunction(func)
+        result = await self.guarded(env, is_async, func, *args)
+        if inspect.isawaitable(result):
+            timeout = self.step_timeout
+            try:
+                result = await asyncio.wait_for(result, timeout)
+            except asyncio.TimeoutError:
+                self._later(self._close_quietly(env))
+                raise StepTimeout(self._timeout_message(func)) from None
+        return result
+
     def _timeout_message(self, func: Callable[..., Any]) -> str:
-        name = getattr(func, "__qualname__", "the call")
+        if isinstance(func, partial) and func.func is getattr and len(func.args) == 2:
+            name = f"{type(func.args[0]).__qualname__}.{func.args[1]}"  # a property read
+        else:
+            name = getattr(func, "__qualname__", "the call")
         return (
             f"{name} ran longer than the server's step timeout of {self.step_timeout:g}s; the "
             "session was ended. Open a new one (and raise STEP_TIMEOUT if steps legitimately take longer)."
         )
 
-    def _abandon(self, env: Any, call: Future[Any]) -> None:
+    def _abandon(self, env: Any, call: Future[Any], made: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self.stuck_threads += 1
         if self.stuck_threads <= 4 * self._pool_size:
@@ -226,10 +215,15 @@ class EnvRunner:
                 self.stuck_threads,
             )
 
-        def finished(_: Future[Any]) -> None:
+        def finished(done: Future[Any]) -> None:
             def later() -> None:
                 self.stuck_threads -= 1
-                self._later(self._close_quietly(env))
+                instance = env
+                if made:  # an abandoned constructor: close what it made, if it made anything
+                    failed = done.cancelled() or done.exception() is not None
+                    instance = None if failed else done.result()
+                if instance is not None:
+                    self._later(self._close_quietly(instance))
 
             try:
                 loop.call_soon_threadsafe(later)
@@ -272,7 +266,53 @@ class EnvRunner:
         )
 
     async def create(self) -> Any:
-        """A new environment instance (the factory may be a class, a function or a coroutine)."""
+        """A new environment instance (the factory may be a class, a function or a coroutine),
+        within ``step_timeout``: a constructor that overruns raises :class:`StepTimeout` and
+        what it makes later is closed."""
+        timeout = self.step_timeout
+        if timeout is None:
+            return await self._create()
+        if self._factory_is_async:
+            try:
+                return await asyncio.wait_for(self._create(), timeout)
+            except asyncio.TimeoutError:
+                raise StepTimeout(self._timeout_message(self._factory)) from None
+        self.check_not_exhausted()
+        if getattr(self._factory, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) is True:
+            made = asyncio.ensure_future(self._create())  # on the instance's own thread
+            try:
+                return await asyncio.wait_for(asyncio.shield(made), timeout)
+            except asyncio.TimeoutError:
+                made.add_done_callback(self._close_when_made)
+                raise StepTimeout(self._timeout_message(self._factory)) from None
+        call = self._pool.submit(self._create_in_thread)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(call)), timeout)
+        except asyncio.TimeoutError:
+            self._abandon(None, call, made=True)
+            raise StepTimeout(self._timeout_message(self._factory)) from None
+
+    def _close_when_made(self, made: asyncio.Future[Any]) -> None:
+        if not made.cancelled() and made.exception() is None:
+            self._later(self._close_quietly(made.result()))
+
+    def _create_in_thread(self) -> Any:
+        """A plain factory's instance, made on a pool thread (the bounded path of :meth:`create`)."""
+        env = self._factory()
+        self._claim_thread(env)
+        self.adapter_for(env)
+        return env
+
+    def _claim_thread(self, env: Any) -> None:
+        if (
+            getattr(type(env), "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
+            and id(env) not in self._own_threads
+        ):
+            self._own_threads[id(env)] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="openenv-session"
+            )
+
+    async def _create(self) -> Any:
         if self._factory_is_async:
             env = await self._factory()
         elif getattr(self._factory, "REQUIRES_SINGLE_THREAD_EXECUTOR", False) is True:
@@ -286,13 +326,7 @@ class EnvRunner:
             self._own_threads[id(env)] = own
         else:
             env = await self._create_cost.run(self._pool, self._factory)
-        if (
-            getattr(type(env), "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
-            and id(env) not in self._own_threads
-        ):
-            self._own_threads[id(env)] = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="openenv-session"
-            )
+        self._claim_thread(env)
         self.adapter_for(env)  # checks the contract once per class
         return env
 
@@ -341,14 +375,20 @@ class EnvRunner:
         return step
 
     async def state(self, env: Any) -> State:
+        """The instance's state, within ``step_timeout`` (a hung ``state`` never pins a slot)."""
         adapter = self.adapter_for(env)
         if adapter.state_is_property:
             if adapter.state_is_async:
-                result = await env.state
+
+                async def read() -> Any:
+                    return await env.state
+
+                read.__qualname__ = f"{type(env).__qualname__}.state"
+                result = await self.guarded(env, True, read)
             else:
-                result = await self._run(False, getattr, env, "state", pool=self._pool_for(env))
+                result = await self.guarded(env, False, partial(getattr, env, "state"))
         else:
-            result = await self._run(adapter.state_is_async, env.state, pool=self._pool_for(env))
+            result = await self.guarded(env, adapter.state_is_async, env.state)
         if not isinstance(result, State):
             raise ContractViolation(
                 f"{type(env).__qualname__}.state returned {type(result).__name__}; "

@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
@@ -26,14 +27,15 @@ from .adapter import ClassAdapter, EnvRunner
 from .auth import BearerAuthMiddleware, public_paths
 from .checkpoint_ops import Checkpointer, build_checkpoint_router
 from .checkpoints import CheckpointStore
+from .docs_pages import install_docs
 from .drain import install_lifecycle_routes
 from .http_api import build_http_router
 from .lifecycle import LifecycleSettings
-from .limits import BodyLimitMiddleware
+from .limits import BodyLimitMiddleware, client_identity
 from .logs import install_redaction
 from .mcp import MCPHandler, build_mcp_router, serve_attached
 from .options import GRADIO_OPTIONS, resolve_reference_options
-from .sessions import SessionManager
+from .sessions import NoCapacity, SessionManager
 from .settings import load_settings
 from .tasks import build_task_router
 from .websocket import WebSocketEndpoint
@@ -184,8 +186,9 @@ def create_app(
         runner,
         capacity,
         config.session_timeout,
-        config.max_sessions_per_client,
+        config.sessions_per_client(capacity),
         lifecycle=lifecycle,
+        unused_timeout=config.unused_session_timeout,
     )
     api_key = config.api_key_value
     install_redaction()
@@ -232,7 +235,10 @@ def create_app(
         version=PROTOCOL_VERSION,
         lifespan=lifespan,
         description=str(metadata["description"]),
+        docs_url=None,
+        redoc_url=None,
     )
+    install_docs(app)  # the same pages, with the title escaped and a CSP
     ws_endpoint = WebSocketEndpoint(
         manager, action_cls, config.max_message_bytes, auth_required=bool(api_key)
     )
@@ -287,14 +293,15 @@ def create_app(
     own_metadata = env_cls is not None and overrides(env_cls, "get_metadata")
 
     @app.get("/metadata", tags=["info"])
-    async def get_metadata() -> dict[str, Any]:
+    async def get_metadata(request: Request) -> Any:
         if own_metadata and "custom" not in metadata:
-            # The environment describes itself: ask a short-lived instance once.
-            instance = await runner.create()
+            # The environment describes itself: ask a short-lived instance (in a slot) once.
+            client = client_identity(request.scope, bool(api_key))
             try:
-                custom = instance.get_metadata()
-            finally:
-                await runner.close(instance)
+                async with manager.borrow(client) as instance:
+                    custom = await runner.bounded(instance, instance.get_metadata)
+            except NoCapacity as refused:
+                return JSONResponse({"detail": refused.message}, status_code=refused.status)
             given = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
             metadata.update({k: v for k, v in given.items() if v is not None}, custom=True)
         return {k: v for k, v in metadata.items() if k != "custom"}
@@ -304,7 +311,7 @@ def create_app(
     _add_routes(app, build_checkpoint_router(checkpointer, auth_required=bool(api_key)))
     _add_routes(app, build_mcp_router(mcp_handler))
     # Last: its /{env_name}/... patterns must not shadow the routes above.
-    _add_routes(app, build_task_router(runner, str(env_name)))
+    _add_routes(app, build_task_router(manager, str(env_name), bool(api_key)))
 
     public = frozenset({"/health"})
     if config.web_interface:

@@ -183,7 +183,7 @@ def build_checkpoint_router(checkpointer: Checkpointer, auth_required: bool) -> 
         if session is None or session.kind != "http" or session.lock is None:
             raise CheckpointError(
                 "SESSION_ERROR",
-                f"No HTTP session {session_id!r}: POST /reset opens one (pass its session_id).",
+                "No such HTTP session: POST /reset opens one (pass its session_id).",
                 404,
             )
         return session

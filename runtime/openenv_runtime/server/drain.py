@@ -8,7 +8,9 @@ unanswered: the closing code 1012 tells the client to start that episode elsewhe
 passes, every remaining session is closed (each environment ``close()``d once).
 
 A drain starts on SIGTERM (``openenv serve`` and ``python -m openenv_runtime.serve``), or by
-``POST /admin/drain`` with ``X-OpenEnv-Admin-Token: <OPENENV_ADMIN_TOKEN>``.
+``POST /admin/drain`` with ``X-OpenEnv-Admin-Token: <OPENENV_ADMIN_TOKEN>``. With several
+workers the request reaches one of them; it asks the supervisor (``SIGUSR1``), which passes
+the request to every worker, so the whole server drains.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import hmac
 import logging
 import os
+import signal
 import time
 
 from fastapi import FastAPI, Request
@@ -28,6 +31,10 @@ from .sessions import SessionManager
 logger = logging.getLogger("openenv_runtime.server")
 
 CLOSE_SERVICE_RESTART = 1012
+SUPERVISOR_VARIABLE = "OPENENV_SUPERVISOR_PID"
+"""Set in each worker of a multi-worker server: the process that runs them."""
+DRAIN_SIGNAL = signal.SIGUSR1
+"""Sent to the supervisor by the worker that took ``POST /admin/drain``, then to every worker."""
 BETWEEN_EPISODES = 2.0  # seconds a drained session may sit idle between episodes
 
 # The session managers of the apps running in this process (registered at start-up), so a
@@ -113,6 +120,9 @@ def install_lifecycle_routes(app: FastAPI, manager: SessionManager) -> None:
             task = asyncio.get_running_loop().create_task(drain(manager))
             _background.add(task)
             task.add_done_callback(_background.discard)
+            supervisor = os.environ.get(SUPERVISOR_VARIABLE, "")
+            if supervisor.isdigit() and int(supervisor) == os.getppid():
+                os.kill(int(supervisor), DRAIN_SIGNAL)  # the other workers drain too
         return JSONResponse(
             {
                 "status": "draining",
@@ -124,3 +134,12 @@ def install_lifecycle_routes(app: FastAPI, manager: SessionManager) -> None:
 
 
 _background: set[asyncio.Task[None]] = set()
+
+
+def start_local_drain(loop: asyncio.AbstractEventLoop) -> None:
+    """Drain every app of this process that is not draining yet (from a signal handler)."""
+    for manager in list(_managers):
+        if not manager.draining:
+            task = loop.create_task(drain(manager))
+            _background.add(task)
+            task.add_done_callback(_background.discard)

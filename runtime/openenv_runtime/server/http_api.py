@@ -3,7 +3,10 @@
 ``POST /reset`` opens an HTTP session (or resets the one it names) and returns its
 ``session_id``; ``/step``, ``/state`` and ``/close`` act on the session named by the
 ``session_id`` body field / query parameter or the ``X-Session-Id`` header. HTTP
-sessions count against the same capacity as WebSocket ones and expire the same way.
+sessions count against the same capacity as WebSocket ones and expire the same way (one
+opened but never stepped sooner). The ``session_id`` is the session's only credential: 32
+random bytes given to the client that opened it, never logged (access logs print
+``session_id=[redacted]``); a WebSocket session's id never reaches an HTTP session.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..models import Action
 from ..protocol import ErrorCode, observation_payload
 from .actions import action_validator
-from .adapter import ContractViolation, StepTimeout
+from .adapter import ContractViolation, Exhausted, StepTimeout
 from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
 from .sessions import Session, SessionManager
 from .websocket import describe_exception, invalid_action
@@ -84,7 +87,7 @@ def build_http_router(
             return _error(
                 404,
                 ErrorCode.SESSION_ERROR,
-                f"Session {session_id!r} does not exist or has expired; call POST /reset to open a new one.",
+                "This session does not exist or has expired; call POST /reset to open a new one.",
             )
         return session
 
@@ -101,7 +104,7 @@ def build_http_router(
             try:
                 return await call()
             except StepTimeout as exc:
-                logger.error("HTTP session %s ended: %s", session.id, exc)
+                logger.error("HTTP session %s ended: %s", session.label, exc)
                 manager.abandoned += 1
                 session.env = None  # abandoned: the runner closes it when its call returns
                 await manager.release(session)
@@ -133,29 +136,21 @@ def build_http_router(
             session = found
         else:
             client = client_identity(http.scope, auth_required)
-            if manager.client_full(client):
-                return _error(
-                    429,
-                    ErrorCode.CAPACITY_REACHED,
-                    f"This client already holds {manager.per_client} sessions, the most one "
-                    "client may hold (MAX_SESSIONS_PER_CLIENT); close one with POST /close first.",
-                    max_sessions_per_client=manager.per_client,
-                )
             opened = manager.open("http", client)
             if opened is None:
+                refused = manager.refusal(client)
                 return _error(
-                    503,
-                    ErrorCode.CAPACITY_REACHED,
-                    "Server is draining for a restart; retry (on another replica)."
-                    if manager.draining
-                    else f"Server is at capacity ({manager.capacity} sessions); retry later.",
-                    active_sessions=manager.active,
-                    max_sessions=manager.capacity,
+                    refused.status, ErrorCode.CAPACITY_REACHED, refused.message, **refused.details
                 )
             session = opened
             try:
                 session.env = await manager.new_instance()  # from the warm pool, if any
                 await manager.hold_tools(session)
+            except (StepTimeout, Exhausted) as exc:
+                if isinstance(exc, StepTimeout):
+                    session.env = None  # abandoned: closed when its constructor returns
+                await manager.release(session)
+                return _error(503, ErrorCode.FACTORY_ERROR, str(exc))
             except Exception as exc:
                 logger.exception("creating the environment failed (HTTP /reset)")
                 await manager.release(session)
@@ -192,6 +187,7 @@ def build_http_router(
             return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc))
 
         async def call() -> Any:
+            session.stepped = True
             obs = await runner.step(session.env, action)
             return {**observation_payload(obs), "session_id": session.id}
 

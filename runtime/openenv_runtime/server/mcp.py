@@ -5,7 +5,13 @@ JSON-RPC 2.0 with ``tools/list`` and ``tools/call``, plus OpenEnv's session meth
 and an environment instance like an HTTP session (``POST /reset``), is named by
 ``params.session_id`` in later calls, and can be attached to a WebSocket with
 ``/ws?session_id=``. A call that names no session runs on a short-lived instance, as in
-the reference. Environments offer tools either by being an ``MCPEnvironment`` (or any
+the reference; that instance holds a slot (and counts for the client) while it lives.
+
+A session is reached only by its owner: the session a WebSocket carries from that socket
+alone, an HTTP/MCP session by the secret id it was given at creation (never a WebSocket
+session's id, which load balancers and resuming clients see). Every reply is bounded: an
+error quotes the first validation errors and counts the rest, and no message echoes more
+than :data:`MAX_ECHO` characters of what the client sent. Environments offer tools either by being an ``MCPEnvironment`` (or any
 object with async ``list_tools`` / ``call_tool``), or by answering ``ListToolsAction`` /
 ``CallToolAction`` in ``step``.
 """
@@ -33,17 +39,37 @@ from ..mcp.types import (
     McpMethod,
 )
 from ..protocol import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, ErrorCode, decode, encode, error_message
-from .limits import client_identity
-from .sessions import Session, SessionManager
+from .adapter import Exhausted, StepTimeout
+from .limits import client_identity, validation_errors
+from .sessions import NoCapacity, Session, SessionManager
 from .websocket import _CLOSE, WebSocketEndpoint, _Final, describe_exception
 
 logger = logging.getLogger("openenv_runtime.server")
 
 Reply = dict[str, Any]
 
+MAX_ECHO = 200
+"""Characters of a client's own input (a method name, an id) quoted back in an error."""
+MAX_MESSAGE = 2000
+"""Characters of an error message (an environment's exception text included)."""
+MAX_REQUEST_KEYS = 8
+"""Keys a JSON-RPC request may have (it needs four); more is refused before validating."""
+
+
+def clip(value: Any, limit: int = MAX_ECHO) -> str:
+    """``value`` as text of at most ``limit`` characters (marked when cut)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
 
 def _error(code: JsonRpcErrorCode, message: str, request_id: Any = None, data: Any = None) -> Reply:
-    return JsonRpcResponse.error_response(code, message, data, request_id).model_dump()
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        request_id = None
+    elif isinstance(request_id, str) and len(request_id) > MAX_ECHO:
+        request_id = None  # an id longer than any client needs is not echoed
+    return JsonRpcResponse.error_response(
+        code, clip(message, MAX_MESSAGE), data, request_id
+    ).model_dump()
 
 
 def _ok(result: Any, request_id: Any) -> Reply:
@@ -63,27 +89,17 @@ class MCPHandler:
         return client_identity(scope, self.auth_required)
 
     async def open_session(self, client: str | None = None) -> Session | Reply:
-        if self.manager.client_full(client):
-            return _error(
-                JsonRpcErrorCode.SERVER_ERROR,
-                f"This client already holds {self.manager.per_client} sessions, the most one "
-                "client may hold (MAX_SESSIONS_PER_CLIENT); close one with "
-                f"{SESSION_CLOSE} first.",
-                data={"max_sessions_per_client": self.manager.per_client},
-            )
         session = self.manager.open("http", client)
         if session is None:
-            return _error(
-                JsonRpcErrorCode.SERVER_ERROR,
-                f"Server is at capacity ({self.manager.capacity} sessions); retry later.",
-                data={
-                    "active_sessions": self.manager.active,
-                    "max_sessions": self.manager.capacity,
-                },
-            )
+            refused = self.manager.refusal(client)
+            return _error(JsonRpcErrorCode.SERVER_ERROR, refused.message, data=refused.details)
         try:
             session.env = await self.manager.new_instance()
             await self.manager.hold_tools(session)
+        except StepTimeout as exc:
+            session.env = None  # abandoned: the runner closes it when its constructor returns
+            await self.manager.release(session)
+            return _error(JsonRpcErrorCode.SERVER_ERROR, str(exc))
         except Exception as exc:
             await self.manager.release(session)  # the slot, the instance: nothing leaks
             return _error(JsonRpcErrorCode.SERVER_ERROR, describe_exception(exc))
@@ -92,11 +108,25 @@ class MCPHandler:
     async def handle(
         self, payload: Any, current: Session | None = None, client: str | None = None
     ) -> Reply:
+        """Answer one JSON-RPC request. ``current`` is the session of the socket it came on."""
+        if isinstance(payload, dict) and len(payload) > MAX_REQUEST_KEYS:
+            return _error(
+                JsonRpcErrorCode.INVALID_REQUEST,
+                f"Invalid request: {len(payload)} keys; a JSON-RPC request has jsonrpc, method, "
+                "params and id.",
+                payload.get("id"),
+            )
         try:
             request = JsonRpcRequest.model_validate(payload)
         except ValidationError as exc:
+            errors, total = validation_errors(exc)
             request_id = payload.get("id") if isinstance(payload, dict) else None
-            return _error(JsonRpcErrorCode.INVALID_REQUEST, f"Invalid request: {exc}", request_id)
+            return _error(
+                JsonRpcErrorCode.INVALID_REQUEST,
+                "Invalid request: see data.errors",
+                request_id,
+                {"errors": errors, "error_count": total},
+            )
         rid, params = request.id, request.params
         if request.method == SESSION_CREATE:
             if current is not None:
@@ -109,7 +139,7 @@ class MCPHandler:
             return await self._close(params.get("session_id"), current, rid)
         if request.method not in (McpMethod.TOOLS_LIST.value, McpMethod.TOOLS_CALL.value):
             return _error(
-                JsonRpcErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}", rid
+                JsonRpcErrorCode.METHOD_NOT_FOUND, f"Method not found: {clip(request.method)}", rid
             )
         if request.method == McpMethod.TOOLS_CALL.value and not params.get("name"):
             return _error(
@@ -118,21 +148,44 @@ class MCPHandler:
         session = current
         named = params.get("session_id")
         if session is None and named:
-            session = self.manager.sessions.get(str(named))
-            if session is None or session.env is None:
-                return _error(JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {named}", rid)
+            session = self.owned(named)
+            if session is None:
+                return _error(
+                    JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {clip(named, 16)}", rid
+                )
         if session is not None:
-            session.busy = True
-            try:
-                return await self._tools(session.env, request.method, params, rid)
-            finally:
-                session.busy = False
-                session.last_active = time.monotonic()
-        env = await self.runner.create()
+            return await self._on_session(session, request.method, params, rid)
         try:
-            return await self._tools(env, request.method, params, rid)
+            async with self.manager.borrow(client) as env:
+                return await self._tools(env, request.method, params, rid)
+        except NoCapacity as refused:
+            return _error(JsonRpcErrorCode.SERVER_ERROR, refused.message, rid, refused.details)
+        except (StepTimeout, Exhausted) as exc:
+            return _error(JsonRpcErrorCode.SERVER_ERROR, str(exc), rid)
+        except Exception as exc:
+            return _error(JsonRpcErrorCode.SERVER_ERROR, describe_exception(exc), rid)
+
+    def owned(self, named: Any) -> Session | None:
+        """The HTTP/MCP session whose secret id is ``named`` (a WebSocket's session: never)."""
+        session = self.manager.sessions.get(named) if isinstance(named, str) else None
+        if session is None or session.kind != "http" or session.env is None:
+            return None
+        return session
+
+    async def _on_session(self, session: Session, method: str, params: Any, rid: Any) -> Reply:
+        session.busy = True
+        session.stepped = True
+        try:
+            return await self._tools(session.env, method, params, rid)
+        except StepTimeout as exc:
+            logger.error("session %s ended: %s", session.label, exc)
+            self.manager.abandoned += 1
+            session.env = None  # abandoned: the runner closes it when its call returns
+            self.manager.release_soon(session)
+            return _error(JsonRpcErrorCode.SERVER_ERROR, str(exc), rid)
         finally:
-            await self.runner.close(env)
+            session.busy = False
+            session.last_active = time.monotonic()
 
     async def _close(self, target: Any, current: Session | None, rid: Any) -> Reply:
         if not target:
@@ -143,9 +196,11 @@ class MCPHandler:
                 "This WebSocket's own session ends when the socket closes; send a close message.",
                 rid,
             )
-        session = self.manager.sessions.get(str(target))
+        session = self.owned(target)
         if session is None:
-            return _error(JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {target}", rid)
+            return _error(
+                JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {clip(target, 16)}", rid
+            )
         await self.manager.release(session)
         return _ok({"session_id": session.id, "closed": True}, rid)
 
@@ -160,13 +215,15 @@ class MCPHandler:
                 "This environment offers no MCP tools (it is not an MCPEnvironment).",
                 rid,
             )
+        except StepTimeout:
+            raise
         except Exception as exc:
-            logger.info("MCP %s failed: %s", method, exc)
+            logger.info("MCP %s failed: %s", method, clip(str(exc), MAX_MESSAGE))
             return _error(JsonRpcErrorCode.INTERNAL_ERROR, describe_exception(exc), rid)
 
     async def _list(self, env: Any) -> list[dict[str, Any]]:
         if callable(getattr(env, "list_tools", None)):
-            tools = await env.list_tools()
+            tools = await self.runner.bounded(env, env.list_tools)
         else:
             obs = await self._step(env, ListToolsAction())
             if not isinstance(obs, ListToolsObservation):
@@ -182,7 +239,8 @@ class MCPHandler:
 
         name, arguments = str(params["name"]), params.get("arguments") or {}
         if callable(getattr(env, "call_tool", None)):
-            return tool_result_payload(await env.call_tool(name, arguments))
+            result = await self.runner.bounded(env, env.call_tool, name, arguments)
+            return tool_result_payload(result)
         obs = await self._step(env, CallToolAction(tool_name=name, arguments=arguments))
         if not isinstance(obs, CallToolObservation):
             raise _NoTools
@@ -234,6 +292,10 @@ def build_mcp_router(handler: MCPHandler) -> APIRouter:
                     )
                 else:
                     reply = await handler.handle(payload, current=opened)
+                    if opened.released:  # a tool call overran the step timeout
+                        await websocket.send_text(encode(reply))
+                        await websocket.close(CLOSE_INTERNAL_ERROR)
+                        return
                 await websocket.send_text(encode(reply))
         finally:
             await handler.manager.release(opened)

@@ -1,23 +1,30 @@
 """Sessions and capacity: one environment instance per session, every slot given back.
 
-A session is a WebSocket connection or an HTTP session opened by ``POST /reset``. Both
-count against the same capacity. A session is released exactly once (its environment
-``close()``d exactly once) whatever ends it: a close message, a disconnect, the end of its
+A session is a WebSocket connection, an HTTP session opened by ``POST /reset`` (or MCP's
+``openenv/session/create``), or a short-lived call (a session-less MCP request, a Task API
+route, ``/metadata``): every environment instance, however short-lived, counts against the
+same capacity and per-client cap.
+
+An HTTP session's id is a secret (32 random bytes) handed only to the client that opened it;
+logs name sessions by ``label`` only. A WebSocket session is reachable only from its own
+connection (or a resume that presents its token). A session is released exactly once (its
+environment ``close()``d exactly once) whatever ends it: a close message, a disconnect, the end of its
 resume grace period, the idle reaper, a drain, or server shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from ..protocol import CLOSE_NORMAL
-from .adapter import EnvRunner
+from .adapter import EnvRunner, StepTimeout
 from .lifecycle import LifecycleSettings
 from .resume import ResumeState
 from .warm_pool import WarmPool
@@ -28,6 +35,20 @@ logger = logging.getLogger("openenv_runtime.server")
 STEP_WAIT_ON_CLOSE = 5.0
 # How long shutdown waits for close() calls to return.
 CLOSE_WAIT = 10.0
+# Idle seconds allowed to an HTTP session that was opened but never stepped (see reap_idle).
+UNUSED_SESSION_TIMEOUT = 60.0
+
+_LABELS = itertools.count(1)
+
+
+class NoCapacity(Exception):
+    """No slot for a new instance: the server is full, draining, or the client's cap is reached."""
+
+    def __init__(self, message: str, status: int, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status  # 429 (this client's cap) or 503 (full, draining)
+        self.details = details
 
 
 class Session:
@@ -41,28 +62,35 @@ class Session:
         "episode_open",
         "id",
         "kind",
+        "label",
         "last_active",
         "lock",
         "mcp_stack",
+        "opened",
         "released",
         "resume",
         "send",
         "step",
+        "stepped",
     )
 
     def __init__(self, kind: str, client: str | None = None, session_id: str | None = None) -> None:
-        self.id = session_id or secrets.token_urlsafe(12)
+        # An HTTP session's id is its only credential: long, random, never logged.
+        self.id = session_id or secrets.token_urlsafe(32)
+        self.label = f"#{next(_LABELS)}"  # what logs call it
         self.kind = kind
         self.client = client  # who it counts against for the per-client cap
         self.env: Any = None
         self.mcp_stack: AsyncExitStack | None = None  # the held MCP connection, if any
         self.step: Any = None  # the environment's step, bound once (see EnvRunner.bind_step)
-        self.last_active = time.monotonic()
+        self.last_active = self.opened = time.monotonic()
         self.busy = False
         self.released = False
         self.detached = False
         # None: never reset; True: an episode runs (a drain lets it finish); False: it ended
         self.episode_open: bool | None = None
+        # HTTP sessions: stepped (or a tool called) at least once; an unused one is reaped sooner
+        self.stepped = kind != "http"
         self.resume: ResumeState | None = None  # set when the client opted into resuming
         # HTTP requests of one session run in order; a WebSocket session is ordered by its loop.
         self.lock: asyncio.Lock | None = asyncio.Lock() if kind == "http" else None
@@ -97,10 +125,12 @@ class SessionManager:
         per_client: int | None = None,
         *,
         lifecycle: LifecycleSettings,
+        unused_timeout: float | None = UNUSED_SESSION_TIMEOUT,
     ) -> None:
         self.runner = runner
         self.capacity = capacity
         self.idle_timeout = idle_timeout
+        self.unused_timeout = unused_timeout
         self.per_client = per_client
         self.lifecycle = lifecycle
         self.sessions: dict[str, Session] = {}
@@ -137,6 +167,50 @@ class SessionManager:
             and self.by_client.get(client, 0) >= self.per_client
         )
 
+    def refusal(self, client: str | None) -> NoCapacity:
+        """Why no new session can open now (for the caller to report)."""
+        if self.draining or self.stopping:
+            return NoCapacity("Server is draining for a restart; retry (on another replica).", 503)
+        if self.client_full(client):
+            return NoCapacity(
+                f"This client already holds {self.per_client} sessions, the most one client "
+                "may hold (MAX_SESSIONS_PER_CLIENT); close one first.",
+                429,
+                max_sessions_per_client=self.per_client,
+            )
+        return NoCapacity(
+            f"Server is at capacity ({self.capacity} sessions); retry later or raise "
+            "MAX_CONCURRENT_ENVS.",
+            503,
+            active_sessions=self.active,
+            max_sessions=self.capacity,
+        )
+
+    @asynccontextmanager
+    async def borrow(self, client: str | None = None) -> AsyncIterator[Any]:
+        """A short-lived instance that holds a slot (and counts for ``client``) while in use.
+
+        Raises :class:`NoCapacity` when there is no slot. A call on it that overran the step
+        timeout abandoned it to the runner, which closes it when the call returns.
+        """
+        session = self.open("call", client)
+        if session is None:
+            raise self.refusal(client)
+        session.busy = True  # in use from the start: a drain waits for it
+        try:
+            env = await self.runner.create()
+            if session.released:  # shut down meanwhile: the instance is not handed out
+                await self.runner.close(env)
+                raise self.refusal(client)
+            session.env = env
+            yield env
+        except StepTimeout:
+            session.env = None
+            raise
+        finally:
+            session.busy = False
+            await self.release(session)
+
     def open(
         self, kind: str, client: str | None = None, session_id: str | None = None
     ) -> Session | None:
@@ -161,6 +235,7 @@ class SessionManager:
 
     async def new_instance(self) -> Any:
         """An environment instance for a session that holds a slot (from the warm pool if any)."""
+        self.runner.check_not_exhausted()
         if self.warm.size > 0:
             return await self.warm.take()
         return await self.runner.create()
@@ -209,7 +284,7 @@ class SessionManager:
         state = session.resume
         if session.detached and state is not None and state.generation == generation:
             logger.info(
-                "session %s: not resumed within %ss", session.id, self.lifecycle.resume_grace
+                "session %s: not resumed within %ss", session.label, self.lifecycle.resume_grace
             )
             self.release_soon(session)
 
@@ -262,14 +337,15 @@ class SessionManager:
             if session.busy:
                 logger.warning(
                     "session %s: a step still runs after %ss; closing its environment anyway",
-                    session.id,
+                    session.label,
                     STEP_WAIT_ON_CLOSE,
                 )
         # A task of its own: a cancelled caller (server shutdown) cannot skip the close().
         closer = asyncio.get_running_loop().create_task(self._close_env(env, stack))
         self._closing.add(closer)
         closer.add_done_callback(self._closing.discard)
-        self.warm.kick()
+        # refill the warm pool once this instance is gone, never beside it (capacity holds)
+        closer.add_done_callback(lambda _: self.warm.kick())
         await asyncio.shield(closer)
 
     @staticmethod
@@ -305,23 +381,38 @@ class SessionManager:
 
     async def _reap_forever(self) -> None:
         assert self.idle_timeout is not None
-        interval = min(max(self.idle_timeout / 4, 0.05), 5.0)
+        shortest = min(self.idle_timeout, self.unused_timeout or self.idle_timeout)
+        interval = min(max(shortest / 4, 0.05), 5.0)
         while True:
             await asyncio.sleep(interval)
             await self.reap_idle()
 
     async def reap_idle(self) -> int:
-        """Close every session idle for longer than the timeout; returns how many."""
+        """Close every session idle for longer than the timeout; returns how many.
+
+        An HTTP session opened but never stepped gets ``unused_timeout`` from its opening,
+        when shorter: holding slots with ``POST /reset`` (or ``/state``) alone costs a client
+        little, so it buys little time.
+        """
         if self.idle_timeout is None:
             return 0
-        deadline = time.monotonic() - self.idle_timeout
-        idle = [s for s in self.sessions.values() if not s.busy and s.last_active < deadline]
+        now = time.monotonic()
+        deadline = now - self.idle_timeout
+        unused = self.unused_timeout
+        unused_deadline = now - unused if unused is not None else deadline
+        idle = [
+            s
+            for s in self.sessions.values()
+            if not s.busy
+            and s.kind != "call"
+            and (s.last_active < deadline or (not s.stepped and s.opened < unused_deadline))
+        ]
         for session in idle:
             logger.info(
                 "closing %s session %s: idle for more than %ss",
                 session.kind,
-                session.id,
-                self.idle_timeout,
+                session.label,
+                self.idle_timeout if session.stepped else min(self.idle_timeout, unused or 0),
             )
             await self.end(session)
         return len(idle)

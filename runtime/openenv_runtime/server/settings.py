@@ -21,7 +21,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +42,10 @@ Source = Literal["flag", "env", "openenv.yaml", "create_app()", "default"]
 FLAGS_VARIABLE = "OPENENV_SERVER_FLAGS"
 MANIFEST_VARIABLE = "OPENENV_MANIFEST"
 MANIFEST_FILE = "openenv.yaml"
+SPACE_VARIABLE = "SPACE_ID"
+"""Set by Hugging Face on every Space: the server is reachable from the internet."""
+PUBLIC_SESSIONS_PER_CLIENT = 16
+"""The per-client session cap of a public server, unless set."""
 
 
 def _setting(
@@ -104,6 +108,16 @@ class ServerSettings(BaseSettings):
         description="Open connections per worker before new ones get 503 "
         "(default: 2 × max_concurrent_envs + 64).",
     )  # fmt: skip
+    header_timeout: float = _setting(
+        10.0, env="HEADER_TIMEOUT", flag="--header-timeout", yaml="server.header_timeout", gt=0,
+        description="Seconds a new connection gets to send its first request's headers.",
+    )  # fmt: skip
+    max_connections_per_address: int | None = _setting(
+        None, env="MAX_CONNECTIONS_PER_ADDRESS", flag="--max-connections-per-address",
+        yaml="server.max_connections_per_address", ge=0,
+        description="Open connections one client address may hold per worker "
+        "(default: max_concurrent_envs + 32; 0: no cap).",
+    )  # fmt: skip
     timeout_keep_alive: float = _setting(
         5.0, env="TIMEOUT_KEEP_ALIVE", flag="--timeout-keep-alive", gt=0,
         description="Seconds an idle HTTP keep-alive connection is kept.",
@@ -129,8 +143,16 @@ class ServerSettings(BaseSettings):
     )  # fmt: skip
     max_sessions_per_client: int | None = _setting(
         None, env="MAX_SESSIONS_PER_CLIENT", flag="--max-sessions-per-client",
-        yaml="server.max_sessions_per_client",
-        description="Sessions one client (its token with auth on, else its address) may hold (0 or unset: no cap).",
+        yaml="server.max_sessions_per_client", ge=0,
+        description="Sessions one client (its token with auth on, else its address) may hold "
+        "(0: no cap; unset: no cap on a local server, 16 or half the capacity when the server "
+        "is public: auth on, or on a Hugging Face Space).",
+    )  # fmt: skip
+    unused_session_timeout: float | None = _setting(
+        60.0, env="UNUSED_SESSION_TIMEOUT", flag="--unused-session-timeout",
+        yaml="server.unused_session_timeout",
+        description="Idle seconds before an HTTP session opened but never stepped is closed "
+        "(0: session_timeout applies).",
     )  # fmt: skip
     resume_grace: float = _setting(
         30.0, env="SESSION_RESUME_GRACE", flag="--resume-grace", yaml="server.resume_grace", ge=0,
@@ -184,16 +206,12 @@ class ServerSettings(BaseSettings):
         "step_timeout",
         "ws_ping_interval",
         "ws_ping_timeout",
+        "unused_session_timeout",
         "checkpoint_ttl",
         mode="after",
     )
     @classmethod
     def _zero_is_off(cls, value: float | None) -> float | None:
-        return None if value is None or value <= 0 else value
-
-    @field_validator("max_sessions_per_client", mode="after")
-    @classmethod
-    def _zero_is_no_cap(cls, value: int | None) -> int | None:
         return None if value is None or value <= 0 else value
 
     @field_validator("log_level", mode="before")
@@ -218,6 +236,25 @@ class ServerSettings(BaseSettings):
     def connection_limit(self) -> int:
         """Open connections per worker: ``limit_concurrency``, or room for every session and then some."""
         return self.limit_concurrency or 2 * self.max_concurrent_envs + 64
+
+    @property
+    def connections_per_address(self) -> int | None:
+        """Open connections one address may hold: the setting, else room for every session."""
+        if self.max_connections_per_address is None:
+            return self.max_concurrent_envs + 32
+        return self.max_connections_per_address or None
+
+    def sessions_per_client(
+        self, capacity: int, environ: Mapping[str, str] | None = None
+    ) -> int | None:
+        """The per-client session cap: the setting (0: none), else on only when the server is
+        public (auth on, or running on a Hugging Face Space): 16, or half of ``capacity``."""
+        if self.max_sessions_per_client is not None:
+            return self.max_sessions_per_client or None
+        environ = os.environ if environ is None else environ
+        if self.api_key is None and not environ.get(SPACE_VARIABLE):
+            return None
+        return max(1, min(PUBLIC_SESSIONS_PER_CLIENT, capacity // 2))
 
     @property
     def api_key_value(self) -> str | None:
@@ -268,9 +305,19 @@ class ResolvedSettings:
 
     values: ServerSettings
     origins: dict[str, Origin]
+    code: dict[str, Any] = field(default_factory=dict)  # create_app's explicit arguments
 
     def origin(self, name: str) -> Origin:
         return self.origins[name]
+
+    def overrides(self) -> list[str]:
+        """One line per ``create_app`` argument that a flag, variable or ``openenv.yaml`` replaced."""
+        return [
+            f"{self.origins[name]} overrides create_app({name}="
+            f"{'<hidden>' if name == 'api_key' else repr(value)})"
+            for name, value in self.code.items()
+            if name in self.origins and self.origins[name].source != "create_app()"
+        ]
 
 
 class _Environ(EnvSettingsSource):
@@ -299,9 +346,11 @@ def _yaml_layer(path: Path | None) -> dict[str, Any]:
         return {}
     import yaml  # uvicorn[standard] brings PyYAML
 
+    from ..bounded_yaml import read_bounded
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = read_bounded(path)  # size, depth and aliases bounded
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
         raise EnvironmentContractError(f"Cannot read {path}: {exc}") from None
     found: dict[str, Any] = {}
     for name, key in KEYS.items():
@@ -379,14 +428,12 @@ def load_settings(
         values = ServerSettings(**merged)
     except ValidationError as exc:
         raise EnvironmentContractError(_explain(exc, merged, origins)) from None
-    code_overridden = [
-        f"{origins[name]} overrides create_app({name}={value!r})"
-        for name, value in (code or {}).items()
-        if value is not None and name in origins and origins[name].source != "create_app()"
-    ]
-    for line in code_overridden:
+    resolved = ResolvedSettings(
+        values, origins, {k: v for k, v in (code or {}).items() if v is not None and k in KEYS}
+    )
+    for line in resolved.overrides():
         logger.info("setting %s", line)
-    return ResolvedSettings(values, origins)
+    return resolved
 
 
 def _field_for_env(alias: str) -> str | None:

@@ -1,8 +1,10 @@
 """Environment instances constructed ahead of demand, so a session does not wait for ``__init__``.
 
 The pool keeps up to ``size`` idle instances, never more than the free slots (capacity minus
-sessions), and refills in the background after each take and each released session. Instances
-that were never handed out are closed (once) on shutdown.
+sessions), and refills in the background after each take and after each released session's
+instance is closed. A session that finds the pool empty while an instance is being built
+waits for that one rather than building a second beside it, so instances alive at once never
+exceed the capacity. Instances that were never handed out are closed (once) on shutdown.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class WarmPool:
         self.building = 0
         self.closed = False
         self._refill: asyncio.Task[None] | None = None
+        self._waiting: deque[asyncio.Future[Any]] = deque()  # takers waiting for a build
 
     def __len__(self) -> int:
         return len(self.ready)
@@ -35,10 +38,38 @@ class WarmPool:
         return min(self.size, max(self.free_slots(), 0))
 
     async def take(self) -> Any:
-        """A ready instance when there is one, else a new one built now."""
+        """A ready instance when there is one, else the one being built, else a new one."""
         env = self.ready.popleft() if self.ready else None
+        if env is None and self.building > len(self._waiting):
+            waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                env = await waiter
+            except BaseException:  # the taker went away: close what was handed to it
+                if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                    asyncio.get_running_loop().create_task(self._close(waiter.result()))
+                raise
+            finally:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
         self.kick()
         return env if env is not None else await self.runner.create()
+
+    def _hand_over(self, env: Any) -> bool:
+        """Give ``env`` to a waiting taker; False when none waits."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(env)
+                return True
+        return False
+
+    def _release_waiters(self) -> None:
+        """A build failed: the takers build their own (None means: make one)."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
 
     def kick(self) -> None:
         """Start refilling in the background, unless already refilling or full."""
@@ -50,19 +81,26 @@ class WarmPool:
             )
 
     async def _fill(self) -> None:
-        while not self.closed and len(self.ready) + self.building < self._target():
-            self.building += 1
-            try:
-                env = await self.runner.create()
-            except Exception:
-                logger.exception("warm pool: creating an environment failed; retrying on demand")
-                return
-            finally:
-                self.building -= 1
-            if self.closed or len(self.ready) >= self._target():
-                await self._close(env)  # shut down, or the slots filled meanwhile
-            else:
-                self.ready.append(env)
+        try:
+            while not self.closed and len(self.ready) + self.building < self._target():
+                self.building += 1
+                try:
+                    env = await self.runner.create()
+                except Exception:
+                    logger.exception(
+                        "warm pool: creating an environment failed; retrying on demand"
+                    )
+                    return
+                finally:
+                    self.building -= 1
+                if not self.closed and self._hand_over(env):
+                    continue
+                if self.closed or len(self.ready) >= self._target():
+                    await self._close(env)  # shut down, or the slots filled meanwhile
+                else:
+                    self.ready.append(env)
+        finally:
+            self._release_waiters()  # nothing is being built now: whoever waits builds its own
 
     async def _close(self, env: Any) -> None:
         try:

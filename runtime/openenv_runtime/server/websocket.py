@@ -27,7 +27,7 @@ from ..protocol import (
     state_message,
 )
 from . import resume
-from .adapter import ContractViolation, StepTimeout
+from .adapter import ContractViolation, Exhausted, StepTimeout
 from .auth import selected_subprotocol
 from .drain import CLOSE_SERVICE_RESTART
 from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
@@ -232,7 +232,12 @@ class WebSocketEndpoint:
             await manager.release(session)
             return None
         except Exception as exc:
-            logger.exception("creating the environment failed")
+            if isinstance(exc, (StepTimeout, Exhausted)):  # said in full: no traceback to add
+                logger.error("creating the environment failed: %s", exc)
+            else:
+                logger.exception("creating the environment failed")
+            if isinstance(exc, StepTimeout):
+                session.env = None  # abandoned: closed when its constructor returns
             await manager.release(session)
             await send(
                 {
@@ -270,7 +275,7 @@ class WebSocketEndpoint:
             )
             return None
         if not state.token_matches(token):
-            logger.warning("session %s: resume refused (wrong token)", session_id)
+            logger.warning("session %s: resume refused (wrong token)", session.label)
             await resume.refuse_handshake(
                 scope,
                 send,
@@ -300,7 +305,7 @@ class WebSocketEndpoint:
                 "headers": [(resume.HEADER_RESUMED, str(state.last_seq).encode())],
             }
         )
-        logger.info("session %s resumed", session_id)
+        logger.info("session %s resumed", session.label)
         return session
 
     async def _handle(self, session: Session, frame: str | bytes) -> Any:
@@ -402,7 +407,7 @@ class WebSocketEndpoint:
                 reply = await self.mcp(msg.get("data"), current=session)
                 return encode({"type": "mcp", "data": reply})
         except StepTimeout as exc:
-            logger.error("session %s ended: %s", session.id, exc)
+            logger.error("session %s ended: %s", session.label, exc)
             self.manager.abandoned += 1
             return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
         except ContractViolation as exc:

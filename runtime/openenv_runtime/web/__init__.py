@@ -18,11 +18,12 @@ from starlette.types import Scope
 STATIC_DIR = Path(__file__).parent / "static"
 
 # Nothing but this server: scripts, styles and images from the page itself, fetch and
-# WebSocket to the same origin. `ws:`/`wss:` are listed because older browsers do not let
-# 'self' cover WebSocket URLs. No frame-ancestors: Hugging Face shows Spaces in an iframe.
+# WebSocket to the same origin only ('self' covers ws:/wss: to this host in every current
+# browser; a bare `ws:` would allow any host). No frame-ancestors: Hugging Face shows Spaces
+# in an iframe.
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self' ws: wss:; manifest-src 'self'; base-uri 'none'; form-action 'none'; object-src 'none'"
+    "connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; object-src 'none'"
 )
 
 _HEADERS = {

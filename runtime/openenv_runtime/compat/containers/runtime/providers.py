@@ -30,6 +30,10 @@ class _ProviderFace(ContainerProvider):
     ) -> Provider:
         raise NotImplementedError
 
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ``ValueError`` / ``TypeError`` for options ``start_container`` would refuse;
+        called before anything starts."""
+
     @property
     def provider(self) -> Provider | None:
         """The :mod:`openenv_runtime.providers` provider running now (None when stopped)."""
@@ -55,6 +59,7 @@ class _ProviderFace(ContainerProvider):
             raise RuntimeError(
                 f"{type(self).__name__} already runs {self.base_url}; call stop_container() first"
             )
+        self.check_options({"port": port, "env_vars": env_vars, **kwargs})
         inner = self._make(image, port, env_vars, dict(kwargs))
         inner.start()
         self._inner = inner
@@ -165,17 +170,25 @@ class DockerSwarmProvider(_ProviderFace):
         except Exception as exc:
             raise RuntimeError(f"could not create overlay network {name!r}: {exc}") from None
 
-    def _make(
-        self, image: str, port: int | None, env_vars: dict[str, str] | None, kwargs: dict[str, Any]
-    ) -> Provider:
-        unknown = set(kwargs) - self._OPTIONS
+    def check_options(self, options: dict[str, Any]) -> None:
+        unknown = sorted(set(options) - self._OPTIONS - {"port", "env_vars"})
         if unknown:
-            raise ValueError(f"Unsupported kwargs for DockerSwarmProvider: {unknown}")
-        replicas = max(1, int(kwargs.get("replicas", 2)))
-        if port is not None and replicas > 1:
+            raise ValueError(
+                f"Unsupported kwargs for DockerSwarmProvider: {', '.join(unknown)} (it takes "
+                f"{', '.join(sorted(self._OPTIONS))}, port and env_vars; nothing was started)"
+            )
+        replicas = options.get("replicas", 2)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+            raise ValueError(f"replicas must be a whole number of at least 1, not {replicas!r}")
+        if options.get("port") is not None and replicas > 1:
             raise ValueError(
                 "each swarm task publishes its own host port here; give port only with replicas=1"
             )
+
+    def _make(
+        self, image: str, port: int | None, env_vars: dict[str, str] | None, kwargs: dict[str, Any]
+    ) -> Provider:
+        replicas = int(kwargs.get("replicas", 2))
         command = kwargs.get("command")
         if isinstance(command, str):
             import shlex

@@ -23,7 +23,7 @@ class UVProvider(RuntimeProvider):
     """Serve the project in ``project_path``: ``start()`` returns its URL, ``stop()`` ends it.
 
     Args:
-        project_path: the project folder.
+        project_path: the project folder (default: the current folder, taken when made).
         app: the ASGI app's import path, imported from ``project_path``; left at the default,
             a folder with an ``openenv.yaml`` is served from its ``app:`` line instead.
         host: the interface to listen on (URLs use 127.0.0.1 for 0.0.0.0 and ::).
@@ -35,7 +35,7 @@ class UVProvider(RuntimeProvider):
     def __init__(
         self,
         *,
-        project_path: str,
+        project_path: str = ".",
         app: str = DEFAULT_APP,
         host: str = "0.0.0.0",
         reload: bool = False,

@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from .server.logs import install_redaction
+from ..server.logs import install_redaction
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -69,9 +69,18 @@ def running_server(
 
 def _settings_options(app: Any) -> dict[str, Any]:
     """The protocol-level limits ``openenv serve`` would apply to ``app`` (message size, ...)."""
-    from .serve import uvicorn_options
+    from ..serve import uvicorn_options
 
     resolved = getattr(getattr(app, "state", None), "openenv_settings", None)
     if resolved is None:
         return {"ws_per_message_deflate": False}
     return uvicorn_options(resolved.values)
+
+
+def __getattr__(name: str) -> Any:
+    """``StubLLM`` and friends, the stand-in model server, imported on first use."""
+    if name in ("StubLLM", "StubReply", "StubTokenizer"):
+        from . import stub_llm
+
+        return getattr(stub_llm, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

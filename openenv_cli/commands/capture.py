@@ -1,0 +1,105 @@
+"""``openenv capture``: run the token-capturing proxy in front of a model server."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from openenv_cli.console import console
+from openenv_cli.errors import OpenEnvError, UsageError
+
+
+@dataclass(frozen=True)
+class CaptureSettings:
+    """What the proxy runs with, each value resolved once (flag, then environment variable)."""
+
+    upstream: str
+    host: str
+    port: int
+    upstream_api_key: str | None
+    admin_token: str | None
+
+
+def resolve(
+    upstream: str | None,
+    host: str,
+    port: int,
+    upstream_api_key: str | None,
+    admin_token: str | None,
+) -> CaptureSettings:
+    """The settings, checked: an upstream URL, and an admin token off the loopback interface."""
+    upstream = upstream or os.environ.get("OPENENV_CAPTURE_UPSTREAM")
+    if not upstream or "://" not in upstream:
+        raise UsageError(
+            "openenv capture needs the model server's URL.",
+            hint="Pass --upstream http://127.0.0.1:8000/v1 (or set OPENENV_CAPTURE_UPSTREAM).",
+        )
+    token = admin_token or os.environ.get("OPENENV_CAPTURE_TOKEN") or None
+    if token is None and not _loopback(host):
+        raise OpenEnvError(
+            f"refusing to serve the capture proxy on {host} without an admin token: anyone "
+            "who reaches it could open sessions and read every recorded conversation.",
+            hint="Set OPENENV_CAPTURE_TOKEN (or --admin-token), or bind --host 127.0.0.1.",
+        )
+    key = upstream_api_key or os.environ.get("OPENENV_UPSTREAM_API_KEY") or None
+    return CaptureSettings(upstream, host, port, key, token)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def command(
+    upstream: Annotated[
+        str | None,
+        typer.Option(help="The model server's base URL \\[env OPENENV_CAPTURE_UPSTREAM]."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8300,
+    upstream_api_key: Annotated[
+        str | None,
+        typer.Option(help="Key sent to the model server \\[env OPENENV_UPSTREAM_API_KEY]."),
+    ] = None,
+    admin_token: Annotated[
+        str | None,
+        typer.Option(
+            help="Token the /sessions routes require \\[env OPENENV_CAPTURE_TOKEN; needed "
+            "off the loopback interface]."
+        ),
+    ] = None,
+) -> None:
+    """Proxy a model server and record each session's token ids and log-probabilities.
+
+    POST /sessions gives a session (session_id, base_url, api_key) for an agent harness;
+    GET /sessions/ID/trace_entries reads what it sampled; DELETE /sessions/ID ends it.
+    """
+    settings = resolve(upstream, host, port, upstream_api_key, admin_token)
+    try:
+        import uvicorn
+
+        from openenv_runtime.capture import CaptureProxy
+    except ModuleNotFoundError as missing:
+        raise OpenEnvError(
+            f"openenv capture needs {missing.name}.",
+            hint='pip install "openenv-runtime[llm]"',
+        ) from None
+    proxy = CaptureProxy(
+        settings.upstream,
+        upstream_api_key=settings.upstream_api_key,
+        admin_token=settings.admin_token,
+    )
+    console.print(
+        f"capture proxy on http://{settings.host}:{settings.port} → {settings.upstream} "
+        "(POST /sessions for a base_url and api_key)",
+        highlight=False,
+    )
+    uvicorn.run(proxy.app, host=settings.host, port=settings.port, log_level="warning")

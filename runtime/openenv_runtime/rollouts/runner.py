@@ -1,0 +1,228 @@
+"""``build_rollout_func``: episodes for every prompt × group member, concurrently on a pool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from ..errors import EnvError
+from ..llm import OpenAIClient
+from ..llm_tokens import MissingTokenIdsError
+from .episode import Episode, Player, ToAction, ToMessage, finish
+from .mapping import default_to_action, default_to_message
+
+T = TypeVar("T")
+_NO_SLOT = -1
+
+
+class RolloutFunc:
+    """A rollout function with TRL's contract: ``rollout_func(prompts, trainer)`` → a dict.
+
+    Built by ``build_rollout_func``; see there. It owns an event loop thread (its sessions
+    live there between calls); ``close()`` ends the sessions it opened. ``last_episodes``
+    holds the previous call's ``Episode`` records (conversations, recorded calls, errors).
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        *,
+        llm: str | OpenAIClient,
+        model: str,
+        group_size: int,
+        max_turns: int,
+        to_action: ToAction | None,
+        to_message: ToMessage | None,
+        system_prompt: str | None,
+        concurrency: int,
+        env_seed: int,
+        env_timeout: float | None,
+        llm_timeout: float | None,
+        api_key: str | None,
+        sampling: dict[str, Any],
+        seed: int | None,
+        env_kwargs: dict[str, Any],
+    ) -> None:
+        if group_size < 1 or max_turns < 1 or concurrency < 1:
+            raise ValueError("group_size, max_turns and concurrency must be at least 1")
+        self.env = env
+        self.group_size = group_size
+        self.concurrency = concurrency
+        self.env_kwargs = env_kwargs
+        self._next_seed = env_seed
+        self._to_action = to_action
+        if isinstance(llm, OpenAIClient):
+            client = llm
+            client.return_tokens = True
+        else:
+            client = OpenAIClient(
+                llm, None, model, api_key=api_key, return_tokens=True, timeout=llm_timeout
+            )
+        self.player = Player(
+            llm=client,
+            to_action=to_action or (lambda reply: None),
+            to_message=to_message or default_to_message,
+            max_turns=max_turns,
+            system_prompt=system_prompt,
+            env_timeout=env_timeout,
+            sampling=sampling,
+            seed=seed,
+        )
+        self.last_episodes: list[Episode] = []
+        self._pool: Any = None
+        self._own_pool = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    # -- the event loop ---------------------------------------------------------------------
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=self._loop.run_forever, name="openenv-rollouts", daemon=True
+                ).start()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __call__(self, prompts: Sequence[Any], trainer: Any = None) -> dict[str, list[Any]]:
+        """Run the episodes of ``prompts`` (TRL passes each prompt once per generation)."""
+        episodes = self._run(self.arun(prompts))
+        return to_trl(episodes)
+
+    def close(self) -> None:
+        """Close the sessions this function opened, and its event loop."""
+        if self._loop is None:
+            return
+        if self._pool is not None and self._own_pool:
+            self._run(self._pool.close())
+        self._pool = None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop = None
+
+    # -- the batch ------------------------------------------------------------------------
+    async def _open(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        from .. import EnvPool, GenericEnvClient
+
+        if isinstance(self.env, EnvPool):
+            pool = self.env
+        else:
+            urls = [self.env] if isinstance(self.env, str) else list(self.env)
+            pool = EnvPool(GenericEnvClient, urls=urls, size=self.concurrency, **self.env_kwargs)
+            self._own_pool = True
+        token = self.env_kwargs.get("token")
+        early = self._to_action is None and bool(pool.urls)  # before the sessions are busy
+        if early:
+            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
+        await pool.open()
+        if self._to_action is None and not early:  # a provider's servers: known once started
+            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
+        self._pool = pool
+        return pool
+
+    async def arun(self, prompts: Sequence[Any]) -> list[Episode]:
+        """The episodes of ``prompts`` × ``group_size``, in order (the async form of a call)."""
+        pool = await self._open()
+        if pool.failed:
+            await pool.replace_failed()
+        episodes = self._plan(prompts)
+        slots: asyncio.Queue[int] = asyncio.Queue()
+        for index in range(len(pool)):
+            if index not in pool.failed:
+                slots.put_nowait(index)
+        if slots.empty():
+            slots.put_nowait(_NO_SLOT)
+        await asyncio.gather(*(self._episode(pool, episode, slots) for episode in episodes))
+        self.last_episodes = episodes
+        return episodes
+
+    def _plan(self, prompts: Sequence[Any]) -> list[Episode]:
+        """Prompt × member episodes; a run of equal prompts (TRL repeats each prompt once per
+        generation) is one group: its members reset with one seed, other groups another."""
+        episodes: list[Episode] = []
+        group, previous = -1, object()
+        seed = self._next_seed
+        for prompt in prompts:
+            key = json.dumps(prompt, sort_keys=True, default=str)
+            if key != previous:
+                group, previous, seed = group + 1, key, self._next_seed
+                self._next_seed += 1
+            for member in range(self.group_size):
+                episodes.append(Episode(len(episodes), group, member, seed, prompt))
+        return episodes
+
+    async def _episode(self, pool: Any, episode: Episode, slots: asyncio.Queue[int]) -> None:
+        slot = await slots.get()
+        if slot == _NO_SLOT:
+            slots.put_nowait(_NO_SLOT)
+            episode.error = "environment: no session left in the pool (every slot failed)"
+            return
+        alive = True
+        try:
+            await self.player.play(episode, pool[slot])
+        except MissingTokenIdsError:
+            raise
+        except (EnvError, asyncio.TimeoutError, OSError) as error:
+            episode.error = f"environment: {_describe(error)}"
+            alive = await _replace(pool, slot)
+        except Exception as error:  # the model call failed (HTTP error, timeout, bad answer)
+            episode.error = f"model: {_describe(error)}"
+        finally:
+            if alive:
+                slots.put_nowait(slot)
+            elif _all_gone(pool):
+                slots.put_nowait(_NO_SLOT)  # wakes the episodes still waiting, to fail them
+        finish(episode)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+async def _replace(pool: Any, slot: int) -> bool:
+    try:
+        await pool.replace(slot)
+    except Exception:
+        return False
+    return True
+
+
+def _all_gone(pool: Any) -> bool:
+    return len(pool.failed) >= len(pool)
+
+
+async def _action_schema(urls: Sequence[str], token: str | None) -> dict[str, Any]:
+    """The action's JSON schema from the first server that answers ``GET /schema``."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    problems = []
+    async with httpx.AsyncClient(timeout=30) as client:
+        for url in urls:
+            try:
+                answer = await client.get(f"{url.rstrip('/')}/schema", headers=headers)
+                answer.raise_for_status()
+            except httpx.HTTPError as error:
+                problems.append(f"{url}: {type(error).__name__} {error}")
+                continue
+            schema = answer.json().get("action") or {}
+            return schema if isinstance(schema, dict) else {}
+    raise EnvError("CONNECTION_ERROR", "no server answered GET /schema: " + "; ".join(problems))
+
+
+def to_trl(episodes: Sequence[Episode]) -> dict[str, list[Any]]:
+    """Episodes as TRL's rollout output: one entry per episode, in order."""
+    samples = [e.sample for e in episodes]
+    return {
+        "prompt_ids": [s.prompt_ids for s in samples],
+        "completion_ids": [s.completion_ids for s in samples],
+        "logprobs": [s.logprobs for s in samples],
+        "env_mask": [s.env_mask for s in samples],
+        "env_reward": [e.reward for e in episodes],
+        "rollout_failed": [e.failed for e in episodes],
+        "invalid_actions": [e.invalid_actions for e in episodes],
+    }
