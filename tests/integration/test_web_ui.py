@@ -68,7 +68,9 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _unavailable("the Python package playwright is not installed (pip install -e '.[test]')")
+        _unavailable(
+            "the Python package playwright is not installed (pip install -e ./runtime -e '.[ci]')"
+        )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
