@@ -4,7 +4,8 @@
     python benchmarks/client_cost.py --seconds 3 --rounds 5
 
 In a trainer the client runs in the trainer's own process, so its CPU per step is paid for
-every session of every batch. This measures it the way issue 13 states the goal:
+every session of every batch. This measures it against the client's goals (CPU per step at
+most 1.5× a lean client's, pool throughput at least 80% of it):
 
 * **cost** — one benchmark server (``openenv_cli.bench.bench_env:app``, steps that do no
   work) pinned to core 0, the clients in this process pinned to core 1, 64 sessions
@@ -319,7 +320,7 @@ def main() -> None:
         "pool_throughput_vs_lean": ratio,
     }
     print(
-        f"\nGoals (issue 13): EnvClient {goals['EnvClient_vs_lean']:.2f}× and EnvPool "
+        f"\nGoals: EnvClient {goals['EnvClient_vs_lean']:.2f}× and EnvPool "
         f"{goals['EnvPool_vs_lean']:.2f}× the lean client's CPU (≤ 1.5×); pool throughput "
         f"{ratio:.0%} of the lean client's (≥ 80%)"
     )

@@ -4,7 +4,8 @@
     python benchmarks/collect.py --quick    # smaller counts
 
 1. **Throughput.** A project made by ``openenv init`` served by ``openenv serve`` (pinned to
-   core 0) and the stand-in model server ``python -m openenv_runtime.stub_llm`` (core 1); the
+   core 0) and the stand-in model server ``python -m openenv_runtime.testing.stub_llm`` (core 1,
+   answering each call after ``--model-latency`` seconds, 20 ms by default); the
    collection runs on core 1 too. Episodes per second for each ``--concurrency``, then the whole
    run (1,000 episodes x 5 model turns) through the CLI, wall time included start-up.
 2. **Resume.** One collection killed with SIGKILL at 10 random moments, resumed each time,
@@ -209,6 +210,12 @@ def pass_at_k_check(p: float, groups: int, n: int, ks: list[int]) -> dict[str, A
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--model-latency",
+        type=float,
+        default=0.02,
+        help="seconds the stand-in model takes per call",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "collect.json")
     options = parser.parse_args()
     episodes = 200 if options.quick else 1000
@@ -243,7 +250,13 @@ def main() -> None:
             )
         )
         processes.append(
-            start([PY, "-m", "openenv_runtime.stub_llm", "--port", str(llm_port)], "1")
+            start(
+                [
+                    *(PY, "-m", "openenv_runtime.testing.stub_llm", "--port", str(llm_port)),
+                    *("--latency", str(options.model_latency)),
+                ],
+                "1",
+            )
         )
         wait_healthy(env_url)
         wait_healthy(llm_url, "/v1/models")
@@ -288,7 +301,7 @@ def main() -> None:
     for row in curve:
         print(f"| {row['concurrency']} | {row['episodes_per_second']:.1f} | {row['errors']} |")
     print(
-        f"\n1,000-episode run: {full['wall_seconds']} s wall (CLI start-up included), {full['errors']} errors"
+        f"\n{episodes}-episode run: {full['wall_seconds']} s wall (CLI start-up included), {full['errors']} errors"
     )
     print(
         f"resume after {resumed['kills']} SIGKILLs: {resumed['duplicates']} duplicates, {resumed['missing']} missing"

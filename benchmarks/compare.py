@@ -15,8 +15,8 @@ For each: server CPU per step and steps/s (64 sessions, wait 0) and the single-s
 round trip (the three servers in rotation, so drift of the machine hits all alike), the scaling-study sessions workload at 2,048 sessions (wait 1 s), the largest
 batch with ≥95% success up to 16,384, and memory per idle session. Server CPU and memory
 come from the kernel (psutil, the server's process tree), because the load generator shares the cores.
-The table shows each figure and the ratios ours/floor and ours/reference against the
-targets of issue 6. Results go to benchmarks/results/compare-<timestamp>.json (ignored by
+The table shows each figure and the ratios ours/floor and ours/reference. Results go to
+benchmarks/results/compare-<timestamp>.json (ignored by
 git) and benchmarks/latest.json + latest.md (committed).
 """
 

@@ -32,11 +32,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from openenv_runtime.providers.base import wait_until_healthy
 from openenv_runtime.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,16 +58,7 @@ def raise_nofile() -> int:
 
 
 def wait_healthy(url: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not become healthy")
+    wait_until_healthy(url, timeout)
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """How many of the reference OpenEnv's own protocol and environment tests pass on our runtime.
 
 The reference's tests (``tests/core``, ``tests/test_core``, ``tests/envs``) and
-environments (``envs/``) are copied from a local snapshot of its repository into two
+environments (``envs/``) are copied from its repository at the pinned commit (found as
+``tests/support/ref_snapshot.py`` says: ``OPENENV_REF_REPO``, the cache, or a fetch) into two
 temporary folders (never into this repository). One copy runs as is in the virtualenv
 with ``openenv==0.10.0``; the other is first ported by ``openenv migrate``'s import
 rewriter (``openenv.core`` → ``openenv_runtime.compat``) and runs in this interpreter, where the
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from openenv_cli.migrate import rewrite_python  # noqa: E402
-from tests.support.ref_snapshot import materialize  # noqa: E402
+from tests.support.ref_snapshot import SnapshotMissing, materialize, source  # noqa: E402
 from tests.support.reference import openenv_python  # noqa: E402
 
 SUITES = ["tests/core", "tests/test_core", "tests/envs"]
@@ -143,6 +144,10 @@ def main() -> None:
         help="keep both copies (reference/ and ours/) in DIR, to rerun single tests by hand",
     )
     args = parser.parse_args()
+    try:
+        source()  # the reference's tests and environments, at the pinned commit
+    except SnapshotMissing as exc:
+        raise SystemExit(f"reference_tests: {exc}") from None
     ref_python = openenv_python()
     _ensure_test_tools(ref_python)
     with tempfile.TemporaryDirectory(prefix="openenv-reftests-") as tmp:

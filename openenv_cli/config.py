@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 T = TypeVar("T")
-Source = Literal["flag", "env", "manifest", "default"]
+ConfigSource = Literal["flag", "env", "manifest", "default"]
 
 
 @cache
@@ -62,7 +62,7 @@ class Resolved(Generic[T]):
     """A resolved value and where it came from."""
 
     value: T
-    source: Source
+    source: ConfigSource
     origin: str | None = None  # "--port", "PORT", "openenv.yaml: server.workers"
 
     def describe(self) -> str:

@@ -130,7 +130,7 @@ class PushConfig(_Section):
         return value
 
 
-# `openenv deploy` (issue 15): the deploy: section.
+# `openenv deploy`: the deploy: section.
 class DeployConfig(_Section):
     """The ``deploy:`` section of ``openenv.yaml`` (every key optional)."""
 
@@ -151,6 +151,18 @@ class DeployConfig(_Section):
     )
     cpu: str | None = Field(None, description="CPU request per replica (Kubernetes), e.g. 500m.")
     memory: str | None = Field(None, description="Memory limit per replica, e.g. 1Gi.")
+    fronts: int | None = Field(
+        None,
+        ge=1,
+        description="Envoy fronts (processes or pods) sharing the sessions (--fronts); default: "
+        "as many as the capacity needs at two open files a session.",
+    )
+    front_nofile: int | None = Field(
+        None,
+        ge=1024,
+        description="Open files one Envoy front may hold (--front-nofile); default: this "
+        "machine's hard limit (ulimit -Hn).",
+    )
     checkpoints: bool = Field(
         False,
         description="A volume every replica shares as CHECKPOINT_DIR, so a checkpoint taken on "

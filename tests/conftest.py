@@ -1,14 +1,104 @@
-"""Fixtures shared by the whole suite. Helpers live in ``tests/support/``; fixtures here."""
+"""Fixtures shared by the whole suite, and its markers by path. Helpers live in ``tests/support/``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.optional import missing_package_reason
+
 if TYPE_CHECKING:
     import docker
+
+# The one declaration of which test files each marker covers (the markers themselves are
+# described in pyproject.toml): a folder ending in "/" covers every file in it. A test that
+# alone in its file needs an engine carries its marker itself.
+MARKED_PATHS: dict[str, tuple[str, ...]] = {
+    "integration": ("integration/",),
+    "docker": (
+        "integration/test_build.py",
+        "integration/test_build_secrets.py",
+        "integration/test_deploy_swarm.py",
+        "integration/test_docker_support.py",
+        "integration/test_providers_docker.py",
+        "integration/test_providers_swarm.py",
+    ),
+    "hub": (
+        "integration/test_hub_server.py",
+        "integration/test_providers_space.py",
+        "integration/test_push.py",
+        "integration/test_push_secrets.py",
+    ),
+    "browser": ("integration/test_web_ui.py",),
+    "compat": (
+        "integration/test_compat.py",
+        "integration/test_reference_envs.py",
+        "integration/test_reference_harness.py",
+        "integration/test_reference_openenv.py",
+    ),
+    "envoy": (
+        "integration/test_deploy_envoy.py",
+        "integration/test_deploy_slurm.py",
+        "integration/test_deploy_swarm.py",
+        "integration/test_resume_envoy.py",
+    ),
+    "release": ("integration/test_release.py",),
+    "py310": ("integration/test_python310.py",),
+    "ray": ("integration/test_providers_ray.py",),
+    "swarm": ("integration/test_deploy_swarm.py", "integration/test_providers_swarm.py"),
+    "slurm": ("integration/test_deploy_slurm.py",),
+    "kubernetes": ("integration/test_deploy_kubernetes.py",),
+}
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the path of its file (see ``MARKED_PATHS``)."""
+    for item in items:
+        try:
+            where = item.path.relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        for marker, paths in MARKED_PATHS.items():
+            if any(where == p or (p.endswith("/") and where.startswith(p)) for p in paths):
+                item.add_marker(marker)
+
+
+class _OptionalImportsModule(pytest.Module):
+    """A test module that is skipped, not an error, when it imports a missing optional package."""
+
+    def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
+        try:
+            self.obj  # noqa: B018  (imports the module)
+        except self.CollectError as exc:
+            reason = missing_package_reason(exc.__cause__)
+            if reason is None:
+                raise
+            pytest.skip(f"{self.nodeid}: {reason}", allow_module_level=True)
+        return super().collect()
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module:
+    """Collect every test module through :class:`_OptionalImportsModule`."""
+    return _OptionalImportsModule.from_parent(parent, path=module_path)
+
+
+def _skip_when_optional_package_missing() -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except ModuleNotFoundError as exc:
+        reason = missing_package_reason(exc)
+        if reason is None:
+            raise
+        pytest.skip(reason)
+
+
+# Code under test that imports an optional package lazily: skip the test (fail it in CI).
+pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
 
 
 @pytest.fixture(scope="module")

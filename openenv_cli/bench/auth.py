@@ -33,7 +33,7 @@ _REFUSED = frozenset(
 )
 
 
-def resolve_token(flag: str | None) -> Resolved[str]:
+def resolve_api_key(flag: str | None) -> Resolved[str]:
     """The token (``--token``, then ``$OPENENV_API_KEY``) and where it came from; value None when neither.
 
     A token a header cannot carry (spaces, control or non-ASCII characters: a newline would

@@ -19,7 +19,6 @@ web interface unless ``ENABLE_WEB_INTERFACE`` says so.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import Any
 from uuid import uuid4
@@ -89,15 +88,6 @@ class SyncBenchEnvironment(Environment[BenchAction, BenchObservation, State]):
         return self._state
 
 
-def _capacity() -> int:
-    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
-    return int(raw) if raw else DEFAULT_CAPACITY
-
-
-def _web() -> bool:
-    return os.environ.get("ENABLE_WEB_INTERFACE", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
 def build_app(sync: bool = False) -> Any:
     """A fresh server for the async (default) or the sync benchmark environment."""
     env = SyncBenchEnvironment if sync else BenchEnvironment
@@ -109,8 +99,10 @@ def build_app(sync: bool = False) -> Any:
         name="openenv-bench-sync" if sync else "openenv-bench",
         description="The openenv benchmark environment: step sleeps `wait` seconds.",
         readme="The openenv benchmark environment: `step` sleeps `wait` seconds, then answers `ok`.",
-        max_concurrent_envs=_capacity(),
-        enable_web_interface=_web(),
+        # This app's defaults; MAX_CONCURRENT_ENVS, ENABLE_WEB_INTERFACE (and the flags of
+        # `openenv serve`) still win, through the server's one settings object.
+        max_concurrent_envs=DEFAULT_CAPACITY,
+        enable_web_interface=False,
     )
 
 

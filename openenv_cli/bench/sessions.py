@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .auth import auth_headers
-from .wsclient import CLIENTS, ConnectionLost, open_connection
+from .wsclient import CLIENTS, ConnectionLost, HandshakeRefused, open_connection
 
 RESET_FRAME = '{"type":"reset","data":{}}'
 _OBSERVATION_PREFIXES = ('{"type":"observation"', '{"type": "observation"')
@@ -156,8 +156,11 @@ def describe_failure(exc: BaseException) -> str:
         return "timeout"
     if isinstance(exc, InvalidStatus):
         return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, HandshakeRefused):
+        return f"HTTP {exc.status}"
     if isinstance(exc, ConnectionLost):
-        return f"connection closed ({exc.code})" if exc.code is not None else "connection lost"
+        code = exc.close_code
+        return f"connection closed ({code})" if code is not None else "connection lost"
     if isinstance(exc, ConnectionClosed):
         code = exc.rcvd.code if exc.rcvd is not None else None
         return f"connection closed ({code})" if code is not None else "connection lost"

@@ -110,6 +110,7 @@ async def run_episode(
     except Exception as error:  # a broken policy callable: recorded, the run goes on
         row["error"], row["error_kind"] = f"{type(error).__name__}: {error}", "policy"
     row["messages"] = [_message(m) for m in messages] if "messages" in locals() else []
+    _assemble_tokens(row)
     row["duration_s"] = time.perf_counter() - started
     return row
 
@@ -122,26 +123,38 @@ async def _timed(row: dict[str, Any], call: Any, timeout: float) -> Any:
 
 
 def _record_tokens(row: dict[str, Any], decision: Decision) -> None:
-    """Append one model turn: the prompt's new tokens (mask 0), then the sampled ones (mask 1)."""
-    if not decision.completion_ids or row["token_drift"]:
+    """Keep one model call's tokens as a trace entry (assembled when the episode ends)."""
+    if decision.completion_ids:
+        row.setdefault("_entries", []).append(
+            {
+                "session_id": row["episode_id"],
+                "turn": len(row.get("_entries", [])),
+                "timestamp": 0.0,
+                "prompt_token_ids": decision.prompt_ids,
+                "completion_token_ids": decision.completion_ids,
+                "per_token_logps": decision.logprobs,
+            }
+        )
+
+
+def _assemble_tokens(row: dict[str, Any]) -> None:
+    """The episode's token arrays: the first sample ``capture.assemble`` makes of its calls.
+
+    A later prompt that does not extend the earlier prompt and completion token for token
+    starts a new sample there; the row keeps the first and sets ``token_drift``.
+    """
+    entries = row.pop("_entries", [])
+    if not entries:
         return
-    if not row["prompt_ids"]:
-        row["prompt_ids"] = decision.prompt_ids
-    else:
-        # What the template and the environment added since the last completion.
-        seen = len(row["prompt_ids"]) + len(row["completion_ids"])
-        if decision.prompt_ids[:seen] != row["prompt_ids"] + row["completion_ids"]:
-            # The history was re-rendered differently: splicing would misalign tokens, so
-            # the token arrays stop here (the text columns go on).
-            row["token_drift"] = True
-            return
-        added = decision.prompt_ids[seen:]
-        row["completion_ids"].extend(added)
-        row["logprobs"].extend([0.0] * len(added))
-        row["env_mask"].extend([0] * len(added))
-    row["completion_ids"].extend(decision.completion_ids)
-    row["logprobs"].extend(decision.logprobs or [0.0] * len(decision.completion_ids))
-    row["env_mask"].extend([1] * len(decision.completion_ids))
+    from openenv_runtime.capture import assemble
+
+    samples = assemble(entries)
+    first = samples[0]
+    row["prompt_ids"] = first.prompt_ids
+    row["completion_ids"] = first.completion_ids
+    row["logprobs"] = first.logprobs
+    row["env_mask"] = first.env_mask
+    row["token_drift"] = len(samples) > 1
 
 
 def _message(message: dict[str, Any]) -> dict[str, str]:

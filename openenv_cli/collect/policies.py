@@ -47,25 +47,10 @@ class Policy(Protocol):
 
 
 def observation_text(observation: dict[str, Any]) -> str:
-    """The observation as the next user message: its fields without reward, done, metadata."""
-    shown = {k: v for k, v in observation.items() if k not in {"reward", "done", "metadata"}}
-    return json.dumps(shown, sort_keys=True, ensure_ascii=False)
+    """The observation as the next user message (the rollouts' default mapping)."""
+    from openenv_runtime.rollouts.mapping import default_to_message
 
-
-def text_to_action(text: str, action_schema: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """The default mapping: one string field takes the text; otherwise the text is JSON."""
-    fields = {k: v for k, v in action_schema.get("properties", {}).items() if k != "metadata"}
-    if len(fields) == 1:
-        ((name, prop),) = fields.items()
-        if prop.get("type") == "string":
-            return {name: text}, ""
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as error:
-        return None, f"The reply is not a JSON action ({error.msg}); answer with one JSON object."
-    if not isinstance(parsed, dict):
-        return None, "The reply must be a JSON object with the action's fields."
-    return parsed, ""
+    return default_to_message(observation)
 
 
 class RandomPolicy:
@@ -116,56 +101,60 @@ class CallablePolicy:
 
 
 class ModelPolicy:
-    """Chat completions of an OpenAI-compatible server, the text mapped to an action."""
+    """Chat completions of an OpenAI-compatible server, the text mapped to an action.
+
+    With ``--tokens`` it asks for, and requires, the token ids and log-probabilities the
+    server sampled (``openenv_runtime.llm``): a server that reports none fails the episode
+    with what to enable, and nothing is re-tokenised.
+    """
 
     def __init__(self, spec: CollectSpec, action_schema: dict[str, Any]) -> None:
-        import httpx
+        from openenv_runtime.llm import OpenAIClient
 
         assert spec.llm is not None and spec.model is not None
-        base = spec.llm.rstrip("/")
-        self._url = base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
+        from openenv_runtime.rollouts.mapping import default_to_action
+
         self._spec = spec
-        self._schema = action_schema
-        self._http = httpx.AsyncClient(timeout=spec.step_timeout)
+        self._to_action = default_to_action(action_schema)
+        self._client = OpenAIClient(
+            spec.llm,
+            None,
+            spec.model,
+            temperature=spec.sampling.temperature,
+            max_tokens=spec.sampling.max_tokens,
+            return_tokens=spec.tokens,
+            timeout=spec.step_timeout,
+        )
 
     async def act(
         self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
     ) -> Decision:
-        body: dict[str, Any] = {
-            "model": self._spec.model,
-            "messages": messages,
-            "temperature": self._spec.sampling.temperature,
-            "top_p": self._spec.sampling.top_p,
-            "max_tokens": self._spec.sampling.max_tokens,
-            "seed": rng.getrandbits(31),
-        }
-        if self._spec.tokens:
-            body.update(logprobs=True, top_logprobs=0, return_token_ids=True)
         started = time.perf_counter()
-        reply = await self._http.post(self._url, json=body)
+        try:
+            reply = await self._client.complete_with_tools(
+                messages, [], top_p=self._spec.sampling.top_p, seed=rng.getrandbits(31)
+            )
+        except Exception as error:  # the openai package's errors, missing token ids, timeouts
+            raise ModelError(f"{type(error).__name__}: {error}") from None
         seconds = time.perf_counter() - started
-        if reply.status_code >= 400:
-            raise ModelError(f"the model server answered {reply.status_code}: {reply.text[:200]}")
-        data = reply.json()
-        choice = data["choices"][0]
-        text = choice["message"].get("content") or ""
-        action, problem = text_to_action(text, self._schema)
+        from openenv_runtime.rollouts.mapping import ActionError
+
+        text = reply.content or ""
+        action: dict[str, Any] | None = None
+        problem = ""
+        try:
+            action = self._to_action(reply)
+        except ActionError as error:
+            problem = str(error)
         decision = Decision(action, {"role": "assistant", "content": text}, problem, seconds)
         if self._spec.tokens:
-            ids = choice.get("token_ids")
-            if data.get("prompt_token_ids") is None or ids is None:
-                raise ModelError(
-                    "the model server returned no token ids: --tokens needs a server that "
-                    "reports them (vLLM: return_token_ids; SGLang: return the ids)"
-                )
-            decision.prompt_ids = list(data["prompt_token_ids"])
-            decision.completion_ids = list(ids)
-            content = (choice.get("logprobs") or {}).get("content") or []
-            decision.logprobs = [float(item["logprob"]) for item in content]
+            decision.prompt_ids = list(reply.prompt_token_ids or [])
+            decision.completion_ids = list(reply.completion_token_ids or [])
+            decision.logprobs = list(reply.logprobs or [])
         return decision
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        return None
 
 
 class ModelError(RuntimeError):

@@ -190,6 +190,14 @@ def command(
             help="Write PNG plots (matplotlib, part of the bench extra: pip install 'openenv-toolkit\\[bench]').",
         ),
     ] = True,
+    study: Annotated[
+        str | None,
+        typer.Option(
+            "--study",
+            metavar="INFRAS",
+            help="Run the scaling study on the project in the current folder: deploy it on each of local,docker,swarm,slurm (comma-separated), run the sessions grid, take it down, and write one report (Markdown, JSON, PNG). Missing infrastructure is skipped with the reason.",
+        ),
+    ] = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -211,9 +219,15 @@ def command(
     Traffic goes only where --url points (or to the server --serve starts on 127.0.0.1). A server started with OPENENV_API_KEY needs its key: export OPENENV_API_KEY=... before running; it is sent as `Authorization: Bearer` and never shown or written to the reports.
     """
     require_bench_extra()
+    if study is not None:
+        from openenv_cli.commands.bench_study import run_study_command
+
+        run_study_command(study, requests_grid, wait_grid, reps, timeout, deadline, processes, output_dir,
+                          plots=plots, action=action, action_file=action_file, token=token)  # fmt: skip
+        return
     from openenv_cli.bench import report
     from openenv_cli.bench.action import resolve_action
-    from openenv_cli.bench.auth import TOKEN_ENV, Unauthorized, resolve_token
+    from openenv_cli.bench.auth import TOKEN_ENV, Unauthorized, resolve_api_key
     from openenv_cli.bench.runner import (
         BenchSettings,
         adopt_health,
@@ -233,7 +247,7 @@ def command(
         workers=workers,
         sync=sync,
     )
-    resolved = resolve_token(token)
+    resolved = resolve_api_key(token)
     token_source = resolved.origin if resolved.value else None
     try:
         base_url = Target.parse(url).http_url if url else ""

@@ -76,6 +76,22 @@ def command(
             help="Envoy: least_request (fewest open sessions) or session (hash of X-OpenEnv-Session: resumed sessions reach their replica) (env OPENENV_DEPLOY_BALANCING; deploy.balancing; default least_request).",
         ),
     ] = None,
+    fronts: Annotated[
+        int | None,
+        typer.Option(
+            "--fronts",
+            min=1,
+            help="Envoy fronts sharing the sessions: processes on one port (Slurm, Swarm, envoy) or pods (Kubernetes) (env OPENENV_DEPLOY_FRONTS; deploy.fronts; default: as many as the capacity needs at two open files a session).",
+        ),
+    ] = None,
+    front_nofile: Annotated[
+        int | None,
+        typer.Option(
+            "--front-nofile",
+            min=1026,
+            help="Open files one front may hold (env OPENENV_DEPLOY_FRONT_NOFILE; deploy.front_nofile; default: this machine's ulimit -Hn).",
+        ),
+    ] = None,
     apply: Annotated[
         bool,
         typer.Option(
@@ -144,6 +160,8 @@ def command(
         token=token,
         stack=stack,
         balancing=balancing,
+        fronts=fronts,
+        front_nofile=front_nofile,
     )
     result = run_deploy(plan, apply=apply, force=force, timeout=timeout, progress=_progress)
     _print(result, as_json)
@@ -176,6 +194,11 @@ def _print(result: DeployResult, as_json: bool) -> None:
     )
     for relative in result.files:
         console.print(f"  {escape(relative)}", style="dim", highlight=False)
+    if result.fronts and result.sessions_per_front:
+        console.print(
+            f"Envoy: {result.fronts} front(s) × {result.sessions_per_front:,} sessions",
+            highlight=False,
+        )
     if result.url:
         console.print(
             f"\nFront: [bold]{escape(result.url)}[/]  (WebSocket: {escape(result.url.replace('http', 'ws', 1))}/ws)",

@@ -50,6 +50,8 @@ class DeployResult:
     job_id: str | None = None
     endpoints: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    fronts: int | None = None
+    sessions_per_front: int | None = None
 
 
 def plan_deploy(
@@ -64,6 +66,8 @@ def plan_deploy(
     token: bool | None = None,
     stack: str | None = None,
     balancing: str | None = None,
+    fronts: int | None = None,
+    front_nofile: int | None = None,
 ) -> DeployPlan:
     """Resolve the settings of ``openenv deploy TARGET`` and render its files (no side effect)."""
     if target not in TARGETS:
@@ -74,6 +78,7 @@ def plan_deploy(
     project: Path | None = path
     if chosen == "envoy" and not (path / MANIFEST_FILE).is_file():
         project = None
+    manifest = load_manifest(project) if project is not None else None  # read once
     settings = resolve_settings(
         chosen,
         project,
@@ -83,8 +88,10 @@ def plan_deploy(
         token=token,
         backends=backends,
         balancing=balancing,
+        fronts=fronts,
+        front_nofile=front_nofile,
+        manifest=manifest,
     )
-    manifest = load_manifest(project) if project is not None else None
     base_image = resolve(
         "base_image",
         env=BASE_IMAGE_ENV,
@@ -139,6 +146,8 @@ def run_deploy(
         files=sorted(plan.files),
         written=not outcome.kept_edits,
         kept_edits=outcome.kept_edits,
+        fronts=plan.settings.fronts,
+        sessions_per_front=plan.settings.sessions_per_front,
         changed=bool(outcome.written),
     )
     if apply and target == "swarm":

@@ -24,7 +24,7 @@ def render(settings: DeploySettings) -> dict[str, str]:
             "memory": settings.memory,
             "max_replicas": settings.max_replicas,
             "nofile": nofile_needed(settings),
-            "envoy_memory": f"{128 + (2 * settings.capacity * 16 + 1023) // 1024}Mi",
+            "envoy_memory": f"{128 + (2 * settings.sessions_per_front * 16 + 1023) // 1024}Mi",
         },
     )
     # Envoy resolves the headless Service: one address per ready replica, re-read every 5 s.

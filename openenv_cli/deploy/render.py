@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from openenv_cli.deploy.settings import Backend, DeploySettings
+from openenv_cli.deploy.settings import Backend, DeploySettings, front_session_budget
 from openenv_cli.errors import UsageError
 from openenv_cli.scaffold import render_project, write_project
 
 Discovery = Literal["STATIC", "STRICT_DNS", "EDS"]
 HEALTH_INTERVAL = "5s"
+REPLICA_BACKLOG = 4096  # a replica's listen queue (the runtime's backlog; somaxconn caps it)
 IDLE_MARGIN_S = 60  # Envoy's idle limits stay this far above the server's session timeout
 GRACE_MARGIN_S = 15  # the termination grace period stays this far above the drain timeout
 
@@ -36,8 +37,30 @@ def idle_timeout(settings: DeploySettings) -> str:
 
 
 def connection_limit(settings: DeploySettings) -> int:
-    """Envoy's connection and request ceilings: the capacity asked for plus a quarter."""
-    return max(1024, settings.capacity + settings.capacity // 4)
+    """One front's connection and request ceilings: its share of the capacity plus a quarter,
+    never more sessions than its open files hold (past that Envoy refuses, not fails)."""
+    share = settings.sessions_per_front
+    return min(max(1024, share + share // 4), front_session_budget(settings.front_nofile))
+
+
+def burst_limits(settings: DeploySettings) -> dict[str, Any]:
+    """Upstream timeouts and thresholds that survive every session of a replica connecting at once.
+
+    A replica's listen backlog holds 4,096 connections; a burst past that is answered by SYN
+    retransmission (after 1, 3, 7, 15 s), and a busy replica answers /health late. Envoy must
+    not take those for a dead replica (5 s connect timeout, two failures eject it): that ejects
+    every replica in turn and answers the burst with 503s. A dead replica refuses connections
+    at once, so a higher threshold still ejects it within milliseconds under load.
+    """
+    burst = settings.capacity_per_replica > REPLICA_BACKLOG
+    return {
+        "connect_timeout": "30s" if burst else "5s",
+        "health_timeout": "5s" if burst else "2s",
+        "unhealthy_threshold": 3 if burst else 2,
+        "ejection_threshold": max(2, min(100, settings.capacity_per_replica // 1024)),
+        # Every session of a burst may need one retry; Envoy's default budget is 3 at once.
+        "max_retries": connection_limit(settings),
+    }
 
 
 def base_context(settings: DeploySettings) -> dict[str, Any]:
@@ -53,6 +76,9 @@ def base_context(settings: DeploySettings) -> dict[str, Any]:
         "sessions_per_worker": settings.sessions_per_worker,
         "capacity_per_replica": settings.capacity_per_replica,
         "capacity": settings.capacity,
+        "fronts": settings.fronts,
+        "front_nofile": settings.front_nofile,
+        "sessions_per_front": settings.sessions_per_front,
         "session_timeout": _number(settings.session_timeout),
         "drain_timeout": _number(settings.drain_timeout),
         "grace_period": math.ceil(settings.drain_timeout) + GRACE_MARGIN_S,
@@ -74,24 +100,30 @@ def envoy_files(
     path: str = "envoy/envoy.yaml",
 ) -> dict[str, str]:
     """Envoy's configuration for ``settings``: ``{path: text}``."""
-    context = base_context(settings) | {
-        "discovery": discovery,
-        "backends": list(backends),
-        "eds_path": eds_path,
-        "admin_address": "127.0.0.1",
-        "admin_port": admin_port,
-        "listen_address": "0.0.0.0",
-        "max_connections": connection_limit(settings),
-        "backlog": max(4096, min(settings.capacity, 65535)),
-        "idle_timeout": idle_timeout(settings),
-        "session_timeout_label": (
-            f"{_number(settings.session_timeout)} s" if settings.session_timeout > 0 else "none"
-        ),
-        "health_interval": HEALTH_INTERVAL,
-        "replicas_label": (
-            f"{settings.replicas} replicas" if not backends else ", ".join(str(b) for b in backends)
-        ),
-    }
+    context = (
+        base_context(settings)
+        | burst_limits(settings)
+        | {
+            "discovery": discovery,
+            "backends": list(backends),
+            "eds_path": eds_path,
+            "admin_address": "127.0.0.1",
+            "admin_port": admin_port,
+            "listen_address": "0.0.0.0",
+            "max_connections": connection_limit(settings),
+            "backlog": max(4096, min(settings.sessions_per_front, 65535)),
+            "idle_timeout": idle_timeout(settings),
+            "session_timeout_label": (
+                f"{_number(settings.session_timeout)} s" if settings.session_timeout > 0 else "none"
+            ),
+            "health_interval": HEALTH_INTERVAL,
+            "replicas_label": (
+                f"{settings.replicas} replicas"
+                if not backends
+                else ", ".join(str(b) for b in backends)
+            ),
+        }
+    )
     rendered = render_project(settings.name, context, template="deploy/envoy")
     return {path: rendered["envoy.yaml"]}
 

@@ -8,6 +8,7 @@ import ipaddress
 import math
 import os
 import re
+import resource
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,11 @@ DEFAULT_FRONT_PORT = 8080
 DEFAULT_ENVOY_IMAGE = "envoyproxy/envoy:v1.40.0"
 ENVOY_VERSION = "1.40.0"
 LOCAL_ENVOY_IMAGE = f"openenv-envoy:{ENVOY_VERSION}"  # built by `deploy swarm --apply`
+# Open files an Envoy front keeps for itself (listeners, admin, logs, DNS, health checks).
+FRONT_FD_RESERVE = 1024
+# Each session through a front holds two sockets: the client's and the replica's.
+FDS_PER_SESSION = 2
+MAX_NOFILE = 1 << 20  # the kernel's usual fs.nr_open
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ class DeploySettings:
     memory: str
     backends: tuple[Backend, ...] = ()
     checkpoints: bool = False  # a shared checkpoint volume (CHECKPOINT_DIR) on every replica
+    fronts: int = 1  # Envoy fronts sharing the sessions (processes on one port, or pods)
+    front_nofile: int = 65_536  # open files one front may hold
 
     @property
     def capacity_per_replica(self) -> int:
@@ -73,6 +81,27 @@ class DeploySettings:
     @property
     def capacity(self) -> int:
         return self.capacity_per_replica * max(self.replicas, len(self.backends), 1)
+
+    @property
+    def sessions_per_front(self) -> int:
+        """The sessions each front carries when the capacity is spread evenly over the fronts."""
+        return math.ceil(self.capacity / self.fronts)
+
+
+def front_session_budget(front_nofile: int) -> int:
+    """The sessions one front can hold within ``front_nofile`` open files."""
+    return max(1, (front_nofile - FRONT_FD_RESERVE) // FDS_PER_SESSION)
+
+
+def fronts_needed(capacity: int, front_nofile: int) -> int:
+    """How many fronts carry ``capacity`` sessions at two open files a session."""
+    return max(1, math.ceil(capacity / front_session_budget(front_nofile)))
+
+
+def local_nofile_limit() -> int:
+    """This machine's hard limit on open files per process (what root may raise the soft one to)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return MAX_NOFILE if hard == resource.RLIM_INFINITY else min(int(hard), MAX_NOFILE)
 
 
 # What may reach the rendered YAML and shell: nothing that could start a new key or command.
@@ -186,16 +215,19 @@ def resolve_settings(
     token: bool | None = None,
     backends: list[str] | None = None,
     balancing: str | None = None,
+    fronts: int | None = None,
+    front_nofile: int | None = None,
     environ: Mapping[str, str] | None = None,
+    manifest: Manifest | None = None,
 ) -> DeploySettings:
     """Resolve the settings of ``openenv deploy TARGET`` for the project in ``project_dir``.
 
     ``project_dir`` may be None only for the envoy target (a bare Envoy config needs no project).
+    ``manifest``: the project's ``openenv.yaml`` when the caller has read it already.
     """
     environ = os.environ if environ is None else environ
-    manifest: Manifest | None = None
     if project_dir is not None:
-        manifest = load_manifest(project_dir)
+        manifest = manifest if manifest is not None else load_manifest(project_dir)
     elif target != "envoy":
         raise UsageError(
             f"`openenv deploy {target}` needs a project (no openenv.yaml found).",
@@ -246,6 +278,32 @@ def resolve_settings(
             "Replicas, workers and sessions per worker must each be at least 1.",
             hint="Check --replicas, WORKERS (server.workers) and MAX_CONCURRENT_ENVS.",
         )
+    nofile = int(
+        number(
+            "front_nofile",
+            front_nofile,
+            "OPENENV_DEPLOY_FRONT_NOFILE",
+            "deploy.front_nofile",
+            local_nofile_limit(),
+        )
+    )
+    if nofile < FRONT_FD_RESERVE + FDS_PER_SESSION:
+        raise UsageError(
+            f"A front with {nofile} open files holds no session (it keeps {FRONT_FD_RESERVE}).",
+            hint="Raise --front-nofile (OPENENV_DEPLOY_FRONT_NOFILE, deploy.front_nofile).",
+        )
+    capacity = workers * sessions * (len(parsed_backends) or count)
+    front_count = int(
+        number(
+            "fronts",
+            fronts,
+            "OPENENV_DEPLOY_FRONTS",
+            "deploy.fronts",
+            fronts_needed(capacity, nofile),
+        )
+    )
+    if front_count < 1:
+        raise UsageError("--fronts must be at least 1.", hint="Omit it to size the fronts.")
     envoy_default = DEFAULT_ENVOY_IMAGE if target == "kubernetes" else LOCAL_ENVOY_IMAGE
     envoy_image = resolve(
         "envoy_image",
@@ -320,6 +378,8 @@ def resolve_settings(
         memory=deploy.memory or default_memory(workers * sessions),
         backends=parsed_backends,
         checkpoints=deploy.checkpoints,
+        fronts=front_count,
+        front_nofile=nofile,
     )
     return check_settings(settings)
 

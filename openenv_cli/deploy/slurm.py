@@ -11,8 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from pathlib import Path
 from openenv_cli.deploy.render import envoy_files, render_target
 from openenv_cli.deploy.settings import DeploySettings
 from openenv_cli.errors import OpenEnvError
+from openenv_runtime.providers.base import wait_until_healthy
 
 SCRIPT = "openenv.sbatch"
 EDS_PLACEHOLDER = "@ENDPOINTS_FILE@"  # the batch script puts the job's endpoint file here
@@ -210,18 +209,15 @@ def _wait_for_front(
 
 
 def _wait_healthy(url: str, deadline: float, job_id: str) -> None:
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=3) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    raise OpenEnvError(
-        f"Job {job_id} runs but {url}/health did not answer in time; it was cancelled.",
-        hint="Read the job's log (openenv-JOB_ID.log in the deploy folder).",
-    )
+    try:
+        wait_until_healthy(
+            url, max(0.0, deadline - time.monotonic()), interval_s=0.5, probe_timeout_s=3.0
+        )
+    except TimeoutError:
+        raise OpenEnvError(
+            f"Job {job_id} runs but {url}/health did not answer in time; it was cancelled.",
+            hint="Read the job's log (openenv-JOB_ID.log in the deploy folder).",
+        ) from None
 
 
 def cancel(job_id: str) -> None:

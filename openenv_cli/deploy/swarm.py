@@ -43,7 +43,8 @@ def render(settings: DeploySettings, *, stack: str, app: str, base_image: str) -
         settings,
         discovery="STRICT_DNS",
         backends=(Backend(f"tasks.{stack}_server", settings.port),),
-        admin_port=ENVOY_ADMIN_PORT,
+        # Several fronts in one container cannot share an admin port: each takes a free one.
+        admin_port=ENVOY_ADMIN_PORT if settings.fronts == 1 else 0,
     )
     return files
 

@@ -21,7 +21,7 @@ try:  # a module global, so tests and callers can substitute the class
     import httpx
     from openai import AsyncOpenAI
 except ModuleNotFoundError:  # the [llm] extra is not installed
-    AsyncOpenAI = None  # type: ignore[misc,assignment]
+    AsyncOpenAI = None  # type: ignore[misc,assignment,unused-ignore]  # (unused without openai)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import from_json, to_json
 
+from .errors import EnvError
 from .models import ENVELOPE_FIELDS, Observation
 
 
@@ -115,3 +116,35 @@ def http_step_body(obs: Observation, session_id: str) -> bytes:
         + to_json(session_id)
         + tail
     )
+
+
+# -- the client's side: request frames and reply parsing ------------------------------------
+CLOSE_FRAME = '{"type":"close"}'
+STATE_FRAME = '{"type":"state"}'
+
+
+def reset_frame(options: dict[str, Any]) -> str:
+    """A ``reset`` request; options that are None are left out."""
+    return (
+        '{"type":"reset","data":'
+        + encode({k: v for k, v in options.items() if v is not None})
+        + "}"
+    )
+
+
+def step_frame(action_json: str) -> str:
+    """A ``step`` request around an action already serialized to JSON."""
+    return '{"type":"step","data":' + action_json + "}"
+
+
+def reply_data(raw: str | bytes) -> dict[str, Any]:
+    """The ``data`` of a reply frame; an ``error`` reply raises :class:`EnvError` with its code."""
+    reply = decode(raw)
+    data = reply.get("data") or {}
+    if reply.get("type") == "error":
+        message = data.get("message", "error")
+        code = data.get("code", "SESSION_ERROR")
+        raise EnvError(
+            code, message, {k: v for k, v in data.items() if k not in ("message", "code")}
+        )
+    return data

@@ -38,33 +38,6 @@ class BaseMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class ResetRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    seed: int | None = Field(default=None, ge=0)
-    episode_id: str | None = Field(default=None, max_length=255)
-
-
-class ResetResponse(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    observation: dict[str, Any]
-    reward: float | None = None
-    done: bool = False
-
-
-class StepRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    action: dict[str, Any]
-    timeout_s: float | None = Field(default=None, gt=0)
-    request_id: str | None = Field(default=None, max_length=255)
-
-
-class StepResponse(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    observation: dict[str, Any]
-    reward: float | None = None
-    done: bool = False
-
-
 class CodeExecResult(BaseMessage):
     """Outcome of running code: its output streams and exit code."""
 

@@ -19,7 +19,7 @@ import openenv_runtime
 # The throwaway virtualenv sees the base interpreter's packages; this puts the code under test first.
 RUNTIME_ROOT = Path(openenv_runtime.__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 PYPROJECT = """\
 [build-system]

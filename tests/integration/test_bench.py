@@ -2,6 +2,8 @@
 
 Only tiny grids, and never an assertion on how fast anything was: the outputs must exist
 and make sense (every session accounted for, steps counted, CPU read from /proc).
+With ``test_bench_token.py`` and ``test_bench_action.py``, the tests of ``bench/sessions.py``,
+``bench/runner.py`` and ``bench/server.py``, which drive real servers.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ import pytest
 from openenv_cli.bench.server import bench_server, get_json, running
 from openenv_cli.bench.wsclient import open_connection
 from openenv_runtime.testing import free_port
-
-pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,8 +20,6 @@ import pytest
 from openenv_cli.bench.server import ServerProcess, running, serve_command
 from openenv_runtime.testing import free_port
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

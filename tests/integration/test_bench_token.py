@@ -24,8 +24,6 @@ from openenv_cli.bench.runner import BenchSettings, run_bench
 from openenv_runtime.testing import free_port
 from tests.support.servers import REPO, server_process
 
-pytestmark = pytest.mark.integration
-
 SECRET = "bench-secret-d41d8cd98f00b204"
 APP = "openenv_cli.bench.bench_env:app"
 

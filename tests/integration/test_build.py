@@ -30,8 +30,6 @@ import openenv_runtime
 from openenv_runtime.testing import free_port
 from tests.support.docker_engine import run_once, started_container
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker]
-
 NAME = "build_env"  # classes BuildEnv, BuildAction, BuildObservation, BuildState
 RUN_ID = uuid.uuid4().hex[:10]
 REPOSITORY = "openenv-test/build-env"

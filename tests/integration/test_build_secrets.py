@@ -26,11 +26,9 @@ import pytest
 
 from openenv_cli.scaffold import render_project, write_project
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker]
-
 NAME = "leaky_build_env"
 CANARY = "canary-9c2a-never-in-an-image"
-TAG = f"openenv-test/buildpush-secrets:{uuid.uuid4().hex[:10]}"
+TAG = f"openenv-test/build-secrets:{uuid.uuid4().hex[:10]}"
 SECRET_FILES = [
     ".env",
     ".env.local",

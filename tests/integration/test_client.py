@@ -12,8 +12,6 @@ from openenv_runtime import EnvClient, EnvError, GenericEnvClient, State, create
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import AsyncEchoEnvironment, EchoAction, EchoEnvironment, EchoObservation
 
-pytestmark = pytest.mark.integration
-
 
 class Echo(EnvClient[EchoAction, EchoObservation, State]):
     pass

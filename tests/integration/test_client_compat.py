@@ -1,4 +1,4 @@
-"""The client as code written for the reference's client uses it (issue 12)."""
+"""The client as code written for the reference's client uses it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.servers import active_sessions, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 class Echo(EnvClient[EchoAction, EchoObservation, State]):

@@ -16,8 +16,6 @@ from openenv_runtime import EnvClient, EnvError, State, create_app
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import AsyncEchoEnvironment, EchoAction, EchoObservation
 
-pytestmark = pytest.mark.integration
-
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455, section 1.3
 
 

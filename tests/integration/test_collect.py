@@ -261,3 +261,77 @@ def test_push_to_hub_uploads_a_dataset_repo(echo_url: str, tmp_path: Path) -> No
         assert "README.md" in names and "run.json" in names
         assert any(n.startswith("data/shard-") for n in names)
         assert ALICE_TOKEN not in done.stdout + done.stderr
+
+
+def test_model_policy_records_the_sampled_tokens(echo_url: str, tmp_path: Path) -> None:
+    from openenv_runtime.testing import StubLLM
+
+    stub = StubLLM(record=True)
+    out = tmp_path / "run"
+    with stub.serve() as llm:
+        done = openenv(
+            "collect",
+            echo_url,
+            "--llm",
+            llm,
+            "--model",
+            "stub-model",
+            "-n",
+            "6",
+            "-c",
+            "3",
+            "--max-turns",
+            "3",
+            "--tokens",
+            "--temperature",
+            "0",
+            "-o",
+            str(out),
+            "--json",
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["errors"] == 0
+    assert stub.sampled is not None
+    sampled = {tuple(ids) for ids, _ in stub.sampled.values()}
+    for row in by_id(out).values():
+        assert row["num_steps"] == 3 and not row["token_drift"]
+        mask, ids, logprobs = row["env_mask"], row["completion_ids"], row["logprobs"]
+        assert len(mask) == len(ids) == len(logprobs) and sum(mask) > 0
+        # Every run of mask-1 tokens is exactly one completion the stand-in sampled.
+        runs, current = [], []
+        for token, bit in zip(ids, mask, strict=True):
+            if bit:
+                current.append(token)
+            elif current:
+                runs.append(tuple(current))
+                current = []
+        runs += [tuple(current)] if current else []
+        assert len(runs) == 3 and all(run in sampled for run in runs)
+        assert all(lp == 0.0 for lp, bit in zip(logprobs, mask, strict=True) if not bit)
+
+
+def test_a_model_server_without_token_ids_fails_episodes_clearly(
+    echo_url: str, tmp_path: Path
+) -> None:
+    from openenv_runtime.testing import StubLLM
+
+    out = tmp_path / "run"
+    with StubLLM(token_ids=False).serve() as llm:
+        done = openenv(
+            "collect",
+            echo_url,
+            "--llm",
+            llm,
+            "--model",
+            "stub-model",
+            "-n",
+            "2",
+            "--tokens",
+            "-o",
+            str(out),
+            "--json",
+        )
+    assert done.returncode == 0, done.stderr
+    rows = by_id(out)
+    assert len(rows) == 2
+    assert all(r["error_kind"] == "model" and "token ids" in r["error"] for r in rows.values())

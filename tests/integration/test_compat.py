@@ -27,7 +27,7 @@ from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.reference import reference_python, reference_server, run_reference_client
 from tests.support.servers import active_sessions, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 
 class RefEchoAction(Action):

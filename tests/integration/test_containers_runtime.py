@@ -32,7 +32,6 @@ def _step(url: str) -> object:
         return env.step({"message": "hi"}).observation["echoed_message"]
 
 
-@pytest.mark.integration
 @pytest.mark.docker
 def test_local_docker_start_wait_stop(client: docker.DockerClient, env_image: str) -> None:  # noqa: F811
     provider = LocalDockerProvider()
@@ -54,7 +53,6 @@ def test_local_docker_start_wait_stop(client: docker.DockerClient, env_image: st
     assert provider.base_url is None
 
 
-@pytest.mark.integration
 @pytest.mark.docker
 def test_local_docker_crash_is_reported(crashing_image: str) -> None:  # noqa: F811
     provider = LocalDockerProvider()
@@ -63,7 +61,6 @@ def test_local_docker_crash_is_reported(crashing_image: str) -> None:  # noqa: F
     assert provider.provider is None
 
 
-@pytest.mark.integration
 @pytest.mark.docker
 def test_from_docker_image_with_reference_provider(
     client: docker.DockerClient,
@@ -78,7 +75,6 @@ def test_from_docker_image_with_reference_provider(
         client.containers.get(container_id)
 
 
-@pytest.mark.integration
 @pytest.mark.docker
 def test_from_env_runs_the_space_image_with_a_reference_provider(
     client: docker.DockerClient,
@@ -97,7 +93,6 @@ def test_from_env_runs_the_space_image_with_a_reference_provider(
         client.images.remove(tag)
 
 
-@pytest.mark.integration
 @pytest.mark.docker
 @pytest.mark.swarm
 def test_swarm_service_replicas_and_removal(
@@ -133,7 +128,6 @@ def _project(tmp_path: Path, body: str) -> Path:
     return tmp_path
 
 
-@pytest.mark.integration
 def test_uv_provider_serves_a_project(tmp_path: Path) -> None:
     project = _project(tmp_path, "from tests.fixtures.echo_app import app  # noqa: F401\n")
     provider = UVProvider(project_path=str(project), env_vars={"PYTHONPATH": str(ROOT)})
@@ -154,7 +148,6 @@ def test_uv_provider_serves_a_project(tmp_path: Path) -> None:
         provider.base_url  # noqa: B018
 
 
-@pytest.mark.integration
 def test_uv_provider_context_and_owning_client(tmp_path: Path) -> None:
     project = _project(tmp_path, "from tests.fixtures.echo_app import app  # noqa: F401\n")
     with UVProvider(project_path=str(project), env_vars={"PYTHONPATH": str(ROOT)}) as provider:
@@ -169,7 +162,6 @@ def test_uv_provider_context_and_owning_client(tmp_path: Path) -> None:
     assert health(url, timeout=1) is None  # closing the client stopped the server
 
 
-@pytest.mark.integration
 def test_uv_provider_reports_a_crashing_app(tmp_path: Path) -> None:
     project = _project(tmp_path, "raise SystemExit('uv-provider-test: no app here')\n")
     provider = UVProvider(project_path=str(project), context_timeout_s=30)

@@ -26,8 +26,6 @@ from tests.support.deploy_tools import (
 )
 from tests.support.servers import get_json
 
-pytestmark = [pytest.mark.integration, pytest.mark.envoy]
-
 APP = "tests.fixtures.echo_app:app"
 
 

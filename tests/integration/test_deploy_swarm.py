@@ -21,8 +21,6 @@ from tests.support.deploy_tools import episode, missing, openenv
 from tests.support.docker_engine import docker_client
 from tests.support.servers import get_json
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.swarm, pytest.mark.envoy]
-
 RUN_ID = uuid.uuid4().hex[:8]
 STACK = f"deploytest-{RUN_ID}"
 ENV_IMAGE = f"deploytest-swarm-env:{RUN_ID}"

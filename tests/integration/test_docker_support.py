@@ -17,8 +17,6 @@ from openenv_runtime.testing import free_port as _free_port
 from tests.support.base_image import ensure_base_image
 from tests.support.docker_engine import run_once, started_container
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker]
-
 # Small, pure-Python and not part of the base image.
 PYPI_PACKAGE = "iniconfig==2.0.0"
 

@@ -16,7 +16,7 @@ from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
 from tests.support.servers import get_json, post_json, spawn_server, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = {"X-OpenEnv-Admin-Token": "let-me-drain"}
 

@@ -8,8 +8,6 @@ import pytest
 
 from openenv_runtime.evals import EvalConfig, InspectAIHarness
 
-pytestmark = pytest.mark.integration
-
 TASK = """\
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample

@@ -24,8 +24,6 @@ from tests.support.hub_server import (
     running_hub,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.hub]
-
 
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubHandle]:

@@ -26,7 +26,7 @@ import pytest
 
 from openenv_runtime.testing import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "test-venvs"

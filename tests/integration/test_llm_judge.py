@@ -12,7 +12,7 @@ from openenv_runtime.llm import OpenAIClient
 from openenv_runtime.rubrics import LLMJudge
 from openenv_runtime.testing import running_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 def stand_in(reply: str, seen: list[dict[str, Any]]) -> FastAPI:

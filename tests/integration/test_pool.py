@@ -18,8 +18,6 @@ from openenv_runtime import EnvClient, EnvError, EnvPool, GenericEnvClient, Stat
 from openenv_runtime.providers import ProcessProvider
 from openenv_runtime.providers.base import health
 
-pytestmark = pytest.mark.integration
-
 BENCH_APP = "openenv_cli.bench.bench_env:app"
 
 
@@ -182,7 +180,7 @@ def test_sync_pool_owns_its_provider() -> None:
 
 
 def test_the_readme_rollout_loop_survives_a_lost_server() -> None:
-    """The README's loop, as written, with one of its two servers killed half-way."""
+    """The loop of docs/client.md, as written, with one of its two servers killed half-way."""
     provider = ProcessProvider(
         "tests.fixtures.echo_app:app",
         replicas=2,

@@ -34,8 +34,6 @@ from tests.support.provider_images import (  # noqa: F401 (fixtures)
 )
 from tests.support.servers import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker]
-
 ROOT = Path(__file__).resolve().parents[2]
 NAME = f"{PREFIX}-{RUN_ID}"
 

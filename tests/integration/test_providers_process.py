@@ -22,8 +22,6 @@ from openenv_runtime.providers.base import health
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.support.servers import wait_until
 
-pytestmark = pytest.mark.integration
-
 ECHO_APP = "tests.fixtures.echo_app:app"
 ROOT = Path(__file__).resolve().parents[2]
 

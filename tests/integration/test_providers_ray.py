@@ -15,10 +15,8 @@ import pytest
 from openenv_runtime import EnvPool, GenericEnvClient, StepResult
 from openenv_runtime.providers import ProviderError, RayProvider
 from openenv_runtime.providers.base import health
-from tests.support.docker_engine import in_ci
+from tests.support.optional import require
 from tests.support.servers import wait_until
-
-pytestmark = [pytest.mark.integration, pytest.mark.ray]
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_APP = "tests.fixtures.echo_app:app"
@@ -26,13 +24,7 @@ ECHO_APP = "tests.fixtures.echo_app:app"
 
 @pytest.fixture(scope="module")
 def ray() -> Iterator[Any]:
-    try:
-        import ray
-    except ImportError:
-        message = "Ray is not installed: pip install 'openenv-runtime[ray]'"
-        if in_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    ray = require("ray")
     ray.init(
         num_cpus=2,
         namespace=f"openenv-test-providers-{uuid.uuid4().hex[:8]}",

@@ -13,8 +13,6 @@ from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.hub import ALICE_TOKEN, HubHandle, running_hub
 
-pytestmark = [pytest.mark.integration, pytest.mark.hub]
-
 REPO = "alice/echo-space"
 
 

@@ -23,8 +23,6 @@ from tests.support.provider_images import (  # noqa: F401 (fixtures)
     env_image,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.swarm]
-
 NAME = f"{PREFIX}-{RUN_ID}"
 
 

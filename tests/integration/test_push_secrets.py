@@ -20,8 +20,6 @@ import pytest
 from openenv_cli.scaffold import render_project, write_project
 from tests.support.hub_server import ALICE_TOKEN, HubHandle, isolated_hub
 
-pytestmark = [pytest.mark.integration, pytest.mark.hub]
-
 NAME = "leaky_env"
 CANARY = "canary-b41d-never-on-the-hub"
 CLI = [sys.executable, "-c", "from openenv_cli.main import main; main()"]

@@ -1,8 +1,9 @@
-"""The README's commands, run as written.
+"""The documentation's commands, run as written.
 
-Every ```bash and ```python block of README.md is either run here or listed in ``SKIPPED``
-with the reason, so none is silently left out (a new block fails
-``test_every_block_is_accounted_for`` until it is runnable here or listed).
+Every ```bash and ```python block of README.md, of each page in docs/ and of
+runtime/README.md is either run here or listed in ``SKIPPED`` with the reason, so none is
+silently left out (a new block fails ``test_every_block_is_accounted_for`` until it is
+runnable here or listed).
 
 The quickstart runs for real in a fresh virtualenv holding this checkout's CLI and runtime:
 each shell line in order (``cd`` moves the working folder; ``openenv serve`` starts in the
@@ -16,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,33 +35,59 @@ from tests.support.release import (
     wait_http,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 README = REPO / "README.md"
+RUNTIME_README = REPO / "runtime" / "README.md"
+# Every page whose code blocks are run here or listed in SKIPPED.
+DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md")), RUNTIME_README]
 
-# First line of a block → why it is not run here.
+# Pages whose runnable blocks another test runs (the others there say why not in the page).
+RUN_ELSEWHERE = {
+    "migrating.md": "tests/unit/test_docs_migrating.py",
+    "first-hour.md": "tests/unit/test_docs_migrating.py",
+    "train-with-trl.md": "tests/integration/test_docs_train_with_trl.py",
+}
+
+# First line of a block → why it is not run here. (A page may instead say why right above
+# the block, in a `<!-- not run: REASON -->` line.)
 SKIPPED = {
-    'pip install -e ./runtime -e ".[test]"': "the repository's own set-up and full test run: that is .ci/run itself",
+    'pip install -e ./runtime -e ".[dev]"': "the repository's own set-up and full test run: that is .ci/run itself",
     "openenv validate                    # manifest, files, pyproject, models, schemas, Dockerfile, a smoke episode": "its three lines need a project (run by the quickstart) and a Space on the Hub",
     "openenv serve --workers 8 --max-concurrent-envs 500    # 4,000 sessions on one machine": "minutes of load on 8 workers; the quickstart serves for real",
     "openenv build                      # my_env:0.1.0 and my_env:latest": "needs a Docker engine (tests/integration/test_build.py)",
     "hf auth login                                   # once, with a write token (or pass --token / set HF_TOKEN)": "needs the Hugging Face Hub and a token (tests/integration/test_push.py)",
-    "openenv migrate path/to/my_env --dry-run   # the diff: imports, pyproject, Dockerfile, openenv.yaml": "needs a project written for the reference OpenEnv: tests/integration/test_reference_envs.py migrates and serves six of its own",
     "openenv build -t registry.example.com/my_env:0.1.0 && docker push registry.example.com/my_env:0.1.0": "needs an image registry the cluster pulls from; tests/integration/test_deploy_swarm.py builds and deploys an image locally",
     "from openenv_runtime import EnvError, EnvPool": "a function a trainer calls with its policy and a Docker image; tests/integration/test_pool.py and test_providers_docker.py run the same EnvPool and DockerProvider calls against real servers and containers",
     "openenv bench --serve --requests-grid 32,128 --wait-grid 0.1 --reps 1     # the built-in environment": "needs the bench extra and a running server; tests/integration/test_bench.py and test_bench_action.py run these",
+    # docs/collect-and-eval.md
+    "openenv collect http://127.0.0.1:8000 --llm http://127.0.0.1:9000 --model my-model \\": "needs a model server; tests/integration/test_collect.py collects from a real server with a scripted policy",
+    "from datasets import load_dataset": "reads the dataset the block above writes; test_collect.py loads a collected dataset with the datasets library",
+    "openenv eval http://127.0.0.1:8000 --llm http://127.0.0.1:9000 --model my-model \\": "needs a model server; test_collect.py checks an eval report end to end",
+    # docs/pool-and-checkpoints.md
+    'async with EnvPool(MyEnv, urls=urls, size=64, autoreset="next_step") as pool:': "a fragment of a trainer's loop (MyEnv, urls, policy are the reader's); tests/integration/test_pool.py runs first-ready pools",
+    "class MyEnvironment(Environment[MyAction, MyObservation, MyState]):": "a fragment (the models are the reader's); tests/integration/test_checkpoints.py serves environments with checkpoints",
+    "async with MyEnv(base_url=url) as env:": "a fragment against the reader's server; tests/integration/test_checkpoints.py checkpoints, restores and forks for real",
+    # docs/security.md
+    "openenv push --include-secret certs/ca.pem --dry-run   # see what would go, with the ca.pem": "needs a project with that file; tests/integration/test_push_secrets.py runs push's secret rules",
+    "openenv push --secret HF_TOKEN --dry-run": "needs a project; tests/integration/test_push_secrets.py and test_push.py run push with secrets",
 }
 
 QUICKSTART_FIRST_LINE = "openenv init my_env"
 CLIENT_BLOCKS = ("from my_env import MyAction, MyEnv", "import asyncio")
 ENVIRONMENT_BLOCK = "from uuid import uuid4"
 MODULE_BLOCK = "python -m openenv_cli --help"
+RUNTIME_BLOCKS = (
+    "from uuid import uuid4\n\nfrom openenv_runtime import",
+    "from openenv_runtime import GenericEnvClient",
+)
 
 
 @dataclass(frozen=True)
 class Block:
     language: str
     lines: list[str]
+    not_run: str = ""  # the reason in a `<!-- not run: ... -->` line right above the block
 
     @property
     def first(self) -> str:
@@ -70,25 +98,32 @@ class Block:
         return "\n".join(self.lines) + "\n"
 
 
-def blocks() -> list[Block]:
-    pattern = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
+def blocks(documents: list[Path] = DOCUMENTS) -> list[Block]:
+    pattern = re.compile(
+        r"(?:^<!-- not run: ([^>]+)-->\n)?^```(bash|python)\n(.*?)^```", re.S | re.M
+    )
     return [
-        Block(m.group(1), m.group(2).rstrip("\n").splitlines())
-        for m in pattern.finditer(README.read_text())
+        Block(m.group(2), m.group(3).rstrip("\n").splitlines(), (m.group(1) or "").strip())
+        for document in documents
+        for m in pattern.finditer(document.read_text())
     ]
 
 
-def _block(first: str) -> Block:
-    return next(b for b in blocks() if b.first.startswith(first))
+def _block(first: str, documents: list[Path] = DOCUMENTS) -> Block:
+    return next(b for b in blocks(documents) if b.first.startswith(first))
 
 
 def test_every_block_is_accounted_for() -> None:
     run_here = (QUICKSTART_FIRST_LINE, *CLIENT_BLOCKS, ENVIRONMENT_BLOCK, MODULE_BLOCK)
+    runtime_blocks = blocks([RUNTIME_README])
+    assert [b.source.startswith(RUNTIME_BLOCKS) for b in runtime_blocks] == [True, True]
     unaccounted = [
-        b.first for b in blocks() if b.first not in SKIPPED and not b.first.startswith(run_here)
+        b.first
+        for b in blocks([README, *(d for d in DOCUMENTS[1:-1] if d.name not in RUN_ELSEWHERE)])
+        if not b.not_run and b.first not in SKIPPED and not b.first.startswith(run_here)
     ]
     assert not unaccounted, (
-        "README blocks neither run by tests/integration/test_readme.py nor listed in its "
+        "Blocks of the README or docs/ neither run by tests/integration/test_readme.py nor listed in its "
         f"SKIPPED with a reason: {unaccounted}"
     )
     for first in SKIPPED:
@@ -190,4 +225,19 @@ def test_writing_an_environment_block_runs(venv: Path, tmp_path: Path) -> None:
         "    print(result.reward, result.done)\n"
     )
     out = run([venv / "python", "-c", probe], cwd=tmp_path, env=_env(venv))
+    assert out.splitlines()[-1] == "1.0 True"
+
+
+def test_runtime_readme_quickstart_runs(tmp_path: Path) -> None:
+    # the runtime's package page: its environment served here, its client block against it
+    environment, client = blocks([RUNTIME_README])
+    (tmp_path / "guess_rt.py").write_text(environment.source)
+    probe = (
+        "import sys\n"
+        "import guess_rt\n"
+        "from openenv_runtime.testing import running_server\n"
+        "with running_server(guess_rt.app) as url:\n"
+        f"    exec(compile({client.source!r}.replace('http://127.0.0.1:8000', url), 'b', 'exec'))\n"
+    )
+    out = run([sys.executable, "-c", probe], cwd=tmp_path, env=dict(os.environ))
     assert out.splitlines()[-1] == "1.0 True"

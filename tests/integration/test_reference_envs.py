@@ -1,7 +1,8 @@
 """The reference OpenEnv's own environments, ported only by ``openenv migrate``, on our runtime.
 
-Each environment is copied at test time from a snapshot of the reference's repository
-(``tests/support/ref_snapshot.py``; nothing of it is committed here), rewritten by
+Each environment is copied at test time from the reference's repository at a pinned commit
+(``tests/support/ref_snapshot.py``; nothing of it is committed here; without that source the
+module skips with one line saying how to provide it, see docs/reference-compat.md), rewritten by
 ``openenv migrate``, served by ``openenv serve``, and driven through one episode by its own
 client: echo (MCP), connect4, maze, wildfire, chess (rubrics), coding, snake, reasoning gym,
 carla (its mock mode), repl. Environments left out need engines or data this machine lacks:
@@ -37,11 +38,12 @@ import pytest
 from openenv_cli.migrate import apply_migration, plan_migration
 from openenv_cli.scaffold import render_project
 from openenv_runtime.testing import free_port
+from tests.support import ref_snapshot
 from tests.support.docker_engine import started_container
 from tests.support.ref_snapshot import SnapshotMissing, materialize
 from tests.support.reference import wait_until_healthy
 
-pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def _episode_echo(pkg: Any, url: str) -> dict[str, Any]:
@@ -138,7 +140,7 @@ EPISODES: dict[
     "connect4_env": (_episode_connect4, lambda r: r["steps"] > 0),
     "maze_env": (_episode_maze, lambda r: r["steps"] == 4),
     "wildfire_env": (_episode_wildfire, lambda r: r["reward"] is not None),
-    # these two need their engines' packages (CI installs them: .ci/reference-envs.sh)
+    # these need their engines' packages (tests/support/reference-envs.txt; .ci/run installs them)
     "chess_env": (_episode_chess, lambda r: r["fen"] and r["moved"]),  # rewards from its rubric
     "coding_env": (_episode_coding, lambda r: r["stdout"].strip() == "42" and r["exit_code"] == 0),
     "snake_env": (_episode_snake, lambda r: r["steps"] > 0 and r["grid"]),  # marlenv + gym 0.24
@@ -151,15 +153,25 @@ EPISODES: dict[
 }
 
 
+# Without the reference's source (and no way to fetch it), skip the module, also in CI, with
+# one line saying how to run it.
+if (_missing := ref_snapshot.missing_reason()) is not None:
+    pytest.skip(_missing, allow_module_level=True)
+
+
 @pytest.fixture(scope="module")
-def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("reference-envs")
+def reference_source() -> None:
+    """The reference's source, fetched into the cache if need be (skips when that fails)."""
     try:
-        materialize([f"envs/{name}" for name in EPISODES], root)
+        ref_snapshot.source()
     except SnapshotMissing as exc:
-        if os.environ.get("CI"):
-            raise
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def snapshot(reference_source: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("reference-envs")
+    materialize([f"envs/{name}" for name in EPISODES], root)
     return root / "envs"
 
 
@@ -221,16 +233,12 @@ def test_reference_env_ported_by_migrate_runs_an_episode(snapshot: Path, name: s
 @pytest.mark.docker
 @pytest.mark.timeout(900)
 def test_migrated_reference_env_builds_and_runs_in_a_container(
+    reference_source: None,
     tmp_path: Path,
     client: Any,
     base_image: str,
 ) -> None:
-    try:
-        materialize(["envs/connect4_env"], tmp_path)
-    except SnapshotMissing as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
+    materialize(["envs/connect4_env"], tmp_path)
     project = tmp_path / "envs" / "connect4_env"
     apply_migration(plan_migration(project, render_project("connect4_env")["server/Dockerfile"]))
     tag = f"openenv-parity-connect4:{uuid.uuid4().hex[:8]}"

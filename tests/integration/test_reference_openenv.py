@@ -41,7 +41,7 @@ from tests.support.reference import (
     wait_until_healthy,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.compat, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Our server with the reference OpenEnv's options, routes and conventions (issue 12)."""
+"""Our server with the reference OpenEnv's options, routes and conventions."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.mcp_echo import ToolEchoEnvironment
 from tests.support.servers import get_json, post_json
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_create_app_takes_every_reference_option() -> None:

@@ -36,7 +36,7 @@ from tests.support.release import (
     wheel_names,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.release, pytest.mark.timeout(1800)]
+pytestmark = pytest.mark.timeout(1800)
 
 
 def _version() -> str:

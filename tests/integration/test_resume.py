@@ -19,7 +19,7 @@ from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make
 from tests.support.servers import get_json, wait_until
 from tests.support.tcp_proxy import cutting_proxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def health(url: str) -> dict[str, object]:

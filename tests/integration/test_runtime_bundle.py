@@ -14,15 +14,12 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import pytest
 from packaging.requirements import Requirement
 
 from openenv_cli.image.context import stage_context as stage
 from openenv_cli.image.runtime_bundle import runtime_version
 from openenv_cli.image.selection import RUNTIME_DIR
 from openenv_cli.scaffold import render_project, write_project
-
-pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

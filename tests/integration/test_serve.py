@@ -16,8 +16,6 @@ from openenv_cli.scaffold import render_project, write_project
 from openenv_runtime.testing import free_port
 from tests.support.servers import get_json, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:

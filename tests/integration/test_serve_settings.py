@@ -19,8 +19,6 @@ from openenv_cli.scaffold import render_project, write_project
 from openenv_runtime.testing import free_port
 from tests.support.servers import wait_until
 
-pytestmark = pytest.mark.integration
-
 CLEARED = (
     "HOST",
     "PORT",

@@ -21,8 +21,6 @@ from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import get_json, wait_until
 
-pytestmark = pytest.mark.integration
-
 TOKEN = "s3cret-Token/with+odd=chars"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

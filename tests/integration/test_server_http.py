@@ -16,8 +16,6 @@ from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import active_sessions, get_json, post_json, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 class Echo(EnvClient[EchoAction, EchoObservation, State]):
     pass

@@ -20,8 +20,6 @@ from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import active_sessions, get_json, post_json, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 def ws(url: str, **kw: Any) -> ClientConnection:
     return connect(url.replace("http", "ws") + "/ws", open_timeout=5, **kw)

@@ -1,4 +1,7 @@
-"""The /ws protocol against a real uvicorn server: transcript, bad input, errors."""
+"""The /ws protocol against a real uvicorn server: transcript, bad input, errors.
+
+The tests of ``server/websocket.py`` (the endpoint is only meaningful on a real connection).
+"""
 
 from __future__ import annotations
 
@@ -14,8 +17,6 @@ from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import active_sessions, wait_until
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

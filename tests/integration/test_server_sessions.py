@@ -18,8 +18,6 @@ from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import active_sessions, get_json, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 def make_app(tracker: Tracker, **options: object):  # type: ignore[no-untyped-def]
     return create_app(

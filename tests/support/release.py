@@ -132,7 +132,7 @@ def package_index(folder: Path) -> Iterator[str]:
         "pypi-server"
     )
     if server is None:
-        raise AssertionError("pypi-server is missing: pip install -e '.[test]'")
+        raise AssertionError("pypi-server is missing: pip install -e ./runtime -e '.[ci]'")
     port = free_port()
     command = [server, "run", "-i", "127.0.0.1", "-p", str(port), "--disable-fallback", folder]
     with background(command, log=folder.parent / "index.log") as process:

@@ -20,12 +20,12 @@ SECRET = "unit-secret-7f3a"
 class TestResolve:
     def test_flag_wins_over_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("OPENENV_API_KEY", "from-env")
-        resolved = auth.resolve_token(SECRET)
+        resolved = auth.resolve_api_key(SECRET)
         assert (resolved.value, resolved.origin) == (SECRET, "--token")
 
     def test_environment_variable(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("OPENENV_API_KEY", SECRET)
-        resolved = auth.resolve_token(None)
+        resolved = auth.resolve_api_key(None)
         assert (resolved.value, resolved.origin) == (SECRET, "OPENENV_API_KEY")
 
     @pytest.mark.parametrize("value", [None, "", "   "])
@@ -34,8 +34,8 @@ class TestResolve:
             monkeypatch.delenv("OPENENV_API_KEY", raising=False)
         else:
             monkeypatch.setenv("OPENENV_API_KEY", value)
-        assert auth.resolve_token(None).value is None
-        assert auth.resolve_token("").value is None
+        assert auth.resolve_api_key(None).value is None
+        assert auth.resolve_api_key("").value is None
 
 
 @pytest.mark.parametrize("bad", [SECRET + "\n", f"{SECRET}\r\nX-Evil: 1", "tok en", "clé"])
@@ -44,7 +44,7 @@ def test_a_token_a_header_cannot_carry_is_refused_without_echo(
 ) -> None:
     monkeypatch.setenv("OPENENV_API_KEY", bad)
     with pytest.raises(UsageError) as caught:
-        auth.resolve_token(None)
+        auth.resolve_api_key(None)
     assert "OPENENV_API_KEY" in str(caught.value) and bad not in str(caught.value)
 
 

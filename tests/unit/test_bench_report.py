@@ -12,6 +12,7 @@ import pytest
 
 from openenv_cli.bench import report
 from openenv_cli.bench.stats import BenchRun, SessionsCell, ThroughputCell
+from tests.support.optional import require
 
 
 def sessions_run() -> BenchRun:
@@ -116,7 +117,7 @@ def test_markdown_table_alignment() -> None:
 
 
 def test_write_reports_writes_every_file(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    require("matplotlib")
     paths = report.write_reports(sessions_run(), tmp_path / "out", "run")
     for key in ("json", "csv", "markdown"):
         assert Path(paths[key]).is_file()  # type: ignore[arg-type]
@@ -127,7 +128,7 @@ def test_write_reports_writes_every_file(tmp_path: Path) -> None:
 
 
 def test_throughput_plot(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    require("matplotlib")
     assert [p.name for p in report.write_plots(throughput_run(), tmp_path, "t")] == [
         "t-throughput.png"
     ]

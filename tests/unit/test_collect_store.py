@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from openenv_cli.collect.episodes import new_row
-from openenv_cli.collect.policies import text_to_action
 from openenv_cli.collect.spec import CollectSpec, plan
 from openenv_cli.collect.store import Store, read_rows
 from openenv_cli.errors import OpenEnvError, UsageError
@@ -79,15 +78,6 @@ def test_run_record_holds_provenance(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["provenance"]["environment"]["name"] == "echo"
     assert record["options"]["seed"] == 7
-
-
-def test_default_action_mapping() -> None:
-    one_string = {"properties": {"message": {"type": "string"}, "metadata": {"type": "object"}}}
-    assert text_to_action("hello", one_string) == ({"message": "hello"}, "")
-    two = {"properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}
-    assert text_to_action('{"x": 1, "y": 2}', two) == ({"x": 1, "y": 2}, "")
-    action, problem = text_to_action("move left", two)
-    assert action is None and "JSON" in problem
 
 
 def test_a_push_with_a_secret_in_an_episode_is_refused(tmp_path: Path) -> None:

@@ -57,14 +57,16 @@ def test_envoy_limits_and_timeouts_follow_the_settings(
     monkeypatch.setenv("MAX_CONCURRENT_ENVS", "4096")
     monkeypatch.setenv("SESSION_TIMEOUT", "1800")
     config = _envoy(plan_deploy("swarm", project, replicas=2).files)
+    fronts = plan_deploy("swarm", project, replicas=2).settings.fronts
     cluster = config["static_resources"]["clusters"][0]
     assert cluster["lb_policy"] == "LEAST_REQUEST"
     assert cluster["health_checks"][0]["http_health_check"]["path"] == "/health"
     for threshold in cluster["circuit_breakers"]["thresholds"]:
         for key in ("max_connections", "max_pending_requests", "max_requests"):
-            assert threshold[key] >= 2 * 2 * 4096  # far above Envoy's default 1,024
+            # far above Envoy's default 1,024; the fronts together hold the capacity
+            assert threshold[key] * fronts >= 2 * 2 * 4096
     monitor = config["overload_manager"]["resource_monitors"][0]["typed_config"]
-    assert monitor["max_active_downstream_connections"] >= 2 * 2 * 4096
+    assert monitor["max_active_downstream_connections"] * fronts >= 2 * 2 * 4096
     hcm = _hcm(config)
     assert hcm["upgrade_configs"] == [{"upgrade_type": "websocket"}]
     assert "access_log" not in hcm  # off by default
@@ -210,6 +212,65 @@ def test_shared_checkpoint_volume_when_asked(project: Path) -> None:
     assert "/var/lib/openenv/checkpoints" in render_project("demo_env")["server/Dockerfile"]
 
 
+def _limits(files: dict[str, str]) -> tuple[int, int]:
+    config = _envoy(files)
+    monitor = config["overload_manager"]["resource_monitors"][0]["typed_config"]
+    breaker = config["static_resources"]["clusters"][0]["circuit_breakers"]["thresholds"][0]
+    return int(monitor["max_active_downstream_connections"]), int(breaker["max_connections"])
+
+
+def test_fronts_are_sized_for_the_capacity_within_the_open_files(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16,384 sessions at 20,000 open files a process: one front cannot hold them (two files a
+    session), two can; every front's limits stay within its files and together hold them all."""
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "8192")
+    monkeypatch.setenv("WORKERS", "1")
+    plan = plan_deploy("slurm", project, replicas=2, front_nofile=20_000)
+    assert plan.settings.capacity == 16_384
+    assert plan.settings.fronts == 2 and plan.settings.sessions_per_front == 8192
+    downstream, upstream = _limits(plan.files)
+    assert 8192 <= downstream <= (20_000 - 1024) // 2
+    assert 8192 <= upstream <= (20_000 - 1024) // 2
+    script = plan.files["openenv.sbatch"]
+    assert "seq 1 2" in script and "--admin-address-path" in script
+    assert 'ulimit -n "$(ulimit -Hn)"' in script
+    # A roomier limit needs one front; an explicit count wins over the sizing.
+    assert plan_deploy("slurm", project, replicas=2, front_nofile=65_536).settings.fronts == 1
+    assert plan_deploy("slurm", project, replicas=2, fronts=4).settings.fronts == 4
+
+
+def test_fronts_in_swarm_and_kubernetes(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "8192")
+    stack = yaml.safe_load(
+        plan_deploy("swarm", project, replicas=4, front_nofile=20_000).files["stack.yml"]
+    )
+    envoy = stack["services"]["envoy"]
+    assert envoy["ulimits"]["nofile"] == {"soft": 20_000, "hard": 20_000}
+    assert "seq 2 4" in envoy["command"][-1]  # four processes on the published port
+    config = _envoy(plan_deploy("swarm", project, replicas=4, front_nofile=20_000).files)
+    assert config["admin"]["address"]["socket_address"]["port_value"] == 0
+    assert config["static_resources"]["listeners"][0]["enable_reuse_port"] is True
+    files = plan_deploy("kubernetes", project, replicas=4, front_nofile=20_000).files
+    deployment = yaml.safe_load(files["envoy-deployment.yaml"].split("\n---\n")[0])
+    assert deployment["spec"]["replicas"] == 4
+    one = plan_deploy("kubernetes", project, replicas=1, front_nofile=65_536).files
+    assert yaml.safe_load(one["envoy-deployment.yaml"].split("\n---\n")[0])["spec"]["replicas"] == 2
+
+
+def test_fronts_resolved_from_env_and_manifest(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = project / "openenv.yaml"
+    manifest.write_text(manifest.read_text() + "deploy:\n  fronts: 3\n  front_nofile: 30000\n")
+    settings = plan_deploy("slurm", project).settings
+    assert (settings.fronts, settings.front_nofile) == (3, 30_000)
+    monkeypatch.setenv("OPENENV_DEPLOY_FRONTS", "5")
+    assert plan_deploy("slurm", project).settings.fronts == 5
+    with pytest.raises(UsageError):
+        plan_deploy("slurm", project, front_nofile=1025)
+
+
 def test_the_record_of_written_files_is_never_written_through_a_link(
     project: Path, tmp_path: Path
 ) -> None:
@@ -221,3 +282,25 @@ def test_the_record_of_written_files_is_never_written_through_a_link(
     plan = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8001"])
     assert write_files(plan.files, out, force=False).written
     assert outside.read_text() == "keep\n"
+
+
+def test_a_burst_past_the_backlog_is_not_taken_for_a_dead_replica(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicas holding more sessions than their listen backlog get a connect timeout that
+    outlasts SYN retransmission, a retry budget for every session, and slower ejection."""
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "9216")
+    cluster = _envoy(plan_deploy("slurm", project, replicas=2).files)["static_resources"][
+        "clusters"
+    ][0]
+    assert cluster["connect_timeout"] == "30s"
+    threshold = cluster["circuit_breakers"]["thresholds"][0]
+    assert threshold["max_retries"] == threshold["max_connections"]
+    assert cluster["outlier_detection"]["consecutive_local_origin_failure"] == 9
+    assert cluster["health_checks"][0]["unhealthy_threshold"] == 3
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "100")
+    small = _envoy(plan_deploy("slurm", project, replicas=2).files)["static_resources"]["clusters"][
+        0
+    ]
+    assert small["connect_timeout"] == "5s"
+    assert small["outlier_detection"]["consecutive_local_origin_failure"] == 2

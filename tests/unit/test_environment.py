@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from openenv_runtime import Environment, EnvironmentContractError, Observation, State, create_app
@@ -60,8 +62,22 @@ def test_model_classes_are_checked() -> None:
         create_app(EchoEnvironment, dict, EchoObservation)  # type: ignore[arg-type]
 
 
-def test_factory_is_accepted() -> None:
-    create_app(lambda: EchoEnvironment(), EchoAction, EchoObservation)
+def test_factory_is_accepted_and_called_once_per_session() -> None:
+    made: list[EchoEnvironment] = []
+
+    def factory() -> EchoEnvironment:
+        made.append(EchoEnvironment())
+        return made[-1]
+
+    app = create_app(factory, EchoAction, EchoObservation)
+    assert made == []  # building the app makes no instance
+    sessions = app.state.openenv_sessions
+
+    async def open_two() -> list[object]:
+        return [await sessions.new_instance() for _ in range(2)]
+
+    instances = asyncio.run(open_two())
+    assert len(made) == 2 and instances == made and instances[0] is not instances[1]
 
 
 def test_non_concurrent_environment_serves_one_session() -> None:

@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from openenv_runtime.evals import EvalConfig, EvalHarness, EvalResult, InspectAIHarness
+from tests.support.optional import require
 
 
 def config(**changes: Any) -> EvalConfig:
@@ -83,7 +84,7 @@ def test_inspect_harness_without_inspect_names_the_extra(monkeypatch: pytest.Mon
 
 
 def test_inspect_harness_needs_a_model() -> None:
-    pytest.importorskip("inspect_ai")  # installed by the test extra
+    require("inspect_ai")
     with pytest.raises(ValueError, match="model"):
         InspectAIHarness().run("1", {}, "task.py", {})
 

@@ -15,7 +15,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from .blocking import async_call, install_blocking, run_blocking
+from ..blocking import async_call, install_blocking, run_blocking
 
 # The reference's constructor names → ours (with a unit conversion where needed).
 _RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {

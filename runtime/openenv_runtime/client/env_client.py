@@ -11,10 +11,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import InvalidURI
 
+from ..blocking import install_blocking
 from ..errors import EnvError
 from ..models import Action, Observation, State, StepResult
-from ..protocol import decode, encode
-from .blocking import install_blocking
+from ..protocol import CLOSE_FRAME, STATE_FRAME, encode, reply_data, reset_frame, step_frame
 from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
 from .constructors import ProviderConstructors
@@ -30,7 +30,6 @@ ObsT = TypeVar("ObsT", bound=Observation)
 StateT = TypeVar("StateT", bound=State)
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
-CLOSE_FRAME = '{"type":"close"}'
 
 
 def ws_url(base_url: str) -> str:
@@ -74,6 +73,11 @@ class EnvClient(
 
     To start the server too: ``MyEnv.from_project(".")``, ``MyEnv.from_docker_image(image)``,
     ``MyEnv.from_env("org/name")``; closing such a client stops its server.
+
+    ``EnvPool`` drives many clients through a small port, and only through it: the frames
+    (``_reset_frame``, ``_step_frame``, built by :mod:`openenv_runtime.protocol`), sending
+    (``_submit_to`` for a batch, ``_request`` for one), reading a reply (``_unwrap``, then
+    ``_parse_result``) and the errors that end a session (``_lost``, ``_timed_out``).
 
     Args:
         base_url: the server (``http(s)://`` or ``ws(s)://``; ``/ws`` is appended).
@@ -308,22 +312,17 @@ class EnvClient(
 
     async def state(self) -> StateT:
         """The episode's state (``episode_id``, ``step_count`` and the environment's own fields)."""
-        data = await self._request('{"type":"state"}')
+        data = await self._request(STATE_FRAME)
         return self._parse_state(data)
 
     # -- frames (the pool sends them too) -------------------------------------------------
     def _reset_frame(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> str:
-        options = {
-            k: v
-            for k, v in {"seed": seed, "episode_id": episode_id, **kwargs}.items()
-            if v is not None
-        }
-        return '{"type":"reset","data":' + encode(options) + "}"
+        return reset_frame({"seed": seed, "episode_id": episode_id, **kwargs})
 
     def _step_frame(self, action: ActT | dict[str, Any]) -> str:
-        return '{"type":"step","data":' + self._action_json(action) + "}"
+        return step_frame(self._action_json(action))
 
     # -- hooks (override for custom payloads) -------------------------------------------
     def _action_json(self, action: ActT | dict[str, Any]) -> str:
@@ -413,16 +412,7 @@ class EnvClient(
 
     @staticmethod
     def _unwrap(raw: str | bytes) -> dict[str, Any]:
-        reply = decode(raw)
-        kind = reply.get("type")
-        data = reply.get("data") or {}
-        if kind == "error":
-            message = data.get("message", "error")
-            code = data.get("code", "SESSION_ERROR")
-            raise EnvError(
-                code, message, {k: v for k, v in data.items() if k not in ("message", "code")}
-            )
-        return data
+        return reply_data(raw)
 
 
 def _feed(sink: ReplySink, done: asyncio.Task[str | bytes]) -> None:

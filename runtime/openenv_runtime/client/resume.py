@@ -31,6 +31,7 @@ from tenacity import (
 )
 
 from ..errors import EnvError
+from ..protocol import CLOSE_FRAME
 from .transport import Connection, ConnectionLost
 
 Opener = Callable[[dict[str, str]], Awaitable[Connection]]
@@ -258,5 +259,5 @@ class ResumingTransport:
         self._forget()
         if ws is None:
             return
-        ws.send('{"type":"close"}')
+        ws.send(CLOSE_FRAME)
         await ws.close()

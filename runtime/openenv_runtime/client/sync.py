@@ -7,8 +7,8 @@ import typing
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ..blocking import async_call, background_loop
 from ..models import Action, Observation, State, StepResult
-from .blocking import async_call, background_loop
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint

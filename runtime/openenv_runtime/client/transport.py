@@ -24,6 +24,7 @@ from typing import Protocol
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidStatus
+from websockets.extensions.permessage_deflate import enable_client_permessage_deflate
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
@@ -148,19 +149,21 @@ class Connection(asyncio.Protocol):
         ping_interval: float | None = None,
         ping_timeout: float | None = None,
         use_proxy: bool = True,
+        compression: bool = False,
     ) -> Connection:
         """Connect to ``ws(s)://...`` and complete the opening handshake.
 
         A proxy from the environment (``https_proxy``, ``all_proxy``, ... and ``no_proxy``,
         as websockets reads them) is used unless ``use_proxy`` is False, as the
-        websockets client did. Bound it with a timeout outside. Raises ``OSError`` (cannot connect),
+        websockets client did. ``compression`` offers permessage-deflate. Bound it with a timeout outside. Raises ``OSError`` (cannot connect),
         :class:`HandshakeRefused` (an HTTP status) or :class:`ConnectionLost`.
         """
         loop = asyncio.get_running_loop()
         uri = parse_uri(url)
         # websockets logs the handshake's headers (Authorization, the resume token) at DEBUG
         install_redaction((*CLIENT_LOGGERS, "openenv_runtime"))
-        protocol = ClientProtocol(uri, max_size=max_size)
+        extensions = enable_client_permessage_deflate(None) if compression else None
+        protocol = ClientProtocol(uri, max_size=max_size, extensions=extensions)
         context = ssl.create_default_context() if uri.secure else None
 
         def factory() -> Connection:

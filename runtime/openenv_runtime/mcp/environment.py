@@ -32,13 +32,13 @@ with the tools as plain functions (code mode; :mod:`openenv_runtime.mcp.code_mod
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from pydantic_core import to_jsonable_python
 
+from ..blocking import run_to_completion
 from ..environment import Environment
 from ..models import Action, Observation, State
 from .code_mode import CODE_TIMEOUT_S, run_code
@@ -67,28 +67,6 @@ def _fastmcp() -> Any:
             'MCPEnvironment needs FastMCP: pip install "openenv-runtime[mcp]"'
         ) from None
     return fastmcp
-
-
-def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from plain code, even when this thread runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:  # handed back to the caller below
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="openenv-mcp-call")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 class ToolCallResult(dict[str, Any]):
@@ -130,7 +108,9 @@ class MCPEnvironment(Environment[Action, Observation, State]):
         self.mcp_client = _fastmcp().Client(mcp_server)
         self._held: tuple[Any, asyncio.AbstractEventLoop] | None = None
         self._mode_tools = ModeTools(_fastmcp(), getattr(mcp_server, "name", "tools"))
-        reserved = sorted(RESERVED_TOOL_NAMES & {t.name for t in run_blocking(self._raw_tools())})
+        reserved = sorted(
+            RESERVED_TOOL_NAMES & {t.name for t in run_to_completion(self._raw_tools())}
+        )
         if reserved:
             raise ValueError(
                 f"tool names {reserved} are reserved for the environment protocol "
@@ -248,7 +228,7 @@ class MCPEnvironment(Environment[Action, Observation, State]):
             found = await self.mcp_server.list_tools()
             return {t.name: t.fn for t in found if callable(getattr(t, "fn", None))}
 
-        return {**run_blocking(functions()), **self._mode_tools.in_mode(self.mode)}
+        return {**run_to_completion(functions()), **self._mode_tools.in_mode(self.mode)}
 
     def execute_code(self, code: str, timeout_s: float = CODE_TIMEOUT_S) -> Observation:
         """Run ``code`` with the tools as functions; the value of its ``result`` variable is in
@@ -294,7 +274,7 @@ class MCPEnvironment(Environment[Action, Observation, State]):
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if isinstance(action, ListToolsAction | CallToolAction):
-            return run_blocking(self.step_async(action, timeout_s=timeout_s))
+            return run_to_completion(self.step_async(action, timeout_s=timeout_s))
         return self._step_impl(action, timeout_s=timeout_s, **kwargs)
 
     def _step_impl(

@@ -223,17 +223,25 @@ def wait_until_healthy(
     base_url: str,
     timeout_s: float,
     what: str = "Server",
+    *,
     token: str | None = None,
     interval_s: float = 0.2,
+    probe_timeout_s: float = 2.0,
+    alive: typing.Callable[[], str | None] | None = None,
 ) -> dict[str, typing.Any]:
     """Poll ``base_url/health`` until it answers 200 and return its JSON.
 
-    The one "wait until healthy" loop: ``TimeoutError`` naming ``what`` after ``timeout_s``.
+    The one "wait until healthy" loop. ``alive`` (when given) is asked between polls and
+    returns why the server can no longer come up (its process exited, ...), raised at once as
+    ``RuntimeError``; after ``timeout_s``, ``TimeoutError`` naming ``what``.
     """
     deadline = time.monotonic() + timeout_s
-    while (found := health(base_url, timeout=2.0, token=token)) is None:
+    while (found := health(base_url, timeout=probe_timeout_s, token=token)) is None:
+        reason = alive() if alive is not None else None
+        if reason is not None:
+            raise RuntimeError(reason)
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} at {base_url} did not become ready within {timeout_s}s")
+            raise TimeoutError(f"{what} at {base_url} did not become ready within {timeout_s:g}s")
         time.sleep(interval_s)
     return found
 

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .base import Provider, ProviderError, health
+from .base import Provider, ProviderError, wait_until_healthy
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 RUNNING = ("RUNNING", "RUNNING_BUILDING")
@@ -139,15 +139,20 @@ class SpaceProvider(Provider):
             time.sleep(self.poll_interval)
 
     def wait_healthy(self, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
         assert self.url is not None
-        while health(self.url, timeout=min(10.0, self.startup_timeout), token=self.token) is None:
-            if time.monotonic() > deadline:
-                raise ProviderError(
-                    f"Space {self.repo_id} is RUNNING but {self.url}/health does not answer; "
-                    "is it an OpenEnv server (and HF_TOKEN set if it is private)?"
-                )
-            time.sleep(self.poll_interval)
+        try:
+            wait_until_healthy(
+                self.url,
+                self.startup_timeout if timeout is None else timeout,
+                token=self.token,
+                interval_s=self.poll_interval,
+                probe_timeout_s=min(10.0, self.startup_timeout),
+            )
+        except TimeoutError:
+            raise ProviderError(
+                f"Space {self.repo_id} is RUNNING but {self.url}/health does not answer; "
+                "is it an OpenEnv server (and HF_TOKEN set if it is private)?"
+            ) from None
 
     def _teardown(self) -> None:
         """A Space is not ours to stop."""

@@ -122,8 +122,8 @@ def create_app(
             the environment's module (or up to two folders above) is used.
         max_concurrent_envs, session_timeout, api_key, enable_web_interface, sync_pool_size,
             max_message_bytes, step_timeout, max_sessions_per_client, resume_grace,
-            drain_timeout, warm_pool: this app's defaults for
-            the server settings of the same names (see the README's settings table). An
+            drain_timeout, warm_pool: this app's defaults for the server settings of the
+            same names (see the settings table of ``openenv serve`` in docs/cli.md). An
             explicit argument replaces the built-in default only: a command-line flag, an
             environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
             ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the

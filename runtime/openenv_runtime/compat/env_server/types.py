@@ -1,4 +1,13 @@
-"""Alias of the reference's ``openenv.core.env_server.types`` (rename the import, keep the names)."""
+"""The reference's ``openenv.core.env_server.types`` (rename the import, keep the names).
+
+The message models are :mod:`openenv_runtime.wire`'s. The reference's HTTP request and
+response models are defined here, for code that builds them: this server's own HTTP API
+(:mod:`openenv_runtime.server.http_api`) has models of the same names with a ``session_id``.
+"""
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ...models import Action, Observation, State
 from ...wire import (
@@ -12,15 +21,11 @@ from ...wire import (
     HealthStatus,
     ListTasksRequest,
     NumTasksRequest,
-    ResetRequest,
-    ResetResponse,
     Scalar,
     SchemaResponse,
     ServerCapacityStatus,
     ServerMode,
     SessionInfo,
-    StepRequest,
-    StepResponse,
     WSCloseMessage,
     WSErrorCode,
     WSErrorResponse,
@@ -31,6 +36,34 @@ from ...wire import (
     WSStateResponse,
     WSStepMessage,
 )
+
+
+class ResetRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    seed: int | None = Field(default=None, ge=0)
+    episode_id: str | None = Field(default=None, max_length=255)
+
+
+class ResetResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    observation: dict[str, Any]
+    reward: float | None = None
+    done: bool = False
+
+
+class StepRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    action: dict[str, Any]
+    timeout_s: float | None = Field(default=None, gt=0)
+    request_id: str | None = Field(default=None, max_length=255)
+
+
+class StepResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    observation: dict[str, Any]
+    reward: float | None = None
+    done: bool = False
+
 
 __all__ = [
     "Action",

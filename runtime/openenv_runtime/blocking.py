@@ -1,9 +1,13 @@
-"""Blocking calls on async clients: the one home for running a client's coroutines from plain code.
+"""Running coroutines from plain code: the one home for blocking helpers.
 
-One daemon thread runs the event loop that every blocking call of the process uses
-(:func:`background_loop`). :func:`install_blocking` makes a client class's request methods
-block when called with no running loop (and return the awaitable inside one);
-:func:`async_call` gets the coroutine of such a method either way.
+* :func:`run_blocking` runs a coroutine on the shared background loop: one daemon thread
+  runs the event loop that every blocking client call of the process uses
+  (:func:`background_loop`), so connections opened by blocking calls live on.
+* :func:`run_to_completion` runs a coroutine on a loop of its own (a thread when this
+  thread already runs a loop), for one-off calls such as an MCP server's tool list.
+* :func:`install_blocking` makes a client class's request methods block when called with no
+  running loop (and return the awaitable inside one); :func:`async_call` gets the coroutine
+  of such a method either way.
 """
 
 from __future__ import annotations
@@ -69,3 +73,25 @@ def install_blocking(cls: type) -> None:
         method = cls.__dict__.get(name)
         if method is not None and asyncio.iscoroutinefunction(method):
             setattr(cls, name, blocking_outside_loop(method))
+
+
+def run_to_completion(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from plain code, even when this thread runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # handed back to the caller below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="openenv-mcp-call")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]

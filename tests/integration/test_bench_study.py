@@ -1,0 +1,63 @@
+"""``openenv bench --study local`` on a project made by ``openenv init``: deployed with
+``openenv serve``, measured with a tiny grid, taken down, reported (no timed assertion)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def openenv(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openenv_cli.main", *args],
+        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd,
+    )  # fmt: skip
+
+
+def test_study_local_with_a_tiny_grid(tmp_path: Path) -> None:
+    done = openenv("init", "study_env", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    project = tmp_path / "study_env"
+    out = tmp_path / "report"
+    done = openenv(
+        "bench", "--study", "local", "--requests-grid", "4,8", "--wait-grid", "0",
+        "--reps", "1", "--output-dir", str(out), cwd=project,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "local: taken down (pid " in done.stdout
+    document = json.loads((out / "study.json").read_text())
+    (local,) = document["infras"]
+    assert local["status"] == "measured"
+    assert [p["batch"] for p in local["points"]] == [4, 8]
+    assert all(p["attempted"] == p["batch"] for p in local["points"])
+    text = (out / "study.md").read_text()
+    assert "### Latency breakdown" in text and "local-uvicorn (8 workers)" in text
+    assert (out / "study.png").read_bytes()[:4] == b"\x89PNG"
+    pid = int(local["handle"].removeprefix("pid "))
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_study_skips_what_is_not_there(tmp_path: Path) -> None:
+    """With no Slurm on PATH and no engine at DOCKER_HOST, both are skipped with the reason."""
+    if os.environ.get("CI"):
+        pytest.skip("changes PATH and DOCKER_HOST; the unit tests cover the reasons in CI")
+    done = openenv("init", "study_env", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    env = {**os.environ, "PATH": "/usr/local/nothing", "DOCKER_HOST": "tcp://127.0.0.1:1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "openenv_cli.main", "bench", "--study", "slurm,swarm",
+         "--output-dir", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path / "study_env", env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "slurm: skipped (no Slurm here (`sinfo` is not on PATH))" in done.stdout
+    assert "swarm: skipped (no Docker engine answers" in done.stdout
+    document = json.loads((tmp_path / "r" / "study.json").read_text())
+    assert [i["status"] for i in document["infras"]] == ["skipped", "skipped"]
