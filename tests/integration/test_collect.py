@@ -335,3 +335,39 @@ def test_a_model_server_without_token_ids_fails_episodes_clearly(
     rows = by_id(out)
     assert len(rows) == 2
     assert all(r["error_kind"] == "model" and "token ids" in r["error"] for r in rows.values())
+
+
+def test_a_failing_model_server_marks_episodes_and_the_run_goes_on(
+    echo_url: str, tmp_path: Path
+) -> None:
+    from openenv_runtime.testing import StubLLM
+
+    stub = StubLLM()
+    stub.fail_next(6, 503)  # the client retries twice: two calls fail for good
+    out = tmp_path / "run"
+    with stub.serve() as llm:
+        done = openenv(
+            "collect",
+            echo_url,
+            "--llm",
+            llm,
+            "--model",
+            "stub-model",
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "--max-turns",
+            "2",
+            "-o",
+            str(out),
+            "--json",
+            "--timeout",
+            "10",
+        )
+    assert done.returncode == 0, done.stderr
+    rows = by_id(out)
+    assert len(rows) == 4
+    failed = [r for r in rows.values() if r["error"]]
+    assert failed and all(r["error_kind"] == "model" for r in failed)
+    assert any(not r["error"] and r["num_steps"] == 2 for r in rows.values())

@@ -101,3 +101,26 @@ def test_credentials_in_urls_are_refused() -> None:
         validate_spec(replace(SPEC, targets=("http://bob:hunter2@127.0.0.1:8000",)))
     with pytest.raises(UsageError, match="user name or password"):
         validate_spec(replace(SPEC, policy="model", llm="https://k:s@llm.local", model="m"))
+
+
+def test_a_full_disk_keeps_the_written_shards_and_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    store = Store(tmp_path, SPEC)
+    store.open(False, {})
+    rows = [new_row(p) for p in plan(SPEC)[:2]]
+    store.write_shard(rows[:1])
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OpenEnvError, match="disk is full") as raised:
+        store.write_shard(rows[1:])
+    assert "--resume" in str(raised.value)
+    monkeypatch.undo()
+    assert not list(store.data.glob("*.tmp"))
+    assert Store(tmp_path, SPEC).open(True, {}) == {rows[0]["episode_id"]}
