@@ -17,6 +17,7 @@ class Patient(StepPlacement):
 
     CHEAP_CPU = 0.05
     INLINE_WALL_LIMIT = 0.5
+    INLINE_WALL_HARD = 5.0
 
 
 class Probe(Environment[Any, Observation, State]):
@@ -118,3 +119,12 @@ def test_a_cpu_heavy_trial_demotes_at_once() -> None:
 def test_with_a_step_timeout_every_step_stays_on_the_pool() -> None:
     _, inline, _ = steps(runner(step_timeout=5.0), [None] * (StepPlacement.TRIALS + 3))
     assert not any(inline)  # an inline call could not be abandoned at the timeout
+
+
+def test_one_very_slow_inline_step_demotes_at_once() -> None:
+    placement = StepPlacement()
+    placement.inline = True
+    for _ in range(10_000):
+        placement.call_inline(abs, 1)  # many cheap steps: one strike is far below 1%
+    placement.call_inline(time.sleep, StepPlacement.INLINE_WALL_HARD * 2)
+    assert placement.demoted and not placement.inline  # a compile in the tail: back to the pool

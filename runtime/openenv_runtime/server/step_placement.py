@@ -8,8 +8,10 @@ time of their thread (wall time on a busy machine is mostly waits for the GIL an
 when each stayed under ``CHEAP_CPU`` its steps run inline on the event loop, watched by wall
 time: a step longer than ``INLINE_WALL_LIMIT`` (blocking I/O, a sleep, a heavy input) is a
 strike, and ``STRIKES`` strikes that are more than 1% of the inline steps send the class back
-to the pool for the rest of the process, as does a step that raises. A blocking step thus
-holds the loop a few times at most; the odd preemption of a busy machine does not count.
+to the pool for the rest of the process, as does a step that raises, and at once a single step
+longer than ``INLINE_WALL_HARD`` (no preemption lasts that long; a heavy-tailed environment,
+say one compile in a thousand steps, must not stall every session). A blocking step thus holds
+the loop a few times at most; the odd preemption of a busy machine does not count.
 
 Only used without a ``step_timeout`` (an inline call cannot be abandoned) and for instances
 without a thread of their own (``REQUIRES_SINGLE_THREAD_EXECUTOR``). While a step runs inline
@@ -33,6 +35,7 @@ class StepPlacement:
 
     CHEAP_CPU = 0.0002  # 200 µs of the pool thread's CPU time, every trial
     INLINE_WALL_LIMIT = 0.005  # an inline step over 5 ms is a strike
+    INLINE_WALL_HARD = 0.05  # an inline step over 50 ms sends the class back to the pool at once
     STRIKES = 3
     TRIALS = 32
     __slots__ = ("calls", "demoted", "inline", "strikes", "trials")
@@ -74,8 +77,11 @@ class StepPlacement:
         finally:
             _set_running_loop(loop)
         self.calls += 1
-        if time.perf_counter() - started > self.INLINE_WALL_LIMIT:
+        took = time.perf_counter() - started
+        if took > self.INLINE_WALL_LIMIT:
             self.strikes += 1
-            if self.strikes >= self.STRIKES and self.strikes * 100 > self.calls:
+            if took > self.INLINE_WALL_HARD or (
+                self.strikes >= self.STRIKES and self.strikes * 100 > self.calls
+            ):
                 self._demote()
         return value
