@@ -147,9 +147,13 @@ def test_autoscaler_budget_and_envoy_entry(objects: dict[str, dict[str, Any]]) -
     assert cluster["cluster_type"]["name"] == "envoy.clusters.dns"
     address = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
     assert address["socket_address"] == {"address": "kube-env-headless", "port_value": 8000}
-    # Sized for 3 replicas × 2 workers × 4,096 sessions, not Envoy's default 1,024.
+    # Sized for 3 replicas × 2 workers × 4,096 sessions, not Envoy's default 1,024: each of the
+    # Envoy fronts takes its share of the capacity.
+    fronts = objects["Deployment/kube-env-envoy"]["spec"]["replicas"]
     limits = cluster["circuit_breakers"]["thresholds"][0]
-    assert limits["max_connections"] >= 3 * 2 * 4096 and limits["max_requests"] >= 3 * 2 * 4096
+    assert fronts >= 2
+    assert limits["max_connections"] * fronts >= 3 * 2 * 4096
+    assert limits["max_requests"] * fronts >= 3 * 2 * 4096
     manager = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
     hcm = manager["typed_config"]
     assert hcm["upgrade_configs"] == [{"upgrade_type": "websocket"}]

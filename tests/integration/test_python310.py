@@ -121,4 +121,4 @@ def test_generated_project_passes_its_tests_on_python_310(venv310: Path, tmp_pat
     out = run(
         [venv310 / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, env=env
     )
-    assert "3 passed" in out
+    assert "4 passed" in out

@@ -123,7 +123,7 @@ def test_fresh_virtualenv_round_trip(dist: Path, tmp_path: Path) -> None:
         tests = run(
             [alone / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project, env=env
         )
-        assert "3 passed" in tests
+        assert "4 passed" in tests
 
     # 3. The CLI checks and serves the project (the index is no longer needed).
     report = json.loads(
