@@ -143,6 +143,7 @@ class HttpStep:
         runner = self.runner
 
         async def call() -> bytes:
+            session.stepped = True  # a used session: the unused-session limit no longer applies
             step = session.step
             if step is None:  # bound once per session, as the WebSocket's is
                 step = session.step = runner.bind_step(session.env)
