@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,6 +100,21 @@ def _skip_when_optional_package_missing() -> Generator[None, object, object]:
 # Code under test that imports an optional package lazily: skip the test (fail it in CI).
 pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
 pytest_runtest_call = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test ends with the process environment it started with.
+
+    Commands run in-process (``CliRunner``) hand settings to their workers through environment
+    variables (``openenv serve`` sets ``PYTHONPATH`` and ``OPENENV_SERVER_FLAGS``); left behind,
+    they would change what every later ``create_app`` and subprocess of the session sees.
+    """
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
