@@ -161,6 +161,16 @@ class ModelError(RuntimeError):
     """The model server failed a call (the episode is marked failed, the run goes on)."""
 
 
+def choose_policy(policy: str | None, llm: str | None) -> str:
+    """The policy the options name: ``--policy``, else a model when ``--llm`` is given."""
+    chosen = policy or ("model" if llm else None)
+    if chosen is None:
+        raise UsageError(
+            "Say what plays the episodes: --llm URL --model NAME, or --policy random|module:function."
+        )
+    return chosen
+
+
 def make_policy(spec: CollectSpec, action_schema: dict[str, Any], project: Path | None) -> Policy:
     """The policy ``spec.policy`` names."""
     if spec.policy == "random":

@@ -84,11 +84,9 @@ def command(
         raise UsageError(
             "Name the environment: a server URL, a project folder, image:NAME or space:org/name."
         )
-    chosen = policy or ("model" if llm else None)
-    if chosen is None:
-        raise UsageError(
-            "Say what plays the episodes: --llm URL --model NAME, or --policy random|module:function."
-        )
+    from openenv_cli.collect.policies import choose_policy
+
+    chosen = choose_policy(policy, llm)
     if tasks and tasks_file:
         raise UsageError("Give --tasks or --tasks-file, not both.")
     split = None

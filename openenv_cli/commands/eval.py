@@ -85,15 +85,12 @@ def command(
             raise UsageError(
                 "Name the environment (TARGET), or report on a collection with --from DIR."
             )
+        from openenv_cli.collect.policies import choose_policy
         from openenv_cli.collect.progress import progress_display
         from openenv_cli.collect.runner import collect, validate_spec
         from openenv_cli.collect.spec import CollectSpec, Sampling
 
-        chosen = policy or ("model" if llm else None)
-        if chosen is None:
-            raise UsageError(
-                "Say what plays: --llm URL --model NAME, or --policy random|module:function."
-            )
+        chosen = choose_policy(policy, llm)
         group = max(ks)
         spec = CollectSpec(
             targets=tuple(targets),
