@@ -52,8 +52,13 @@ fi
 node="$(hostname -s)"
 cores="$(nproc)"
 memory_mb="$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.9}' /proc/meminfo)"
-install -d /etc/slurm /var/spool/slurmd /var/log/slurm
-install -d -o slurm -g slurm /var/spool/slurmctld
+# The controller's state lives in a folder of ours, made empty at every start: a machine may
+# carry state of another cluster (seen in CI: a "local" cluster's state in /var/spool/slurmctld
+# made slurmctld stop with CLUSTER NAME MISMATCH), and a test cluster keeps no jobs across starts.
+state=/var/spool/openenv-slurmctld
+rm -rf "$state"
+install -d /etc/slurm /var/spool/openenv-slurmd /var/log/slurm
+install -d -o slurm -g slurm "$state"
 chown slurm:slurm /var/log/slurm
 cat >/etc/slurm/slurm.conf <<EOF
 # Written by .ci/slurm.sh: a one-node cluster for tests.
@@ -67,8 +72,8 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
-StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
+StateSaveLocation=${state}
+SlurmdSpoolDir=/var/spool/openenv-slurmd
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
@@ -77,15 +82,24 @@ NodeName=${node} CPUs=${cores} RealMemory=${memory_mb} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE OverSubscribe=YES State=UP
 EOF
 
-pgrep -x slurmctld >/dev/null 2>&1 || slurmctld
-pgrep -x slurmd >/dev/null 2>&1 || slurmd
+fail() {
+    say "$1; last lines of the logs:"
+    tail -n 20 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2 || true
+    exit 1
+}
+# A daemon left from an earlier configuration would not read the one just written.
+for pidfile in /run/slurmd.pid /run/slurmctld.pid; do
+    if [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null; then
+        sleep 1
+    fi
+done
+slurmctld || fail "slurmctld did not start"
+slurmd || fail "slurmd did not start"
 
 deadline=$((SECONDS + WAIT))
 until sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)'; do
     if [ "$SECONDS" -ge "$deadline" ]; then
-        say "the node is not usable after ${WAIT}s; last lines of the logs:"
-        tail -n 20 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2 || true
-        exit 1
+        fail "the node is not usable after ${WAIT}s"
     fi
     sleep 0.5
 done
