@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..models import Action, State
+from ..models import Action, Observation, State
 from ..protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
@@ -117,7 +117,7 @@ class WebSocketEndpoint:
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
-            parse, dispatch, step_now = self._parse, self._dispatch, self._step_now
+            parse, dispatch, step_inline = self._parse, self._dispatch, self._step_inline
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive" or session.released:
@@ -127,25 +127,36 @@ class WebSocketEndpoint:
                 frame = message.get("text")
                 if frame is None:
                     frame = message.get("bytes") or b""
-                session.busy = True
-                try:
-                    # _handle, unrolled here: one coroutine less per frame
-                    msg = parse(frame)
-                    if type(msg) is not dict:
-                        reply = msg  # the frame's error
-                    elif state is None:
-                        reply = step_now(session, msg)  # a cheap plain step: no coroutine
-                        if reply is None:
-                            reply = await dispatch(session, msg)
-                    else:
-                        seq = msg.get("seq")
-                        if seq is None or msg.get("type") == "close":
+                msg = parse(frame)
+                step = session.step
+                if (
+                    type(step) is PlainStep
+                    and step.placement.inline
+                    and state is None
+                    and type(msg) is dict
+                    and msg.get("type") == "step"
+                ):
+                    # A cheap plain step: no coroutine, no await, so nothing else runs meanwhile
+                    # (the reaper cannot see it busy) and the reply is ready when it returns.
+                    reply = step_inline(session, step, msg.get("data"))
+                    session.last_active = monotonic()
+                else:
+                    session.busy = True
+                    try:
+                        # _handle, unrolled here: one coroutine less per frame
+                        if type(msg) is not dict:
+                            reply = msg  # the frame's error
+                        elif state is None:
                             reply = await dispatch(session, msg)
                         else:
-                            reply = await self._sequenced(session, state, msg, seq)
-                finally:
-                    session.busy = False
-                    session.last_active = monotonic()
+                            seq = msg.get("seq")
+                            if seq is None or msg.get("type") == "close":
+                                reply = await dispatch(session, msg)
+                            else:
+                                reply = await self._sequenced(session, state, msg, seq)
+                    finally:
+                        session.busy = False
+                        session.last_active = monotonic()
                 if state is not None and state.generation != generation:
                     return  # taken over while the step ran: its reply is kept for the new one
                 if reply is _CLOSE:
@@ -416,16 +427,22 @@ class WebSocketEndpoint:
             future.set_result(reply)
         return reply
 
-    def _step_now(self, session: Session, msg: dict[str, Any]) -> Any:
-        """The reply to a step whose plain ``step()`` runs inline, or None when it is not one."""
-        step = session.step
-        if type(step) is not PlainStep or not step.placement.inline or msg.get("type") != "step":
-            return None
+    def _step_inline(self, session: Session, step: PlainStep, data: Any) -> str:
+        """The reply to a step whose plain ``step()`` runs inline (``_dispatch``'s step, unrolled)."""
+        if type(data) is dict and len(data) > self.max_action_fields:
+            return error_message(
+                ErrorCode.VALIDATION_ERROR, str(too_many_fields(data, self.max_action_fields))
+            )
         try:
-            action = self._action(msg.get("data"))
-            if type(action) is str:
-                return action  # the action's validation error
-            obs = step.now(action)
+            action = self.validate_action(data)
+        except ValidationError as exc:
+            return error_message(
+                ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc)
+            )
+        try:
+            obs = step.placement.call_inline(step.func, action)
+            if not isinstance(obs, Observation):
+                obs = self.runner._check_observation(step.env, "step", obs)
             session.episode_open = not obs.done
             return observation_message(obs)
         except Exception as exc:
