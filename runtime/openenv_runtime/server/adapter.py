@@ -14,13 +14,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from ..environment import Environment, contract_error_message, missing_members, overrides
-from ..errors import EnvironmentContractError
 from ..models import Observation, State
 from .call_cost import LifecycleCost
-from .step_placement import StepPlacement
+from .env_class import ClassAdapter, _Method
+from .step_placement import PlainStep
 
 logger = logging.getLogger("openenv_runtime.server")
+
+__all__ = [
+    "ClassAdapter",
+    "ContractViolation",
+    "EnvRunner",
+    "Exhausted",
+    "PlainStep",
+    "StepTimeout",
+    "_Method",
+]
 
 
 class ContractViolation(Exception):
@@ -34,67 +43,6 @@ class StepTimeout(Exception):
 
 class Exhausted(Exception):
     """Too many environment calls are stuck past the step timeout to start new environments."""
-
-
-class _Method:
-    """One environment method, bound later to an instance."""
-
-    __slots__ = ("accepts_any_kw", "is_async", "kw_names", "name")
-
-    def __init__(self, cls: type, name: str) -> None:
-        func = getattr(cls, name)
-        self.name = name
-        self.is_async = inspect.iscoroutinefunction(func)
-        try:
-            params: list[inspect.Parameter] = list(inspect.signature(func).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        self.accepts_any_kw = any(p.kind is p.VAR_KEYWORD for p in params) or not params
-        self.kw_names = frozenset(
-            p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        )
-
-    def filter_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        if self.accepts_any_kw:
-            return kwargs
-        return {k: v for k, v in kwargs.items() if k in self.kw_names}
-
-
-class ClassAdapter:
-    """What the server needs to know about one environment class."""
-
-    def __init__(self, cls: type) -> None:
-        missing = missing_members(cls) if issubclass(cls, Environment) else _duck_missing(cls)
-        if missing:
-            raise EnvironmentContractError(contract_error_message(cls, missing))
-        self.cls = cls
-        self.reset = _Method(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
-        self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
-        self.step_placement = StepPlacement()  # a plain step: pool, or inline once proven cheap
-        close = getattr(cls, "close", None)
-        # The base class's close() does nothing: skip the call (and its thread hop) entirely.
-        self.close = (
-            _Method(cls, "close") if callable(close) and close is not Environment.close else None
-        )
-        self.close_cost = LifecycleCost()
-        state_attr = inspect.getattr_static(cls, "state")
-        if isinstance(state_attr, property):
-            self.state_is_property = True
-            self.state_is_async = inspect.iscoroutinefunction(state_attr.fget)
-        else:
-            self.state_is_property = False
-            self.state_is_async = inspect.iscoroutinefunction(state_attr)
-        self.supports_concurrent_sessions = bool(
-            getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False)
-        )
-
-
-def _overrides(cls: type, name: str) -> bool:
-    return overrides(cls, name)
-
-
-def _duck_missing(cls: type) -> list[str]:
-    return [m for m in ("reset", "step", "state") if not hasattr(cls, m)]
 
 
 class EnvRunner:
@@ -421,40 +369,3 @@ class EnvRunner:
             f"{type(env).__qualname__}.{method}() returned {type(result).__name__}; "
             f"it must return an instance of {expected}, e.g. `return {expected}(..., reward=..., done=...)`."
         )
-
-
-class PlainStep:
-    """A plain ``step()`` bound to one instance: on the pool, or inline once proven cheap.
-
-    ``await bound(action)`` always works; the WebSocket loop calls ``bound.now(action)``
-    directly when ``placement.inline`` (no coroutine at all for a step that never waits).
-    """
-
-    __slots__ = ("env", "func", "placement", "runner")
-
-    def __init__(
-        self, runner: EnvRunner, env: Any, func: Callable[[Any], Any], placement: StepPlacement
-    ) -> None:
-        self.runner = runner
-        self.env = env
-        self.func = func
-        self.placement = placement
-
-    def now(self, action: Any) -> Observation:
-        """Run the step inline, on the event loop's thread."""
-        result = self.placement.call_inline(self.func, action)
-        if isinstance(result, Observation):
-            return result
-        return self.runner._check_observation(self.env, "step", result)
-
-    async def __call__(self, action: Any) -> Observation:
-        placement = self.placement
-        if placement.inline:  # proven cheap: no hop to a thread and back
-            return self.now(action)
-        # the pool is looked up per call: it is replaced when a step is abandoned
-        result = await asyncio.get_running_loop().run_in_executor(
-            self.runner._pool, placement.timed, self.func, action
-        )
-        if isinstance(result, Observation):
-            return result
-        return self.runner._check_observation(self.env, "step", result)

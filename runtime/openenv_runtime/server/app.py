@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
-import inspect
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -19,17 +17,18 @@ from starlette.routing import WebSocketRoute
 
 from .._version import __version__
 from ..environment import Environment, overrides
-from ..errors import EnvironmentContractError
 from ..models import Action, Observation, State
 from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
 from .actions import action_validator
 from .adapter import ClassAdapter, EnvRunner
+from .app_inputs import _check_env, _check_model, _first_line, _readme
 from .auth import BearerAuthMiddleware, public_paths
 from .checkpoint_ops import Checkpointer, build_checkpoint_router
 from .checkpoints import CheckpointStore
 from .docs_pages import install_docs
 from .drain import install_lifecycle_routes
+from .gc_cycles import CYCLE_COLLECTION_EVERY, collect_connection_cycles
 from .http_api import build_http_router
 from .http_step import HttpStep
 from .lifecycle import LifecycleSettings
@@ -43,6 +42,14 @@ from .tasks import build_task_router
 from .websocket import WebSocketEndpoint
 
 logger = logging.getLogger("openenv_runtime.server")
+
+__all__ = [
+    "CYCLE_COLLECTION_EVERY",
+    "PROTOCOL_VERSION",
+    "EnvironmentApp",
+    "collect_connection_cycles",
+    "create_app",
+]
 
 # The protocol version published as OpenAPI ``info.version``, where the reference's
 # ``openenv validate --url`` reads it; the environment's own version is in /metadata.
@@ -352,76 +359,6 @@ def create_app(
     return app
 
 
-CYCLE_COLLECTION_EVERY = 2000
-"""Sessions opened between two full garbage collections."""
-
-
-async def collect_connection_cycles(
-    manager: SessionManager, every: int = CYCLE_COLLECTION_EVERY
-) -> None:
-    """Collect reference cycles every ``every`` sessions.
-
-    uvicorn's per-connection HTTP protocol object (``HttpToolsProtocol`` with its parser,
-    transport and flow control, about 17 objects) lives in a reference cycle, so only the
-    cyclic collector frees it. ``serve`` makes full collections rare (see its GC tuning), and
-    without this they piled up: RSS grew by ~0.45 KiB per session opened and closed. A full
-    collection here costs little, because what start-up created is frozen out of its sight:
-    measured 0.3 ms with no session open and 38 ms with 1,000 open (about 19 µs per session
-    opened, amortized).
-    """
-    seen = manager.total_opened
-    while True:
-        await asyncio.sleep(1.0)
-        if manager.total_opened - seen >= every:
-            seen = manager.total_opened
-            gc.collect()
-
-
 def _add_routes(app: FastAPI, router: APIRouter) -> None:
     # The routes themselves, not a nested router: code that lists app.routes sees every path.
     app.router.routes.extend(router.routes)
-
-
-def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:
-    if isinstance(env, type):
-        ClassAdapter(env)  # raises EnvironmentContractError with what to add
-        return env, env
-    if callable(env) and not hasattr(env, "step"):
-        return env, None
-    cls = type(env).__qualname__
-    raise EnvironmentContractError(
-        f"create_app()'s environment must be a callable that makes one instance per session (a "
-        f"class or a factory), got an instance of {cls}: pass the class, create_app({cls}, ...), or for "
-        f"arguments a factory, create_app(lambda: {cls}(...), ...)."
-    )
-
-
-def _check_model(cls: Any, base: type, param: str) -> None:
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise EnvironmentContractError(
-            f"{param} must be a subclass of openenv_runtime.{base.__name__}, got {cls!r}. "
-            f"Define e.g. `class MyThing({base.__name__}): ...` in models.py and pass the class."
-        )
-
-
-def _first_line(doc: str | None) -> str | None:
-    return doc.strip().splitlines()[0] if doc and doc.strip() else None
-
-
-def _readme(readme: str | Path | None, owner: Any) -> str | None:
-    if isinstance(readme, Path) or (
-        isinstance(readme, str) and "\n" not in readme and readme.endswith(".md")
-    ):
-        path = Path(readme)
-        return path.read_text(encoding="utf-8") if path.is_file() else None
-    if isinstance(readme, str):
-        return readme
-    try:
-        here = Path(inspect.getfile(owner)).resolve().parent
-    except (TypeError, OSError):
-        return None
-    for folder in (here, here.parent, here.parent.parent):
-        candidate = folder / "README.md"
-        if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
-    return None

@@ -17,6 +17,8 @@ Only used without a ``step_timeout`` (an inline call cannot be abandoned) and fo
 without a thread of their own (``REQUIRES_SINGLE_THREAD_EXECUTOR``). While a step runs inline
 no event loop is marked running on the thread, so code in it sees what it would see on a pool
 thread (``asyncio.run`` works, ``asyncio.get_running_loop`` raises).
+
+:class:`PlainStep` is one instance's plain ``step()`` bound with its class's placement.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ..models import Observation
+
+if TYPE_CHECKING:
+    from .adapter import EnvRunner
 
 _set_running_loop = asyncio.events._set_running_loop
 _get_running_loop = asyncio.events._get_running_loop
@@ -85,3 +92,40 @@ class StepPlacement:
             ):
                 self._demote()
         return value
+
+
+class PlainStep:
+    """A plain ``step()`` bound to one instance: on the pool, or inline once proven cheap.
+
+    ``await bound(action)`` always works; the WebSocket loop calls ``bound.now(action)``
+    directly when ``placement.inline`` (no coroutine at all for a step that never waits).
+    """
+
+    __slots__ = ("env", "func", "placement", "runner")
+
+    def __init__(
+        self, runner: EnvRunner, env: Any, func: Callable[[Any], Any], placement: StepPlacement
+    ) -> None:
+        self.runner = runner
+        self.env = env
+        self.func = func
+        self.placement = placement
+
+    def now(self, action: Any) -> Observation:
+        """Run the step inline, on the event loop's thread."""
+        result = self.placement.call_inline(self.func, action)
+        if isinstance(result, Observation):
+            return result
+        return self.runner._check_observation(self.env, "step", result)
+
+    async def __call__(self, action: Any) -> Observation:
+        placement = self.placement
+        if placement.inline:  # proven cheap: no hop to a thread and back
+            return self.now(action)
+        # the pool is looked up per call: it is replaced when a step is abandoned
+        result = await asyncio.get_running_loop().run_in_executor(
+            self.runner._pool, placement.timed, self.func, action
+        )
+        if isinstance(result, Observation):
+            return result
+        return self.runner._check_observation(self.env, "step", result)
