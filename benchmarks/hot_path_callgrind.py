@@ -51,8 +51,10 @@ _TOTAL = re.compile(rb"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
 def _server(name: str, workdir: Path, out_file: Path) -> ServerProcess:
-    server = generated_server(workdir) if name == "generated" else make_server(
-        "ours" if name == "bench" else name, 1
+    server = (
+        generated_server(workdir)
+        if name == "generated"
+        else make_server("ours" if name == "bench" else name, 1)
     )
     argv = server.argv
     if argv[1:3] == ["-m", "openenv_runtime.serve"]:  # the placement's limits, scaled
@@ -171,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", help="also write hot_path_callgrind_<label>.{json,md}")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        print("valgrind (with callgrind_control) is needed: apt-get install valgrind", file=sys.stderr)
+        print(
+            "valgrind (with callgrind_control) is needed: apt-get install valgrind", file=sys.stderr
+        )
         return 2
     doc: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
