@@ -145,11 +145,12 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     }
 
 
-def _spawn(args: list[str], health: str, core: int | None = None) -> Any:
+def _spawn(args: list[str], health: str, runtime_src: Path | None = None) -> Any:
+    path = f"{runtime_src / 'runtime'}{os.pathsep}{ROOT}" if runtime_src else str(ROOT)
     process = subprocess.Popen(
         args,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -274,6 +275,11 @@ def main() -> None:
         "--pace", type=float, default=0.25, help="seconds between a session's calls (overhead)"
     )
     parser.add_argument("--rounds", type=int, default=6, help="direct/proxy rounds (overhead)")
+    parser.add_argument(
+        "--proxy-src",
+        type=Path,
+        help="a second proxy from this checkout's runtime/ (overhead: before and after)",
+    )
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--turns", type=int, default=8)
@@ -320,8 +326,8 @@ def main() -> None:
 
 
 def _with_servers(args: argparse.Namespace, parts: list[str]) -> dict[str, Any]:
-    llm_port, proxy_port, env_port = free_port(), free_port(), free_port()
-    llm, proxy, env_url = (f"http://127.0.0.1:{p}" for p in (llm_port, proxy_port, env_port))
+    llm_port, env_port = free_port(), free_port()
+    llm, env_url = f"http://127.0.0.1:{llm_port}", f"http://127.0.0.1:{env_port}"
     stub_args = ["--port", str(llm_port), "--policy", "benchmarks.rollouts_app:say_policy"]
     processes = [
         _spawn(
@@ -331,32 +337,7 @@ def _with_servers(args: argparse.Namespace, parts: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         if "overhead" in parts:
-            capture = ["capture", "--upstream", llm + "/v1", "--port", str(proxy_port)]
-            processes.append(
-                _spawn([sys.executable, "-m", "openenv_cli", *capture], proxy + "/health")
-            )
-            stub_pid, proxy_pid = processes[0].pid, processes[1].pid
-            everything = os.sched_getaffinity(0)
-            cores = {
-                "stub_llm": pin(stub_pid, CLIENT_CORE),
-                "load_generator": pin(0, CLIENT_CORE),
-                "proxy": pin(proxy_pid, PROXY_CORE),
-            }
-            try:
-                out["proxy_overhead"] = overhead(
-                    sessions=args.sessions,
-                    calls=args.calls,
-                    pace=args.pace,
-                    rounds=args.rounds,
-                    llm=llm,
-                    proxy=proxy,
-                    proxy_pid=proxy_pid,
-                    stub_pid=stub_pid,
-                    cores=cores,
-                )
-            finally:
-                os.sched_setaffinity(0, everything)
-                os.sched_setaffinity(stub_pid, everything)
+            out["proxy_overhead"] = _overhead(args, llm, processes)
         if {"concurrency", "reference"} & set(parts):
             serve = [
                 "-m",
@@ -377,6 +358,42 @@ def _with_servers(args: argparse.Namespace, parts: list[str]) -> dict[str, Any]:
     return out
 
 
+def _overhead(args: argparse.Namespace, llm: str, processes: list[Any]) -> dict[str, Any]:
+    """Start the proxy (and ``--proxy-src``'s), pin the cores, run the rotation."""
+    sources = {"proxy": None, **({"proxy_src": args.proxy_src} if args.proxy_src else {})}
+    proxies: dict[str, tuple[str, int]] = {}
+    for name, source in sources.items():
+        port = free_port()
+        capture = ["capture", "--upstream", llm + "/v1", "--port", str(port)]
+        url = f"http://127.0.0.1:{port}"
+        processes.append(
+            _spawn([sys.executable, "-m", "openenv_cli", *capture], url + "/health", source)
+        )
+        proxies[name] = (url, processes[-1].pid)
+    stub_pid = processes[0].pid
+    everything = os.sched_getaffinity(0)
+    cores: dict[str, Any] = {
+        "stub_llm": pin(stub_pid, CLIENT_CORE),
+        "load_generator": pin(0, CLIENT_CORE),
+    }
+    for name, (_, pid) in proxies.items():
+        cores[name] = pin(pid, PROXY_CORE)
+    try:
+        return overhead(
+            sessions=args.sessions,
+            calls=args.calls,
+            pace=args.pace,
+            rounds=args.rounds,
+            llm=llm,
+            proxies=proxies,
+            stub_pid=stub_pid,
+            cores=cores,
+        )
+    finally:
+        os.sched_setaffinity(0, everything)
+        os.sched_setaffinity(stub_pid, everything)
+
+
 def _print(result: dict[str, Any]) -> None:
     rows: list[tuple[str, str]] = [
         (
@@ -393,23 +410,29 @@ def _print(result: dict[str, Any]) -> None:
             ("exactness: mismatched tokens", str(e["mismatched_tokens"])),
         ]
     if o := result.get("proxy_overhead"):
-        rows += [
-            ("proxy: cores", json.dumps(o["cores"])),
-            (
-                "proxy p50 direct / proxy / overhead (ms)",
-                f"{o['direct_p50_ms']:.2f} / {o['proxy_p50_ms']:.2f} / {o['overhead_p50_ms']:.2f}",
-            ),
-            (
-                "proxy p99 direct / proxy / overhead (ms)",
-                f"{o['direct_p99_ms']:.2f} / {o['proxy_p99_ms']:.2f} / {o['overhead_p99_ms']:.2f}",
-            ),
-            (
-                "proxy overhead p50 / p99, median of rounds (ms)",
-                f"{o['overhead_p50_ms_median_of_rounds']:.2f} / {o['overhead_p99_ms_median_of_rounds']:.2f}",
-            ),
-            ("proxy CPU per call (us)", f"{o['proxy_cpu_us_per_call']:.0f}"),
-            ("load average during the rounds", "{:.2f}-{:.2f}".format(*o["load_average_range"])),
-        ]
+        rows.append(("proxy: cores", json.dumps(o["cores"])))
+        rows.append(
+            ("direct p50 / p99 (ms)", f"{o['direct_p50_ms']:.2f} / {o['direct_p99_ms']:.2f}")
+        )
+        for name in o["proxies"]:
+            rows += [
+                (
+                    f"{name} p50 / p99 (ms)",
+                    f"{o[f'{name}_p50_ms']:.2f} / {o[f'{name}_p99_ms']:.2f}",
+                ),
+                (
+                    f"{name} overhead p50 / p99, pooled (ms)",
+                    f"{o[f'{name}_overhead_p50_ms']:.2f} / {o[f'{name}_overhead_p99_ms']:.2f}",
+                ),
+                (
+                    f"{name} overhead p50 / p99, median of rounds (ms)",
+                    f"{o[f'{name}_overhead_p50_ms_median_of_rounds']:.2f} / {o[f'{name}_overhead_p99_ms_median_of_rounds']:.2f}",
+                ),
+                (f"{name} CPU per call (us)", f"{o[f'{name}_cpu_us_per_call']:.0f}"),
+            ]
+        rows.append(
+            ("load average during the rounds", "{:.2f}-{:.2f}".format(*o["load_average_range"]))
+        )
     if c := result.get("concurrency"):
         a, b = c["concurrent"], c["one_at_a_time"]
         rows += [

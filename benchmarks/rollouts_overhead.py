@@ -2,9 +2,10 @@
 
 ``--sessions`` concurrent sessions each make ``--calls`` chat completions, ``--pace`` seconds
 apart, to the stand-in model server (its own process) either directly or through
-``openenv capture`` (its own process). Direct and proxied phases alternate within one run
-(``--rounds`` rounds; the order flips each round) so that a machine that drifts affects both
-alike. Both send the same body with the token options (``return_token_ids``, ``logprobs``):
+``openenv capture`` (its own process). Direct and proxied phases rotate within one run
+(``--rounds`` rounds; the order shifts each round) so that a machine that drifts affects them
+alike; ``--proxy-src DIR`` adds a second proxy, run from another checkout's ``runtime/``
+(an earlier version: before and after in the same run). Both send the same body with the token options (``return_token_ids``, ``logprobs``):
 the proxy adds them, and a trainer calling the server directly would ask for them too, so the
 difference is the proxy's forwarding and recording, not a larger answer.
 
@@ -22,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
+import orjson
 
 from openenv_runtime.llm_tokens import TOKEN_OPTIONS
 
@@ -51,35 +53,43 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def _phase(
-    through_proxy: bool, sessions: int, calls: int, pace: float, llm: str, proxy: str
+    target: str | None, sessions: int, calls: int, pace: float, llm: str
 ) -> list[float]:
-    body = {
-        "model": "m",
-        "messages": [{"role": "user", "content": "x" * 200}],
-        "max_tokens": 32,
-        **TOKEN_OPTIONS,
-    }
+    """One phase: ``sessions`` sessions of ``calls`` calls, to ``llm`` (``target`` None) or
+    through the proxy at ``target``; the latencies in ms."""
+    body = orjson.dumps(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x" * 200}],
+            "max_tokens": 32,
+            **TOKEN_OPTIONS,
+        }
+    )
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=None, keepalive_expiry=2)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=2)
+    async with aiohttp.ClientSession(connector=connector) as client:
 
         async def one_session(index: int) -> None:
-            if through_proxy:
-                s = (await client.post(f"{proxy}/sessions")).json()
+            headers = {"content-type": "application/json"}
+            if target is not None:
+                async with client.post(f"{target}/sessions") as made:
+                    s = await made.json()
                 url = f"{s['base_url']}/chat/completions"
-                headers = {"Authorization": f"Bearer {s['api_key']}"}
+                headers["authorization"] = f"Bearer {s['api_key']}"
             else:
-                url, headers = f"{llm}/v1/chat/completions", {}
+                url = f"{llm}/v1/chat/completions"
             await asyncio.sleep(pace * index / sessions)  # spread the sessions' phases
             for _ in range(calls):
                 started = time.perf_counter()
-                answer = await client.post(url, json=body, headers=headers)
+                async with client.post(url, data=body, headers=headers) as answer:
+                    await answer.read()
                 latencies.append((time.perf_counter() - started) * 1000)
-                answer.raise_for_status()
+                assert answer.status == 200, answer.status
                 await asyncio.sleep(pace)  # think time: keeps the model server unsaturated
-            if through_proxy:  # read back what was recorded: its CPU counts as the proxy's
-                entries = await client.get(f"{proxy}/sessions/{s['session_id']}/trace_entries")
-                assert len(entries.json()) == calls
+            if target is not None:  # read back what was recorded: its CPU counts as the proxy's
+                trace = f"{target}/sessions/{s['session_id']}/trace_entries"
+                async with client.get(trace) as entries:
+                    assert len(await entries.json()) == calls
 
         await asyncio.gather(*(one_session(i) for i in range(sessions)))
     return latencies
@@ -92,34 +102,40 @@ def overhead(
     pace: float,
     rounds: int,
     llm: str,
-    proxy: str,
-    proxy_pid: int,
+    proxies: dict[str, tuple[str, int]],
     stub_pid: int,
     cores: dict[str, Any],
 ) -> dict[str, Any]:
-    """Direct and proxied phases in alternation; latency percentiles, CPU, load averages."""
-    asyncio.run(_phase(False, sessions, 2, pace / 4, llm, proxy))  # warm-up, both paths
-    asyncio.run(_phase(True, sessions, 2, pace / 4, llm, proxy))
-    pooled: dict[str, list[float]] = {"direct": [], "proxy": []}
-    proxy_cpu = {"direct": 0.0, "proxy": 0.0}
-    stub_cpu = {"direct": 0.0, "proxy": 0.0}
-    client_cpu = {"direct": 0.0, "proxy": 0.0}
+    """Direct and proxied phases in rotation (``proxies``: name → (URL, pid)); latency
+    percentiles, CPU per call, load averages. The first proxy is the one reported as
+    ``proxy``; others (an earlier version, say) get their own ``<name>_`` figures."""
+    targets: dict[str, str | None] = {"direct": None, **{n: u for n, (u, _) in proxies.items()}}
+    for target in targets.values():  # warm-up, every path
+        asyncio.run(_phase(target, sessions, 2, pace / 4, llm))
+    names = list(targets)
+    pooled: dict[str, list[float]] = {n: [] for n in names}
+    proxy_cpu = dict.fromkeys(names, 0.0)
+    stub_cpu = dict.fromkeys(names, 0.0)
+    client_cpu = dict.fromkeys(names, 0.0)
     per_round = []
     for r in range(rounds):
-        order = ("direct", "proxy") if r % 2 == 0 else ("proxy", "direct")
-        row: dict[str, Any] = {"round": r, "order": list(order), "load_before": os.getloadavg()}
+        order = names[r % len(names) :] + names[: r % len(names)]
+        row: dict[str, Any] = {"round": r, "order": order, "load_before": os.getloadavg()[0]}
         for name in order:
-            p0, s0, c0 = cpu_seconds(proxy_pid), cpu_seconds(stub_pid), time.process_time()
-            values = asyncio.run(_phase(name == "proxy", sessions, calls, pace, llm, proxy))
-            proxy_cpu[name] += cpu_seconds(proxy_pid) - p0
+            pid = proxies[name][1] if name in proxies else None
+            p0 = cpu_seconds(pid) if pid else 0.0
+            s0, c0 = cpu_seconds(stub_pid), time.process_time()
+            values = asyncio.run(_phase(targets[name], sessions, calls, pace, llm))
+            proxy_cpu[name] += (cpu_seconds(pid) - p0) if pid else 0.0
             stub_cpu[name] += cpu_seconds(stub_pid) - s0
             client_cpu[name] += time.process_time() - c0
             pooled[name] += values
             row[f"{name}_p50_ms"] = percentile(values, 50)
             row[f"{name}_p99_ms"] = percentile(values, 99)
-        row["overhead_p50_ms"] = row["proxy_p50_ms"] - row["direct_p50_ms"]
-        row["overhead_p99_ms"] = row["proxy_p99_ms"] - row["direct_p99_ms"]
-        row["load_after"] = os.getloadavg()
+        for name in proxies:
+            row[f"{name}_overhead_p50_ms"] = row[f"{name}_p50_ms"] - row["direct_p50_ms"]
+            row[f"{name}_overhead_p99_ms"] = row[f"{name}_p99_ms"] - row["direct_p99_ms"]
+        row["load_after"] = os.getloadavg()[0]
         per_round.append(row)
     result: dict[str, Any] = {
         "sessions": sessions,
@@ -128,29 +144,26 @@ def overhead(
         "rounds": rounds,
         "calls_per_s_offered": sessions / pace,
         "cores": cores,
+        "load_generator": "aiohttp, one process",
+        "proxies": list(proxies),
     }
     for name, values in pooled.items():
+        n = max(1, len(values))
+        prefix = "" if name == "direct" else f"{name}_"
         result[f"{name}_calls"] = len(values)
         result[f"{name}_p50_ms"] = percentile(values, 50)
         result[f"{name}_p99_ms"] = percentile(values, 99)
-    result["overhead_p50_ms"] = result["proxy_p50_ms"] - result["direct_p50_ms"]
-    result["overhead_p99_ms"] = result["proxy_p99_ms"] - result["direct_p99_ms"]
-    result["overhead_p50_ms_median_of_rounds"] = statistics.median(
-        r["overhead_p50_ms"] for r in per_round
-    )
-    result["overhead_p99_ms_median_of_rounds"] = statistics.median(
-        r["overhead_p99_ms"] for r in per_round
-    )
-    calls_proxied = max(1, len(pooled["proxy"]))
-    result["proxy_cpu_us_per_call"] = proxy_cpu["proxy"] / calls_proxied * 1e6
-    result["proxy_cpu_s_while_direct"] = proxy_cpu["direct"]
-    for name in pooled:
-        n = max(1, len(pooled[name]))
-        result[f"stub_cpu_us_per_call_{name}"] = stub_cpu[name] / n * 1e6
-        result[f"client_cpu_us_per_call_{name}"] = client_cpu[name] / n * 1e6
-    result["load_average_range"] = [
-        min(min(r["load_before"][0], r["load_after"][0]) for r in per_round),
-        max(max(r["load_before"][0], r["load_after"][0]) for r in per_round),
-    ]
+        result[f"{prefix}stub_cpu_us_per_call"] = stub_cpu[name] / n * 1e6
+        result[f"{prefix}client_cpu_us_per_call"] = client_cpu[name] / n * 1e6
+        if name in proxies:
+            result[f"{name}_overhead_p50_ms"] = result[f"{name}_p50_ms"] - result["direct_p50_ms"]
+            result[f"{name}_overhead_p99_ms"] = result[f"{name}_p99_ms"] - result["direct_p99_ms"]
+            for q in ("p50", "p99"):
+                result[f"{name}_overhead_{q}_ms_median_of_rounds"] = statistics.median(
+                    row[f"{name}_overhead_{q}_ms"] for row in per_round
+                )
+            result[f"{name}_cpu_us_per_call"] = proxy_cpu[name] / n * 1e6
+    loads = [row["load_before"] for row in per_round] + [row["load_after"] for row in per_round]
+    result["load_average_range"] = [min(loads), max(loads)]
     result["per_round"] = per_round
     return result
