@@ -276,6 +276,12 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=6, help="direct/proxy rounds (overhead)")
     parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="overhead: leave every process on every core (default: pinned, see above)",
+    )
+    parser.add_argument(
         "--proxy-src",
         type=Path,
         help="a second proxy from this checkout's runtime/ (overhead: before and after)",
@@ -372,12 +378,11 @@ def _overhead(args: argparse.Namespace, llm: str, processes: list[Any]) -> dict[
         proxies[name] = (url, processes[-1].pid)
     stub_pid = processes[0].pid
     everything = os.sched_getaffinity(0)
-    cores: dict[str, Any] = {
-        "stub_llm": pin(stub_pid, CLIENT_CORE),
-        "load_generator": pin(0, CLIENT_CORE),
-    }
+    cores: dict[str, Any] = {"stub_llm": None, "load_generator": None}
+    if args.pin:
+        cores = {"stub_llm": pin(stub_pid, CLIENT_CORE), "load_generator": pin(0, CLIENT_CORE)}
     for name, (_, pid) in proxies.items():
-        cores[name] = pin(pid, PROXY_CORE)
+        cores[name] = pin(pid, PROXY_CORE) if args.pin else None
     try:
         return overhead(
             sessions=args.sessions,
