@@ -152,7 +152,19 @@ def test_model_failure_marks_the_episode(env_url: str, stub: tuple[StubLLM, str]
     finally:
         rollout.close()
     assert out["rollout_failed"] == [True, False]
-    assert "model: BadRequestError" in (rollout.last_episodes[0].error or "")
+    assert "model: ModelCallError: HTTP 400" in (rollout.last_episodes[0].error or "")
+
+
+def test_a_busy_model_server_is_retried(env_url: str, stub: tuple[StubLLM, str]) -> None:
+    llm, url = stub
+    llm.fail_next(2, 503)  # two failures, then an answer: the third attempt succeeds
+    rollout = build_rollout_func(env_url, llm=url, model="m", max_turns=1, concurrency=1)
+    try:
+        out = rollout(["only"], None)
+    finally:
+        rollout.close()
+    assert out["rollout_failed"] == [False]
+    assert rollout.last_episodes[0].turns == 1
 
 
 def test_a_server_without_token_ids_stops_the_batch_with_the_fix(env_url: str) -> None:
