@@ -202,3 +202,17 @@ def test_default_mapping() -> None:
     observation = {"hint": "higher", "reward": 0.0, "done": False, "metadata": {}}
     assert default_to_message(observation) == "higher"
     assert json.loads(default_to_message({"a": 1, "b": "x", "done": True})) == {"a": 1, "b": "x"}
+
+
+def test_the_api_key_goes_to_the_model_server(env_url: str) -> None:
+    with StubLLM(counting_policy, api_key="sk-right").serve() as url:
+        outcomes = []
+        for key in ("sk-right", None):
+            rollout = build_rollout_func(env_url, llm=url, model="m", max_turns=1, api_key=key)
+            try:
+                outcomes.append(rollout(["p"], None)["rollout_failed"])
+                error = rollout.last_episodes[0].error or ""
+            finally:
+                rollout.close()
+    assert outcomes == [[False], [True]]
+    assert "HTTP 401" in error  # refused, and not retried into a hang
