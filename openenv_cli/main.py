@@ -147,8 +147,12 @@ def typer_escape(text: str) -> str:
 
 
 def _tidy_types(params: list[Any]) -> list[Any]:
-    """Flags need no type label in the help; a repeatable option shows ``<str>…`` instead of ``<list[str]>``."""
+    """Flags need no type label in the help; a repeatable option shows ``<str>…`` instead of
+    ``<list[str]>``; plain values skip pydantic (:mod:`openenv_cli._plain_values`)."""
+    from openenv_cli._plain_values import speed_up
+
     for param in params:
+        speed_up(param)
         if param.name == "help" and param.default is None:
             # An unset --help is None, which Typer coerces through pydantic (50 ms of imports);
             # False is already a bool and skips that.

@@ -27,6 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateError
 from openenv_cli import __version__
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.licenses import DEFAULT_LICENSE
+from openenv_cli.template_cache import bytecode_cache
 
 # The runtime this CLI comes with (both share one version), or any later one.
 RUNTIME_REQUIREMENT = f"openenv-runtime>={__version__}"
@@ -286,13 +287,15 @@ def render_project(
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        bytecode_cache=bytecode_cache(),
     )
     env.filters["quoted"] = _quoted
     files: dict[str, str] = {}
     for path in _template_files(source):
         relative = path.relative_to(source).as_posix()
         try:
-            target = env.from_string(relative).render(ctx)
+            # Most names are plain: compiling them as templates would take longer than the rest.
+            target = env.from_string(relative).render(ctx) if "{" in relative else relative
             text = env.get_template(relative).render(ctx)
         except TemplateError as exc:
             raise OpenEnvError(
