@@ -40,6 +40,7 @@ EXPECTED_FILES = {
     "server/my_env_environment.py",
     "server/Dockerfile",
     "tests/test_my_env.py",
+    "_build/quiet_setuptools.py",
 }
 
 

@@ -1,0 +1,114 @@
+"""`pip install -e .` of a freshly generated project prints no setuptools note box.
+
+The project folder is itself the package, which setuptools installs through an import finder
+and then boxes a note about folders named like the package; the generated build backend
+(`_build/quiet_setuptools.py`) leaves that note out. Each install goes into a fresh
+virtualenv, with the pip running these tests (`pip --python`), which shows what a build
+backend warns. As a control, the same project built by plain `setuptools.build_meta` must
+show the box: otherwise this pip hides backend warnings and the check would prove nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(900)
+
+NOTE = "Editable installation"
+BOX = "*" * 40
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _install(project: Path, venv: Path, *args: str) -> str:
+    """Install ``project`` into a new virtualenv at ``venv``; pip's whole output."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+    done = subprocess.run(
+        [*pip, "install", "--no-deps", *args, str(project)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    return output
+
+
+def _origin(venv: Path, module: str) -> str:
+    done = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            f"import importlib.util as u; s = u.find_spec({module!r}); print(s and s.origin)",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=venv,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """`openenv init my_env`, as a user runs it."""
+    subprocess.run(
+        [sys.executable, "-m", "openenv_cli", "init", "my_env", "--output-dir", str(tmp_path)],
+        capture_output=True,
+        check=True,
+    )
+    return tmp_path / "my_env"
+
+
+def test_editable_install_prints_no_note_box(project: Path, tmp_path: Path) -> None:
+    output = _install(project, tmp_path / "venv", "-e")
+    assert NOTE not in output and BOX not in output, output
+    assert "flat-layout" not in output, output
+    # the package is the project folder itself, installed in place
+    assert _origin(tmp_path / "venv", "my_env") == str(project / "__init__.py")
+    assert _origin(tmp_path / "venv", "quiet_setuptools") == "None"  # the backend is not installed
+
+
+def test_plain_setuptools_shows_the_box_this_pip_would_print(project: Path, tmp_path: Path) -> None:
+    """The control: without the generated backend, the same install prints the note."""
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text()
+    assert 'build-backend = "quiet_setuptools"' in text
+    text = text.replace(
+        'build-backend = "quiet_setuptools"', 'build-backend = "setuptools.build_meta"'
+    )
+    pyproject.write_text(text.replace('backend-path = ["_build"]\n', ""))
+    output = _install(project, tmp_path / "venv", "-e")
+    if NOTE not in output:
+        pytest.skip("this pip does not show what a build backend warns (pip 24.1 and later do)")
+    assert BOX in output
+
+
+def test_a_regular_install_ships_only_the_package(project: Path, tmp_path: Path) -> None:
+    """What the image's `pip install .` does: the backend folder stays out of the wheel."""
+    output = _install(project, tmp_path / "venv")
+    assert NOTE not in output, output
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    installed = sorted(p.relative_to(site).as_posix() for p in (site / "my_env").rglob("*.py"))
+    assert installed == [
+        "my_env/__init__.py",
+        "my_env/client.py",
+        "my_env/models.py",
+        "my_env/server/__init__.py",
+        "my_env/server/app.py",
+        "my_env/server/my_env_environment.py",
+    ]
+    assert not list(site.glob("quiet_setuptools*")) and not (site / "_build").exists()
