@@ -6,7 +6,7 @@ tenth of a second, longer than the rest of ``openenv init``. Most options here a
 ``str``, ``Path`` or ``int`` values, for which the answer is known without pydantic.
 
 :func:`speed_up` gives such a parameter a coercion that handles the plain cases itself (a
-string for ``str``; a non-empty string for ``Path``, then Typer's own path checks; an integer
+string for ``str``; a path or non-empty string for ``Path``, then Typer's own path checks; an integer
 written in decimal digits, within the option's bounds, for ``int``) and hands every other
 value to the coercion Typer would have built, so errors and unusual values read exactly as
 before. On a Typer without this machinery (before 0.24) it does nothing.
@@ -61,12 +61,14 @@ if RuntimeParam is not None:
                 number = _decimal(value)
                 if number is not None and self._in_bounds(number):
                     return number
-            elif annotation is not str and isinstance(value, str) and value:
+            elif annotation is not str and (
+                isinstance(value, Path) or (isinstance(value, str) and value)
+            ):
                 path_type = self.parameter_info.path_type or annotation
                 if not (isinstance(path_type, type) and issubclass(path_type, Path)):
                     return self._fallback()._coerce_value(value, param=param, ctx=ctx)
                 return coerce_cli_path(
-                    path_type(value),
+                    value if isinstance(value, path_type) else path_type(value),
                     self.parameter_info,
                     path_type=path_type,
                     param=param,

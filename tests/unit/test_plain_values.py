@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from typer.core import TyperCommand
 from typer.testing import CliRunner
 
 from openenv_cli._plain_values import speed_up
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class _Fast(TyperCommand):
@@ -74,17 +77,28 @@ def test_same_values_and_errors_as_typer(
     assert (fast.exit_code, fast.output) == (plain.exit_code, plain.output)
 
 
-def test_init_imports_no_pydantic(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", [["--output-dir", "{tmp}"], []])
+def test_init_imports_no_pydantic(where: list[str], tmp_path: Path) -> None:
+    """With and without --output-dir (its default is a Path, not a string)."""
+    args = ["init", "probe_env", *(arg.replace("{tmp}", str(tmp_path)) for arg in where)]
     code = (
         "import sys\n"
         "from openenv_cli.main import main\n"
         "try:\n"
-        f"    main(['init', 'probe_env', '--output-dir', {str(tmp_path)!r}])\n"
+        f"    main({args!r})\n"
         "except SystemExit as stop:\n"
         "    assert not stop.code, stop.code\n"
         "print('PYDANTIC', 'pydantic' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    checkout = os.pathsep.join(str(p) for p in (REPO, REPO / "runtime"))  # not an installed copy
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": checkout},
+    )
     assert done.returncode == 0, done.stderr
     assert "PYDANTIC False" in done.stdout
     assert (tmp_path / "probe_env" / "pyproject.toml").is_file()
