@@ -61,10 +61,10 @@ class _QuietCache(FileSystemBytecodeCache):
 
 def bytecode_cache() -> FileSystemBytecodeCache | None:
     """The cache in :func:`cache_folder`, or ``None`` when that folder cannot be trusted."""
-    folder = cache_folder()
     try:
+        folder = cache_folder()
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
+    except (OSError, RuntimeError):  # no home folder to be found, or no way to make it
         return None
     if not private_folder(folder):
         return None

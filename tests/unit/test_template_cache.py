@@ -76,6 +76,16 @@ def test_a_folder_that_cannot_be_made_leaves_rendering_as_it_was(
     assert "pyproject.toml" in render_project("my_env")
 
 
+def test_no_home_folder_leaves_rendering_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    def nowhere() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", nowhere)
+    assert bytecode_cache() is None
+    assert "pyproject.toml" in render_project("my_env")
+
+
 def test_the_folder_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere/cache")
     assert cache_folder() == Path("/somewhere/cache/openenv/templates")
