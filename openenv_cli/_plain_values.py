@@ -6,10 +6,10 @@ tenth of a second, longer than the rest of ``openenv init``. Most options here a
 ``str``, ``Path`` or ``int`` values, for which the answer is known without pydantic.
 
 :func:`speed_up` gives such a parameter a coercion that handles the plain cases itself (a
-string for ``str``; a path or non-empty string for ``Path``, then Typer's own path checks; an integer
-written in decimal digits, within the option's bounds, for ``int``) and hands every other
-value to the coercion Typer would have built, so errors and unusual values read exactly as
-before. On a Typer without this machinery (before 0.24) it does nothing.
+string for ``str``; a path or a non-empty string for ``Path``, then Typer's own path checks;
+an integer written in decimal digits, within the option's bounds, for ``int``) and hands
+every other value to the coercion Typer would have built, so errors and unusual values read
+exactly as before. On an older Typer, which has no such layer, it does nothing.
 """
 
 from __future__ import annotations

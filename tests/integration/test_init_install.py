@@ -19,6 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(900)
 
+REPO = Path(__file__).resolve().parents[2]
 NOTE = "Editable installation"
 BOX = "*" * 40
 
@@ -64,11 +65,13 @@ def _origin(venv: Path, module: str) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """`openenv init my_env`, as a user runs it."""
+    """`openenv init my_env`, as a user runs it (this checkout's CLI)."""
+    checkout = os.pathsep.join(str(p) for p in (REPO, REPO / "runtime"))
     subprocess.run(
         [sys.executable, "-m", "openenv_cli", "init", "my_env", "--output-dir", str(tmp_path)],
         capture_output=True,
         check=True,
+        env={**os.environ, "PYTHONPATH": checkout},
     )
     return tmp_path / "my_env"
 
