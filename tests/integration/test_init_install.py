@@ -3,9 +3,9 @@
 The project folder is itself the package, which setuptools installs through an import finder
 and then boxes a note about folders named like the package; the generated build backend
 (`_build/quiet_setuptools.py`) leaves that note out. Each install goes into a fresh
-virtualenv, with the pip running these tests (`pip --python`), which shows what a build
-backend warns. As a control, the same project built by plain `setuptools.build_meta` must
-show the box: otherwise this pip hides backend warnings and the check would prove nothing.
+virtualenv (`pip --python`), by a pip that shows what a build backend warns (recent pips do:
+this one, else a current pip installed for the test). As a control, the same project built
+by plain `setuptools.build_meta` must show the box, so the check cannot pass by not looking.
 """
 
 from __future__ import annotations
@@ -30,12 +30,36 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _install(project: Path, venv: Path, *args: str) -> str:
+@pytest.fixture(scope="module")
+def pip(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """A pip that shows what a build backend warns: the one running, else a current one."""
+    probe = "from pip._vendor.pyproject_hooks import BuildBackendWarning"
+    if (
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, check=False).returncode
+        == 0
+    ):
+        return [sys.executable, "-m", "pip"]
+    tools = tmp_path_factory.mktemp("pip") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(tools)], check=True)
+    python = str(tools / "bin" / "python")
+    upgrade = [python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"]
+    subprocess.run(upgrade, env=_env(), timeout=600, check=True)
+    return [python, "-m", "pip"]
+
+
+def _install(pip: list[str], project: Path, venv: Path, *args: str) -> str:
     """Install ``project`` into a new virtualenv at ``venv``; pip's whole output."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
     done = subprocess.run(
-        [*pip, "install", "--no-deps", *args, str(project)],
+        [
+            *pip,
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            *args,
+            str(project),
+        ],
         capture_output=True,
         text=True,
         env=_env(),
@@ -76,8 +100,8 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "my_env"
 
 
-def test_editable_install_prints_no_note_box(project: Path, tmp_path: Path) -> None:
-    output = _install(project, tmp_path / "venv", "-e")
+def test_editable_install_prints_no_note_box(pip: list[str], project: Path, tmp_path: Path) -> None:
+    output = _install(pip, project, tmp_path / "venv", "-e")
     assert NOTE not in output and BOX not in output, output
     assert "flat-layout" not in output, output
     # the package is the project folder itself, installed in place
@@ -85,7 +109,7 @@ def test_editable_install_prints_no_note_box(project: Path, tmp_path: Path) -> N
     assert _origin(tmp_path / "venv", "quiet_setuptools") == "None"  # the backend is not installed
 
 
-def test_plain_setuptools_shows_the_box_this_pip_would_print(project: Path, tmp_path: Path) -> None:
+def test_plain_setuptools_shows_the_box(pip: list[str], project: Path, tmp_path: Path) -> None:
     """The control: without the generated backend, the same install prints the note."""
     pyproject = project / "pyproject.toml"
     text = pyproject.read_text()
@@ -94,15 +118,15 @@ def test_plain_setuptools_shows_the_box_this_pip_would_print(project: Path, tmp_
         'build-backend = "quiet_setuptools"', 'build-backend = "setuptools.build_meta"'
     )
     pyproject.write_text(text.replace('backend-path = ["_build"]\n', ""))
-    output = _install(project, tmp_path / "venv", "-e")
-    if NOTE not in output:
-        pytest.skip("this pip does not show what a build backend warns (pip 24.1 and later do)")
-    assert BOX in output
+    output = _install(pip, project, tmp_path / "venv", "-e")
+    assert NOTE in output and BOX in output, output
 
 
-def test_a_regular_install_ships_only_the_package(project: Path, tmp_path: Path) -> None:
+def test_a_regular_install_ships_only_the_package(
+    pip: list[str], project: Path, tmp_path: Path
+) -> None:
     """What the image's `pip install .` does: the backend folder stays out of the wheel."""
-    output = _install(project, tmp_path / "venv")
+    output = _install(pip, project, tmp_path / "venv")
     assert NOTE not in output, output
     site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
     installed = sorted(p.relative_to(site).as_posix() for p in (site / "my_env").rglob("*.py"))
