@@ -41,7 +41,10 @@ def speed_up(param: Any) -> None:
         return
     plain_path = isinstance(annotation, type) and issubclass(annotation, Path)
     if annotation is str or annotation is int or (plain_path and routes_to_path(annotation, info)):
-        param._runtime_param = _Plain(info, annotation, descriptor)
+        try:
+            param._runtime_param = _Plain(info, annotation, descriptor)
+        except TypeError:  # a Typer whose coercion layer changed shape: leave it to Typer
+            return
 
 
 if RuntimeParam is not None:
