@@ -17,9 +17,17 @@
 #   * iptables: Debian's default iptables-nft works here, so dockerd keeps its iptables
 #     rules: the default bridge network gets NAT (containers reach the package registries,
 #     `docker build` RUN steps need no network_mode="host") and `docker run -p
-#     127.0.0.1:PORT:8000` works (docker-proxy plus DNAT). If neither iptables-nft nor
+#     127.0.0.1:PORT:8000` works (DNAT). If neither iptables-nft nor
 #     iptables-legacy can list the nat table we fall back to --iptables=false, and then only
 #     --network host gives containers network access.
+#   * no userland proxy: with iptables working, dockerd runs with --userland-proxy=false, so
+#     a port published on 127.0.0.1 is reached through the kernel's NAT (dockerd then sets
+#     route_localnet on its bridges). Its userland proxy, docker-proxy, holds six open files
+#     per connection (two sockets and a splice pipe for each direction) and stops, dropping
+#     every connection, when accept fails for want of open files: every process here is
+#     capped at 20,000 (root cannot raise it), so a published port carried about 3,300
+#     sessions at once and a burst of 4,096 lost them all. DOCKERD_USERLAND_PROXY=true keeps
+#     the proxy.
 #   * MTU: the uplink has an MTU below 1500 (1400 here); docker0 is given the same MTU
 #     so large downloads from inside containers cannot hit a path-MTU black hole.
 #   * cgroups: the v1 hierarchies are mounted by the VM's init; dockerd uses the cgroupfs
@@ -40,6 +48,14 @@ engine_answers() { docker info >/dev/null 2>&1; }
 
 if command -v docker >/dev/null 2>&1 && engine_answers; then
     say "engine already answers"
+    limit="$(ulimit -Hn)"
+    if [ "${DOCKERD_USERLAND_PROXY:-false}" != true ] && [ "$limit" != unlimited ] \
+        && pgrep -x dockerd >/dev/null 2>&1 \
+        && ! pgrep -ax dockerd | grep -q -- '--userland-proxy=false'; then
+        say "note: this dockerd runs its userland proxy: a port published on 127.0.0.1 carries" \
+            "about $(( (limit - 16) / 6 )) connections at once (six open files each, of $limit);" \
+            "a dockerd started by this script publishes through the kernel's NAT instead"
+    fi
     exit 0
 fi
 
@@ -88,6 +104,7 @@ if ! pgrep -x dockerd >/dev/null 2>&1; then
     flags+=("--storage-driver=$driver")
 
     # iptables: prefer the nft backend (Debian's default), then legacy, then none.
+    nat=yes
     if iptables -t nat -L -n >/dev/null 2>&1; then
         :
     elif [ -x /usr/sbin/iptables-legacy ] && iptables-legacy -t nat -L -n >/dev/null 2>&1; then
@@ -97,6 +114,12 @@ if ! pgrep -x dockerd >/dev/null 2>&1; then
     else
         say "no working iptables: starting dockerd with --iptables=false (containers need --network host)"
         flags+=("--iptables=false" "--ip-masq=false")
+        nat=no
+    fi
+
+    # Published ports through the kernel's NAT, not docker-proxy (see the header).
+    if [ "$nat" = yes ] && [ "${DOCKERD_USERLAND_PROXY:-false}" != true ]; then
+        flags+=("--userland-proxy=false")
     fi
 
     # MTU of the interface carrying the default route.

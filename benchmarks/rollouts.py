@@ -1,21 +1,28 @@
-"""Rollouts and the capture proxy: exactness, proxy overhead, concurrency, client CPU.
+"""Rollouts and the capture proxy: exactness, proxy overhead, concurrency, the reference.
 
-    python benchmarks/rollouts.py                      # the issue's sizes (several minutes)
-    python benchmarks/rollouts.py --quick              # smaller counts, said so in the JSON
+    python benchmarks/rollouts.py                          # every part, the issue's sizes
+    python benchmarks/rollouts.py --parts overhead         # one part alone (comma-separated)
+    python benchmarks/rollouts.py --quick                  # smaller counts, said so in the JSON
 
-1. Exactness: conversations through the capture proxy (streamed and not, tool calls) to an
+Parts (``--parts``, default all):
+
+``exact``: conversations through the capture proxy (streamed and not, tool calls) to an
    in-process stand-in that records what it sampled; every recorded and assembled token id
    and log-probability is compared with it. Mismatches must be 0.
-2. Proxy overhead: ``--sessions`` concurrent sessions make calls to the stand-in (its own
-   process) directly, then through ``openenv capture`` (its own process); per-call latency
-   p50/p99 and the difference.
-3. Concurrency: ``--prompts`` × ``--group`` episodes of ``--turns`` model calls on an
+``overhead``: calls to the stand-in (its own process) directly and through ``openenv
+   capture`` (its own process), in alternating rounds, with pinned cores: see
+   ``benchmarks/rollouts_overhead.py``.
+``concurrency``: ``--prompts`` × ``--group`` episodes of ``--turns`` model calls on an
    environment whose steps take 50 ms (``benchmarks/rollouts_app.py``, its own process), with
-   ``build_rollout_func`` (64 sessions), against the same episodes one prompt at a time
-   (measured on ``--baseline-prompts`` prompts and scaled, as the full run takes too long).
-4. Client CPU: this process's CPU time during (3), per model call and per step, next to
-   ``EnvPool``'s per step from ``benchmarks/client_cost.json``.
+   ``build_rollout_func`` (``--sessions`` sessions), then the same episodes one at a time
+   (one session), measured (``--baseline-prompts`` prompts; all by default), in the same run.
+   This process's CPU per model call and per step is reported next to ``EnvPool``'s per step
+   from ``benchmarks/client_cost.json``.
+``reference``: the reference openenv 0.10.0's ``build_harness_rollout_func`` (its own
+   virtualenv, ``benchmarks/rollouts_reference.py``) on ``--ref-prompts`` × ``--group`` ×
+   ``--turns`` episodes of the same servers, next to ours on the same grid.
 
+The stand-in model answers every turn with a ``say`` tool call (``rollouts_app.say_policy``).
 The table prints; JSON goes to ``benchmarks/results/rollouts.json``.
 """
 
@@ -25,7 +32,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from rollouts_overhead import CLIENT_CORE, PROXY_CORE, overhead, pin
 
 from openenv_runtime.capture import CaptureProxy, assemble
 from openenv_runtime.rollouts import build_rollout_func
@@ -138,11 +145,12 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     }
 
 
-def _spawn(args: list[str], health: str, env: dict[str, str] | None = None) -> Any:
+def _spawn(args: list[str], health: str, runtime_src: Path | None = None) -> Any:
+    path = f"{runtime_src / 'runtime'}{os.pathsep}{ROOT}" if runtime_src else str(ROOT)
     process = subprocess.Popen(
         args,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -157,205 +165,319 @@ def _spawn(args: list[str], health: str, env: dict[str, str] | None = None) -> A
     raise RuntimeError(f"{args} did not start")
 
 
-def _percentile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def overhead(
-    sessions: int, calls: int, llm: str, proxy: str, proxy_pid: int, pace: float
+def play(
+    llm: str, env_url: str, prompts: list[str], args: argparse.Namespace, concurrency: int
 ) -> dict[str, Any]:
-    body = {"model": "m", "messages": [{"role": "user", "content": "x" * 200}], "max_tokens": 32}
-
-    async def measure(through_proxy: bool) -> list[float]:
-        latencies: list[float] = []
-        limits = httpx.Limits(max_connections=None, keepalive_expiry=2)
-        async with httpx.AsyncClient(timeout=60, limits=limits) as c:
-
-            async def one_session() -> None:
-                if through_proxy:
-                    s = (await c.post(f"{proxy}/sessions")).json()
-                    url, headers = (
-                        f"{s['base_url']}/chat/completions",
-                        {"Authorization": f"Bearer {s['api_key']}"},
-                    )
-                else:
-                    url, headers = f"{llm}/v1/chat/completions", {}
-                for _ in range(calls):
-                    await asyncio.sleep(pace)  # think time: keeps the model server unsaturated
-                    started = time.perf_counter()
-                    answer = await c.post(url, json=body, headers=headers)
-                    latencies.append((time.perf_counter() - started) * 1000)
-                    answer.raise_for_status()
-
-            await asyncio.gather(*(one_session() for _ in range(sessions)))
-        return latencies
-
-    asyncio.run(measure(False))  # warm-up
-    direct = asyncio.run(measure(False))
-    cpu = _cpu_seconds(proxy_pid)
-    proxied = asyncio.run(measure(True))
-    cpu = _cpu_seconds(proxy_pid) - cpu
-    row: dict[str, Any] = {"sessions": sessions, "calls_per_session": calls, "pace_s": pace}
-    for name, values in (("direct", direct), ("proxy", proxied)):
-        row[f"{name}_p50_ms"] = _percentile(values, 50)
-        row[f"{name}_p99_ms"] = _percentile(values, 99)
-    row["overhead_p50_ms"] = row["proxy_p50_ms"] - row["direct_p50_ms"]
-    row["overhead_p99_ms"] = row["proxy_p99_ms"] - row["direct_p99_ms"]
-    row["proxy_cpu_us_per_call"] = cpu / len(proxied) * 1e6
-    return row
-
-
-def concurrency(args: argparse.Namespace, llm: str, env_url: str) -> dict[str, Any]:
-    prompts = [f"prompt {i}" for i in range(args.prompts)]
+    """Our builder on ``prompts`` × ``--group`` episodes with ``concurrency`` sessions."""
     rollout = build_rollout_func(
         env_url,
         llm=llm,
         model="m",
         group_size=args.group,
         max_turns=args.turns,
-        concurrency=args.sessions,
-        max_tokens=24,
+        concurrency=concurrency,
+        max_tokens=args.max_tokens,
     )
     rollout(prompts[:1], None)  # open the pool
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    load0, cpu0, wall0 = _load(), time.process_time(), time.perf_counter()
     out = rollout(prompts, None)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     episodes = rollout.last_episodes
+    rollout.close()
     calls = sum(e.turns for e in episodes)
     steps = sum(e.steps for e in episodes)
-    rollout.close()
-    sequential = build_rollout_func(
-        env_url, llm=llm, model="m", max_turns=args.turns, concurrency=1, max_tokens=24
-    )
-    sequential(prompts[:1], None)
-    wall1 = time.perf_counter()
-    for prompt in prompts[: args.baseline_prompts]:
-        for _ in range(args.group):  # one episode at a time, as a one-prompt loop runs them
-            sequential([prompt], None)
-    per_prompt = (time.perf_counter() - wall1) / args.baseline_prompts
-    sequential.close()
-    baseline = per_prompt * args.prompts
-    failed = sum(out["rollout_failed"])
     return {
+        "prompts": len(prompts),
         "episodes": len(episodes),
-        "failed_episodes": failed,
+        "sessions": concurrency,
+        "failed_episodes": sum(out["rollout_failed"]),
         "model_calls": calls,
         "steps": steps,
-        "concurrent_wall_s": wall,
-        "one_at_a_time_wall_s_scaled": baseline,
-        "baseline_prompts_measured": args.baseline_prompts,
-        "speedup": baseline / wall,
+        "completion_tokens": sum(len(c) for c in out["completion_ids"]),
+        "wall_s": wall,
         "client_cpu_us_per_model_call": cpu / max(1, calls) * 1e6,
         "client_cpu_us_per_step": cpu / max(1, steps) * 1e6,
+        "load_before": load0,
+        "load_after": _load(),
     }
+
+
+def concurrency(args: argparse.Namespace, llm: str, env_url: str) -> dict[str, Any]:
+    """The concurrent run and the one-at-a-time run, both measured in this invocation."""
+    prompts = [f"prompt {i}" for i in range(args.prompts)]
+    concurrent = play(llm, env_url, prompts, args, args.sessions)
+    measured = min(args.baseline_prompts or args.prompts, args.prompts)
+    sequential = play(llm, env_url, prompts[:measured], args, 1)
+    per_episode = sequential["wall_s"] / sequential["episodes"]
+    baseline = per_episode * concurrent["episodes"]
+    return {
+        "concurrent": concurrent,
+        "one_at_a_time": sequential,
+        "one_at_a_time_prompts_measured": measured,
+        "one_at_a_time_wall_s_for_all": baseline,
+        "one_at_a_time_scaled": measured < args.prompts,
+        "speedup": baseline / concurrent["wall_s"],
+    }
+
+
+def reference(args: argparse.Namespace, llm: str, env_url: str) -> dict[str, Any]:
+    """The reference builder and ours on the same ``--ref-prompts`` grid."""
+    result: dict[str, Any] = {"prompts": args.ref_prompts, "group": args.group, "turns": args.turns}
+    python = Path(args.ref_python).expanduser()
+    if not python.exists():
+        result["error"] = (
+            f"no reference virtualenv at {python}: build it with python -m tests.support.reference"
+        )
+    else:
+        load0 = _load()
+        command = [
+            str(python),
+            str(ROOT / "benchmarks" / "rollouts_reference.py"),
+            *("--env", env_url, "--llm", llm, "--prompts", str(args.ref_prompts)),
+            *("--group", str(args.group), "--turns", str(args.turns)),
+            *("--max-tokens", str(args.max_tokens)),
+        ]
+        done = subprocess.run(
+            command,
+            cwd=ROOT / "benchmarks",
+            capture_output=True,
+            text=True,
+            check=False,
+            env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+        )
+        if done.returncode != 0:
+            result["error"] = done.stderr.strip().splitlines()[-1] if done.stderr else "failed"
+        else:
+            result["reference"] = {**json.loads(done.stdout), "load_before": load0}
+            result["reference"]["load_after"] = _load()
+    prompts = [f"prompt {i}" for i in range(args.ref_prompts)]
+    result["ours_concurrent"] = play(llm, env_url, prompts, args, args.sessions)
+    result["ours_one_at_a_time"] = play(llm, env_url, prompts, args, 1)
+    return result
+
+
+PARTS = ("exact", "overhead", "concurrency", "reference")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS)
+    )
     parser.add_argument("--exact-turns", type=int, default=10_000)
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--calls", type=int, default=20, help="calls per session (overhead)")
     parser.add_argument(
         "--pace", type=float, default=0.25, help="seconds between a session's calls (overhead)"
     )
+    parser.add_argument("--rounds", type=int, default=6, help="direct/proxy rounds (overhead)")
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="overhead: leave every process on every core (default: pinned, see above)",
+    )
+    parser.add_argument(
+        "--proxy-src",
+        type=Path,
+        help="a second proxy from this checkout's runtime/ (overhead: before and after)",
+    )
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--turns", type=int, default=8)
-    parser.add_argument("--baseline-prompts", type=int, default=1)
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument(
+        "--baseline-prompts", type=int, default=0, help="prompts run one at a time (0: all)"
+    )
+    parser.add_argument("--ref-prompts", type=int, default=8)
+    parser.add_argument(
+        "--ref-python",
+        default="~/.cache/openenv-tests/openenv-0.10.0/bin/python",
+        help="the reference virtualenv's python (tests/support/reference.py builds it)",
+    )
     parser.add_argument("--quick", action="store_true", help="smaller counts")
     parser.add_argument("--note", default="")
+    parser.add_argument("--out", type=Path, default=RESULTS / "rollouts.json")
     args = parser.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
     if args.quick:
-        args.exact_turns, args.calls, args.prompts = 2_000, 10, 16
+        args.exact_turns, args.calls, args.rounds, args.prompts = 2_000, 10, 2, 16
+        args.baseline_prompts = 2
     result: dict[str, Any] = {
-        "settings": vars(args),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpu_count": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
     }
-    result["exactness"] = exactness(args.exact_turns, turns=8)
-    llm_port, proxy_port, env_port = free_port(), free_port(), free_port()
-    llm, proxy, env_url = (f"http://127.0.0.1:{p}" for p in (llm_port, proxy_port, env_port))
-    processes = [
-        _spawn(
-            [sys.executable, "-m", "openenv_runtime.testing.stub_llm", "--port", str(llm_port)],
-            llm + "/health",
-        ),
-        _spawn(
-            [
-                sys.executable,
-                "-m",
-                "openenv_cli",
-                "capture",
-                "--upstream",
-                llm + "/v1",
-                "--port",
-                str(proxy_port),
-            ],
-            proxy + "/health",
-        ),
-        _spawn(
-            [
-                sys.executable,
-                "-m",
-                "openenv_runtime.serve",
-                "benchmarks.rollouts_app:app",
-                "--port",
-                str(env_port),
-            ],
-            env_url + "/health",
-        ),
-    ]
-    try:
-        proxy_pid = processes[1].pid
-        result["proxy_overhead"] = overhead(
-            args.sessions, args.calls, llm, proxy, proxy_pid, args.pace
-        )
-        result["concurrency"] = concurrency(args, llm, env_url)
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(15)
+    if "exact" in parts:
+        result["exactness"] = exactness(args.exact_turns, turns=8)
+    if set(parts) - {"exact"}:
+        result.update(_with_servers(args, parts))
+    result["load_average_at_end"] = os.getloadavg()
     cost = ROOT / "benchmarks" / "client_cost.json"
     if cost.exists():
         result["envpool_cpu_us_per_step"] = json.loads(cost.read_text())["cpu_us_per_step"].get(
             "EnvPool"
         )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "rollouts.json").write_text(json.dumps(result, indent=2))
-    e, o, c = result["exactness"], result["proxy_overhead"], result["concurrency"]
-    rows = [
-        (
-            "exactness: turns / sampled tokens checked",
-            f"{e['turns']} / {e['sampled_tokens_checked']}",
-        ),
-        ("exactness: mismatched tokens", str(e["mismatched_tokens"])),
-        (
-            "proxy p50 direct / proxy / overhead (ms)",
-            f"{o['direct_p50_ms']:.2f} / {o['proxy_p50_ms']:.2f} / {o['overhead_p50_ms']:.2f}",
-        ),
-        (
-            "proxy p99 direct / proxy / overhead (ms)",
-            f"{o['direct_p99_ms']:.2f} / {o['proxy_p99_ms']:.2f} / {o['overhead_p99_ms']:.2f}",
-        ),
-        ("proxy CPU per call (us)", f"{o['proxy_cpu_us_per_call']:.0f}"),
-        ("episodes (failed)", f"{c['episodes']} ({c['failed_episodes']})"),
-        ("concurrent wall (s)", f"{c['concurrent_wall_s']:.1f}"),
-        ("one prompt at a time, scaled (s)", f"{c['one_at_a_time_wall_s_scaled']:.1f}"),
-        ("speed-up", f"{c['speedup']:.1f}x"),
-        (
-            "client CPU per model call / per step (us)",
-            f"{c['client_cpu_us_per_model_call']:.0f} / {c['client_cpu_us_per_step']:.0f}",
-        ),
-        ("EnvPool CPU per step (us, client_cost.json)", str(result.get("envpool_cpu_us_per_step"))),
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    _print(result)
+    print(f"JSON: {args.out}")
+
+
+def _with_servers(args: argparse.Namespace, parts: list[str]) -> dict[str, Any]:
+    llm_port, env_port = free_port(), free_port()
+    llm, env_url = f"http://127.0.0.1:{llm_port}", f"http://127.0.0.1:{env_port}"
+    stub_args = ["--port", str(llm_port), "--policy", "benchmarks.rollouts_app:say_policy"]
+    processes = [
+        _spawn(
+            [sys.executable, "-m", "openenv_runtime.testing.stub_llm", *stub_args], llm + "/health"
+        )
     ]
+    out: dict[str, Any] = {}
+    try:
+        if "overhead" in parts:
+            out["proxy_overhead"] = _overhead(args, llm, processes)
+        if {"concurrency", "reference"} & set(parts):
+            serve = [
+                "-m",
+                "openenv_runtime.serve",
+                "benchmarks.rollouts_app:app",
+                "--port",
+                str(env_port),
+            ]
+            processes.append(_spawn([sys.executable, *serve], env_url + "/health"))
+        if "concurrency" in parts:
+            out["concurrency"] = concurrency(args, llm, env_url)
+        if "reference" in parts:
+            out["reference_side_by_side"] = reference(args, llm, env_url)
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(15)
+    return out
+
+
+def _overhead(args: argparse.Namespace, llm: str, processes: list[Any]) -> dict[str, Any]:
+    """Start the proxy (and ``--proxy-src``'s), pin the cores, run the rotation."""
+    sources = {"proxy": None, **({"proxy_src": args.proxy_src} if args.proxy_src else {})}
+    proxies: dict[str, tuple[str, int]] = {}
+    for name, source in sources.items():
+        port = free_port()
+        capture = ["capture", "--upstream", llm + "/v1", "--port", str(port)]
+        url = f"http://127.0.0.1:{port}"
+        processes.append(
+            _spawn([sys.executable, "-m", "openenv_cli", *capture], url + "/health", source)
+        )
+        proxies[name] = (url, processes[-1].pid)
+    stub_pid = processes[0].pid
+    everything = os.sched_getaffinity(0)
+    cores: dict[str, Any] = {"stub_llm": None, "load_generator": None}
+    if args.pin:
+        cores = {"stub_llm": pin(stub_pid, CLIENT_CORE), "load_generator": pin(0, CLIENT_CORE)}
+    for name, (_, pid) in proxies.items():
+        cores[name] = pin(pid, PROXY_CORE) if args.pin else None
+    try:
+        return overhead(
+            sessions=args.sessions,
+            calls=args.calls,
+            pace=args.pace,
+            rounds=args.rounds,
+            llm=llm,
+            proxies=proxies,
+            stub_pid=stub_pid,
+            cores=cores,
+        )
+    finally:
+        os.sched_setaffinity(0, everything)
+        os.sched_setaffinity(stub_pid, everything)
+
+
+def _print(result: dict[str, Any]) -> None:
+    rows: list[tuple[str, str]] = [
+        (
+            "load average at start / end",
+            f"{result['load_average_at_start'][0]:.2f} / {result['load_average_at_end'][0]:.2f}",
+        )
+    ]
+    if e := result.get("exactness"):
+        rows += [
+            (
+                "exactness: turns / sampled tokens checked",
+                f"{e['turns']} / {e['sampled_tokens_checked']}",
+            ),
+            ("exactness: mismatched tokens", str(e["mismatched_tokens"])),
+        ]
+    if o := result.get("proxy_overhead"):
+        rows.append(("proxy: cores", json.dumps(o["cores"])))
+        rows.append(
+            ("direct p50 / p99 (ms)", f"{o['direct_p50_ms']:.2f} / {o['direct_p99_ms']:.2f}")
+        )
+        for name in o["proxies"]:
+            rows += [
+                (
+                    f"{name} p50 / p99 (ms)",
+                    f"{o[f'{name}_p50_ms']:.2f} / {o[f'{name}_p99_ms']:.2f}",
+                ),
+                (
+                    f"{name} overhead p50 / p99, pooled (ms)",
+                    f"{o[f'{name}_overhead_p50_ms']:.2f} / {o[f'{name}_overhead_p99_ms']:.2f}",
+                ),
+                (
+                    f"{name} overhead p50 / p99, median of rounds (ms)",
+                    f"{o[f'{name}_overhead_p50_ms_median_of_rounds']:.2f} / {o[f'{name}_overhead_p99_ms_median_of_rounds']:.2f}",
+                ),
+                (f"{name} CPU per call (us)", f"{o[f'{name}_cpu_us_per_call']:.0f}"),
+            ]
+        rows.append(
+            ("load average during the rounds", "{:.2f}-{:.2f}".format(*o["load_average_range"]))
+        )
+    if c := result.get("concurrency"):
+        a, b = c["concurrent"], c["one_at_a_time"]
+        rows += [
+            ("episodes (failed)", f"{a['episodes']} ({a['failed_episodes']})"),
+            (
+                "concurrent wall (s)",
+                f"{a['wall_s']:.1f} (load {a['load_before']}-{a['load_after']})",
+            ),
+            (
+                f"one at a time, {c['one_at_a_time_prompts_measured']} prompts measured (s)",
+                f"{b['wall_s']:.1f} (load {b['load_before']}-{b['load_after']})",
+            ),
+            (
+                "one at a time, all prompts" + (" (scaled)" if c["one_at_a_time_scaled"] else ""),
+                f"{c['one_at_a_time_wall_s_for_all']:.1f}",
+            ),
+            ("speed-up", f"{c['speedup']:.1f}x"),
+            (
+                "client CPU per model call / per step (us)",
+                f"{a['client_cpu_us_per_model_call']:.0f} / {a['client_cpu_us_per_step']:.0f}",
+            ),
+            (
+                "EnvPool CPU per step (us, client_cost.json)",
+                str(result.get("envpool_cpu_us_per_step")),
+            ),
+        ]
+    if r := result.get("reference_side_by_side"):
+        grid = f"{r['prompts']}x{r['group']}x{r['turns']}"
+        ref = r.get("reference")
+        rows.append(
+            (
+                f"reference builder {grid} (s)",
+                f"{ref['wall_s']:.1f}" if ref else f"cannot run: {r['error']}",
+            )
+        )
+        rows.append((f"ours, concurrent {grid} (s)", f"{r['ours_concurrent']['wall_s']:.1f}"))
+        rows.append((f"ours, one at a time {grid} (s)", f"{r['ours_one_at_a_time']['wall_s']:.1f}"))
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
-    print(f"JSON: {RESULTS / 'rollouts.json'}")
 
 
 if __name__ == "__main__":

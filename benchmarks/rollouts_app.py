@@ -43,3 +43,10 @@ class SlowEchoEnvironment(Environment[SayAction, SayObservation, State]):
 
 
 app = create_app(SlowEchoEnvironment, SayAction, SayObservation, max_concurrent_envs=4096)
+
+
+def say_policy(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stand-in model's policy for these runs: every turn a ``say`` tool call, so that
+    builders that stop at a reply without tool calls (the reference's) play every turn too."""
+    turn = sum(m.get("role") == "assistant" for m in messages)
+    return {"content": "", "tool_calls": [{"name": "say", "arguments": {"text": f"turn {turn}"}}]}

@@ -146,8 +146,14 @@ def typer_escape(text: str) -> str:
     return text.replace("[", r"\[")
 
 
-def _tidy_types(params: list[Any]) -> list[Any]:
-    """Flags need no type label in the help; a repeatable option shows ``<str>…`` instead of ``<list[str]>``."""
+def _tidy_types(params: list[Any], *, plain_values: bool = True) -> list[Any]:
+    """Flags need no type label in the help; a repeatable option shows ``<str>…`` instead of
+    ``<list[str]>``; plain values skip pydantic (:mod:`openenv_cli._plain_values`)."""
+    if plain_values:
+        from openenv_cli._plain_values import speed_up
+
+        for param in params:
+            speed_up(param)
     for param in params:
         if param.name == "help" and param.default is None:
             # An unset --help is None, which Typer coerces through pydantic (50 ms of imports);
@@ -177,7 +183,8 @@ class _LazyGroup(TyperGroup):
             self.commands.setdefault(name, TyperCommand(name, help=verb.summary))
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _tidy_types(super().get_params(ctx))
+        # The root's options are flags, which Typer already takes without pydantic.
+        return _tidy_types(super().get_params(ctx), plain_values=False)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         if args and args[0] in VERBS:

@@ -12,211 +12,22 @@ Every operation is bounded by ``Target.timeout`` (a step by ``timeout + wait``).
 from __future__ import annotations
 
 import asyncio
-import json
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
-from urllib.parse import urlsplit
-
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .auth import auth_headers
-from .wsclient import CLIENTS, ConnectionLost, HandshakeRefused, open_connection
 
-RESET_FRAME = '{"type":"reset","data":{}}'
-_OBSERVATION_PREFIXES = ('{"type":"observation"', '{"type": "observation"')
-_MAX_SAMPLES = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where the load goes and how: built from ``--url`` (only that host and port get traffic)."""
-
-    host: str
-    port: int
-    base_path: str = ""
-    transport: str = "ws"
-    timeout: float = 30.0
-    compression: bool = True
-    client: str = "lean"
-    action: str = "{}"
-    """The action every step sends, as JSON object text."""
-    wait_field: bool = True
-    """Put each run's wait into the action as ``wait`` (the built-in environment's field)."""
-    token: str | None = field(default=None, repr=False)
-    """The access token every handshake and request carries (see ``bench.auth``); never shown."""
-
-    @classmethod
-    def parse(
-        cls,
-        url: str,
-        *,
-        transport: str = "ws",
-        timeout: float = 30.0,
-        compression: bool = True,
-        client: str = "lean",
-        action: Mapping[str, Any] | None = None,
-        wait_field: bool = True,
-        token: str | None = None,
-    ) -> Target:
-        """``http://host:port[/prefix]`` or ``ws://host:port[/prefix][/ws]``; raises ``ValueError``."""
-        parts = urlsplit(url.strip())
-        if parts.username is not None or parts.password is not None or parts.query:
-            raise ValueError(  # not echoed: it may hold a secret
-                "--url must be a plain base URL, without user:password@ or a ?query "
-                "(the access token comes from OPENENV_API_KEY and travels in a header)."
-            )
-        if parts.scheme not in ("http", "ws"):
-            raise ValueError(
-                f"--url must start with http:// or ws:// (got {url!r}); TLS is not supported by the load generator."
-            )
-        if not parts.hostname:
-            raise ValueError(f"--url has no host: {url!r}")
-        if transport not in ("ws", "http"):
-            raise ValueError(f"transport must be ws or http, got {transport!r}")
-        if timeout <= 0:
-            raise ValueError("the timeout must be positive")
-        if client not in CLIENTS:
-            raise ValueError(f"client must be one of {', '.join(CLIENTS)}, got {client!r}")
-        path = parts.path.rstrip("/")
-        path = path.removesuffix("/ws")
-        return cls(
-            parts.hostname,
-            parts.port or 80,
-            path,
-            transport,
-            float(timeout),
-            compression,
-            client,
-            _compact(dict(action or {})),
-            wait_field,
-            token or None,
-        )
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://{self._netloc}{self.base_path}/ws"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://{self._netloc}{self.base_path}"
-
-    @property
-    def _netloc(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def action_text(target: Target, wait: float) -> str:
-    """The JSON text of the action one step sends (with ``wait`` when the target takes it)."""
-    if not target.wait_field:
-        return target.action
-    return _compact({**json.loads(target.action), "wait": float(wait)})
-
-
-def step_frame(target: Target, wait: float) -> str:
-    """The WebSocket ``step`` message."""
-    return f'{{"type":"step","data":{action_text(target, wait)}}}'
-
-
-def excerpt(reply: str | bytes, limit: int = 400) -> str:
-    """The start of a reply, for an error sample."""
-    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else reply
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def reply_problem(reply: str | bytes) -> str | None:
-    """None when ``reply`` is an observation message; else a short label of what it is."""
-    if isinstance(reply, bytes):
-        reply = reply.decode("utf-8", "replace")
-    if reply.startswith(_OBSERVATION_PREFIXES):
-        return None
-    try:
-        message = json.loads(reply)
-    except ValueError:
-        return "unparsable reply"
-    if isinstance(message, dict):
-        if message.get("type") == "observation":
-            return None
-        if message.get("type") == "error":
-            data = message.get("data")
-            return f"error {data.get('code', '?') if isinstance(data, dict) else '?'}"
-    return "unexpected reply"
-
-
-def describe_failure(exc: BaseException) -> str:
-    """A short, countable label for an exception (no addresses or ids in it)."""
-    if isinstance(exc, TimeoutError):
-        return "timeout"
-    if isinstance(exc, InvalidStatus):
-        return f"HTTP {exc.response.status_code}"
-    if isinstance(exc, HandshakeRefused):
-        return f"HTTP {exc.status}"
-    if isinstance(exc, ConnectionLost):
-        code = exc.close_code
-        return f"connection closed ({code})" if code is not None else "connection lost"
-    if isinstance(exc, ConnectionClosed):
-        code = exc.rcvd.code if exc.rcvd is not None else None
-        return f"connection closed ({code})" if code is not None else "connection lost"
-    if isinstance(exc, InvalidHandshake):
-        return "bad handshake"
-    if isinstance(exc, OSError):
-        return type(exc).__name__ if type(exc) is not OSError else f"OSError {exc.errno}"
-    return type(exc).__name__
-
-
-@dataclass
-class Collector:
-    """What the sessions of one worker process observed (columns of seconds)."""
-
-    attempted: int = 0
-    ok: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    samples: list[str] = field(default_factory=list)
-    connect: list[float] = field(default_factory=list)
-    reset: list[float] = field(default_factory=list)
-    step: list[float] = field(default_factory=list)
-    total: list[float] = field(default_factory=list)
-    step_latencies: list[float] = field(default_factory=list)
-    steps: int = 0
-    window: list[float] = field(
-        default_factory=list
-    )  # [first step start, last step end] (monotonic)
-
-    def fail(self, phase: str, what: str, detail: object = None) -> None:
-        label = f"{phase}: {what}"
-        self.errors[label] += 1
-        if len(self.samples) < _MAX_SAMPLES:
-            self.samples.append(f"{label}: {detail}" if detail else label)
-
-    def mark_window(self, start: float, end: float) -> None:
-        if not self.window:
-            self.window = [start, end]
-        else:
-            self.window[0] = min(self.window[0], start)
-            self.window[1] = max(self.window[1], end)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "attempted": self.attempted,
-            "ok": self.ok,
-            "errors": dict(self.errors),
-            "samples": self.samples,
-            "connect": self.connect,
-            "reset": self.reset,
-            "step": self.step,
-            "total": self.total,
-            "step_latencies": self.step_latencies,
-            "steps": self.steps,
-            "window": self.window,
-        }
-
+# Where the load goes, and what went wrong, are part of this module's face.
+from .outcomes import OBSERVATION_PREFIXES
+from .outcomes import Collector as Collector
+from .outcomes import describe_failure as describe_failure
+from .outcomes import excerpt as excerpt
+from .outcomes import reply_problem as reply_problem
+from .target import RESET_FRAME as RESET_FRAME
+from .target import Target as Target
+from .target import action_text as action_text
+from .target import step_frame as step_frame
+from .wsclient import open_connection
 
 # --- WebSocket ------------------------------------------------------------------------------
 
@@ -384,7 +195,7 @@ async def ws_steps(
             reply = await ws.request(frame)
             last = perf_counter()
             guard.deadline = 0.0
-            if not (isinstance(reply, str) and reply.startswith(_OBSERVATION_PREFIXES)):
+            if not (isinstance(reply, str) and reply.startswith(OBSERVATION_PREFIXES)):
                 problem = reply_problem(reply)
                 if problem:
                     col.fail("step", problem, excerpt(reply))

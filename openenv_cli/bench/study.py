@@ -6,6 +6,9 @@ Each infrastructure is reached the way a user would reach it, through the CLI:
 * ``local``: ``openenv serve`` on a free 127.0.0.1 port (stopped by its process id);
 * ``docker``: ``openenv build``, then one container of that image (removed by its id);
 * ``swarm``: ``openenv deploy swarm --apply`` (removed by its stack name);
+
+  both reached through the kernel's NAT rather than the engine's userland proxy where this
+  machine allows it (:mod:`.study_net` says why);
 * ``slurm``: ``openenv deploy slurm --apply`` (cancelled by its job id).
 
 An infrastructure that is not there (no engine, no swarm, no ``sinfo``) is skipped with the
@@ -172,7 +175,9 @@ def run_study(
                 with deploy(infra, settings, image or "", Path(tmp)) as deployment:
                     outcome.handle, outcome.cores = deployment.handle, deployment.cores
                     announce(f"{infra}: measuring {deployment.url} ({deployment.handle})")
-                    outcome.points, outcome.notes = measure(settings, deployment, observer)
+                    outcome.notes = list(deployment.notes)
+                    outcome.points, notes = measure(settings, deployment, observer)
+                    outcome.notes += notes
                 outcome.status = "measured"
                 announce(f"{infra}: taken down ({outcome.handle})")
             except Exception as exc:  # one infrastructure failing must not end the study

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openenv_runtime.testing import free_port
+
+from .study_net import LOOPBACK, bridge_gateway, reach_note, userland_proxy_limit
 
 
 @dataclass
@@ -52,6 +55,8 @@ class Deployment:
     handle: str
     cores: int | None
     server_pids: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the report should say about how the load reached it."""
 
 
 # --- availability -----------------------------------------------------------------------------
@@ -152,24 +157,31 @@ def build_image(settings: StudySettings) -> str:
 
 @contextmanager
 def deploy_docker(settings: StudySettings, image: str) -> Iterator[Deployment]:
+    """One container of ``image``, its port published on the host's address on Docker's bridge
+    when there is one here (see :mod:`.study_net`), else on 127.0.0.1."""
     import docker
 
     inner = settings.port
     port = free_port()
     client = docker.from_env(timeout=120)
+    address = bridge_gateway(client, "bridge") or LOOPBACK
     container = client.containers.run(
         image,
         detach=True,
-        ports={f"{inner}/tcp": ("127.0.0.1", port)},
+        ports={f"{inner}/tcp": (address, port)},
         environment={"PORT": str(inner)},
     )
     try:
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://{address}:{port}"
         wait_healthy(url, settings.deploy_timeout)
         container.reload()
         pid = int(container.attrs.get("State", {}).get("Pid") or 0)
         yield Deployment(
-            url, f"container {container.id[:12]}", os.cpu_count(), [pid] if pid else []
+            url,
+            f"container {container.id[:12]}",
+            os.cpu_count(),
+            [pid] if pid else [],
+            [reach_note(address, port, userland_proxy_limit(port))],
         )
     finally:
         client.containers.get(container.id).remove(force=True)
@@ -186,10 +198,24 @@ def deploy_swarm(settings: StudySettings, work: Path) -> Iterator[Deployment]:
     )  # fmt: skip
     try:
         result = json.loads(out.strip().splitlines()[-1])
-        yield Deployment(result["url"], f"stack {stack}", os.cpu_count())
+        yield swarm_deployment(result["url"], stack)
     finally:
         _openenv("deploy", "swarm", "--remove", "--stack", stack, "--json",
                  cwd=settings.project_dir, timeout=300)  # fmt: skip
+
+
+def swarm_deployment(url: str, stack: str) -> Deployment:
+    """The deployed stack, reached at the host's address on the swarm's gateway bridge when there
+    is one here: the front's port is published in host mode, on every address (see
+    :mod:`.study_net`)."""
+    import docker
+
+    port = urllib.parse.urlsplit(url).port or 80
+    address = bridge_gateway(docker.from_env(timeout=120), "docker_gwbridge") or LOOPBACK
+    if address != LOOPBACK:
+        url = f"http://{address}:{port}"
+    note = reach_note(address, port, userland_proxy_limit(port))
+    return Deployment(url, f"stack {stack}", os.cpu_count(), notes=[note])
 
 
 def free_port_block(count: int, attempts: int = 200) -> int:

@@ -15,9 +15,10 @@ from rich.markup import escape
 from rich.spinner import Spinner
 from rich.text import Text
 
+from openenv_cli.commands.options import BaseImage, DryRun, IncludeSecret
 from openenv_cli.console import console
 from openenv_cli.errors import UsageError
-from openenv_cli.image import BASE_IMAGE_ENV, TAG_ENV
+from openenv_cli.image import TAG_ENV
 
 if TYPE_CHECKING:  # the engine (docker) and the manifest load only when a build runs
     from openenv_cli.image.context import ContextFolder
@@ -41,15 +42,7 @@ def command(
             help=f"Image tag, repeatable (env {TAG_ENV}; build.tag; default <name>:<version> and <name>:latest).",
         ),
     ] = None,
-    base_image: Annotated[
-        str | None,
-        typer.Option(
-            "--base-image",
-            "-b",
-            metavar="IMAGE",
-            help=f"Python base image, multi-stage files included (env {BASE_IMAGE_ENV}; build.base_image; default python:3.11-slim).",
-        ),
-    ] = None,
+    base_image: BaseImage = None,
     build_arg: Annotated[
         list[str] | None,
         typer.Option(
@@ -79,22 +72,8 @@ def command(
             show_default=False,
         ),
     ] = None,
-    include_secret: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--include-secret",
-            metavar="PATH",
-            help="Put this file (or folder) in the context although a secret rule (its name, a hard link, or a secret found in it) leaves it out (repeatable). build.include_secret_files in openenv.yaml only asks: the flag must be typed.",
-            show_default=False,
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Stage the context and show what it holds and what is left out, and why; build nothing.",
-        ),
-    ] = False,
+    include_secret: IncludeSecret = None,
+    dry_run: DryRun = False,
     context_dir: Annotated[
         Path | None,
         typer.Option(
@@ -171,7 +150,7 @@ def print_plan(
         style="dim",
     )
 
-    from openenv_cli.commands.push import show_secrets_shipped
+    from openenv_cli.commands.push_output import show_secrets_shipped
 
     show_secrets_shipped(context.secrets_shipped, indent="  ")
     # Secrets and links always: a missing file must never be a surprise.

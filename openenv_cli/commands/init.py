@@ -94,28 +94,28 @@ def command(
     write_project(files, dest, force=force)
 
     classes = class_names(name)
-    console.print(f"[green]Created[/] {escape(str(dest))}/ ({len(files)} files)", highlight=False)
-    for relative in sorted(files):
-        console.print(f"  {escape(relative)}", highlight=False, style="dim")
-    console.print(
+    lines = [f"[green]Created[/] {escape(str(dest))}/ ({len(files)} files)"]
+    lines += [f"[dim]  {escape(relative)}[/]" for relative in sorted(files)]
+    lines.append(
         f"\nClasses: client [bold]{classes.client}[/], [bold]{classes.action}[/], [bold]{classes.observation}[/], "
         f"[bold]{classes.state}[/], [bold]{classes.environment}[/]"
     )
     if spdx is None:
-        console.print("Licence: none (add one to pyproject.toml and a LICENSE file).")
+        lines.append("Licence: none (add one to pyproject.toml and a LICENSE file).")
     elif text is None:
-        console.print(
+        lines.append(
             f"Licence: {escape(spdx)} in pyproject.toml; add its text as LICENSE "
-            '(and `license-files = ["LICENSE"]` to pyproject.toml).',
-            highlight=False,
+            '(and `license-files = ["LICENSE"]` to pyproject.toml).'
         )
     else:
-        console.print(f"Licence: {escape(spdx)} (LICENSE and pyproject.toml).", highlight=False)
-    console.print("\nNext steps:", style="bold")
-    console.print(f"  cd {escape(str(dest))}", highlight=False)
-    console.print(
-        '  pip install -e ".\\[test]"   [dim]# openenv-runtime is already in this environment[/]'
-    )
-    console.print("  pytest                     [dim]# a real episode through a real server[/]")
-    console.print("  openenv validate           [dim]# what CI checks[/]")
-    console.print("  openenv serve              [dim]# http://127.0.0.1:8000[/]")
+        lines.append(f"Licence: {escape(spdx)} (LICENSE and pyproject.toml).")
+    lines += [
+        "\n[bold]Next steps:[/]",
+        f"  cd {escape(str(dest))}",
+        '  pip install -e ".\\[test]"   [dim]# openenv-runtime is already in this environment[/]',
+        "  pytest                     [dim]# a real episode through a real server[/]",
+        "  openenv validate           [dim]# what CI checks[/]",
+        "  openenv serve              [dim]# http://127.0.0.1:8000[/]",
+    ]
+    # One print, no highlighting or emoji codes: file names print as they are (and fast).
+    console.print("\n".join(lines), highlight=False, emoji=False)

@@ -4,11 +4,9 @@
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 import re
-import resource
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,18 @@ from typing import Literal
 from openenv_cli.config import parse_bool, parse_float, resolve
 from openenv_cli.errors import UsageError
 from openenv_cli.manifest import DeployConfig, Manifest, load_manifest
+
+# The servers behind Envoy and the sizing rules are part of this module's face.
+from .backends import Backend as Backend
+from .backends import parse_backend as parse_backend
+from .backends import read_backends as read_backends
+from .sizing import FDS_PER_SESSION as FDS_PER_SESSION
+from .sizing import FRONT_FD_RESERVE as FRONT_FD_RESERVE
+from .sizing import MAX_NOFILE as MAX_NOFILE
+from .sizing import default_memory as default_memory
+from .sizing import front_session_budget as front_session_budget
+from .sizing import fronts_needed as fronts_needed
+from .sizing import local_nofile_limit as local_nofile_limit
 
 Target = Literal["kubernetes", "swarm", "slurm", "envoy"]
 Balancing = Literal["least_request", "session"]
@@ -28,22 +38,6 @@ DEFAULT_FRONT_PORT = 8080
 DEFAULT_ENVOY_IMAGE = "envoyproxy/envoy:v1.40.0"
 ENVOY_VERSION = "1.40.0"
 LOCAL_ENVOY_IMAGE = f"openenv-envoy:{ENVOY_VERSION}"  # built by `deploy swarm --apply`
-# Open files an Envoy front keeps for itself (listeners, admin, logs, DNS, health checks).
-FRONT_FD_RESERVE = 1024
-# Each session through a front holds two sockets: the client's and the replica's.
-FDS_PER_SESSION = 2
-MAX_NOFILE = 1 << 20  # the kernel's usual fs.nr_open
-
-
-@dataclass(frozen=True)
-class Backend:
-    """One server behind Envoy."""
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -88,35 +82,10 @@ class DeploySettings:
         return math.ceil(self.capacity / self.fronts)
 
 
-def front_session_budget(front_nofile: int) -> int:
-    """The sessions one front can hold within ``front_nofile`` open files."""
-    return max(1, (front_nofile - FRONT_FD_RESERVE) // FDS_PER_SESSION)
-
-
-def fronts_needed(capacity: int, front_nofile: int) -> int:
-    """How many fronts carry ``capacity`` sessions at two open files a session."""
-    return max(1, math.ceil(capacity / front_session_budget(front_nofile)))
-
-
-def local_nofile_limit() -> int:
-    """This machine's hard limit on open files per process (what root may raise the soft one to)."""
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    return MAX_NOFILE if hard == resource.RLIM_INFINITY else min(int(hard), MAX_NOFILE)
-
-
 # What may reach the rendered YAML and shell: nothing that could start a new key or command.
-_HOST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$")
 _DNS_LABEL = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
 _CPU = re.compile(r"^[0-9]+(?:\.[0-9]+)?m?$")
 _MEMORY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:Ki|Mi|Gi|Ti|K|M|G|T)?$")
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def check_settings(settings: DeploySettings) -> DeploySettings:
@@ -158,51 +127,6 @@ def runtime_default(name: str) -> float:
 
     value = ServerSettings.model_fields[name].default
     return float(value) if value is not None else 0.0
-
-
-def parse_backend(raw: str) -> Backend:
-    """``host:port`` (IPv6 in brackets) → :class:`Backend`; raises :class:`UsageError`."""
-    text = raw.strip()
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(
-            f"Backend {raw!r} is not host:port.", hint="Write e.g. --backend 10.0.0.5:8000."
-        )
-    if not (_HOST.match(host) or _is_ip(host)):
-        raise UsageError(
-            f"Backend host {host!r} is not a host name or an IP address.",
-            hint="Use letters, digits, '.', '-' (and ':' inside [IPv6]), e.g. 10.0.0.5:8000.",
-        )
-    return Backend(host, int(port))
-
-
-def read_backends(values: list[str]) -> tuple[Backend, ...]:
-    """``--backend`` values: ``host:port``, or a file with one ``host:port`` a line (``#`` comments)."""
-    found: list[Backend] = []
-    for value in values:
-        path = Path(value)
-        if ":" not in value or path.is_file():
-            try:
-                lines = path.read_text(encoding="utf-8").splitlines()
-            except OSError as exc:
-                raise UsageError(
-                    f"--backend {value}: not host:port, and not a readable file ({exc.strerror}).",
-                    hint="Pass host:port, or a file with one host:port a line.",
-                ) from None
-            found.extend(
-                parse_backend(line.split("#", 1)[0])
-                for line in lines
-                if line.split("#", 1)[0].strip()
-            )
-        else:
-            found.append(parse_backend(value))
-    return tuple(dict.fromkeys(found))
-
-
-def default_memory(capacity_per_replica: int) -> str:
-    """A memory limit for one replica: 256 MiB plus 64 KiB a session (idle sessions take ~23 KB)."""
-    return f"{256 + (capacity_per_replica * 64 + 1023) // 1024}Mi"
 
 
 def resolve_settings(

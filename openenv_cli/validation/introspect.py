@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv_cli.manifest import Manifest
-from openenv_cli.scaffold import class_names
+from openenv_cli.project_names import class_names
 from openenv_cli.validation.isolation import import_layout
 from openenv_cli.validation.results import CheckResult, failed, passed, skipped, warned
 

@@ -56,18 +56,29 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from .models import Action, Observation, State
 
 if TYPE_CHECKING:
-    from .rubrics import Rubric
     from .transforms import Transform
     from .wire import EnvironmentMetadata
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
 StateT = TypeVar("StateT", bound=State)
+
+
+class RubricLike(Protocol):
+    """What ``Environment`` needs of a rubric (every :class:`openenv_runtime.rubrics.Rubric` is one).
+
+    Called with ``(action, observation)``, it returns the reward (or an awaitable of it, for an
+    async rubric); ``reset()`` forgets its per-episode state.
+    """
+
+    def __call__(self, action: Any, observation: Any) -> Any: ...
+
+    def reset(self) -> None: ...
 
 
 class Environment(Generic[ActT, ObsT, StateT]):
@@ -79,10 +90,10 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
     # Class-level defaults, so subclasses that skip ``super().__init__()`` still have them.
     transform: Transform[Any] | None = None
-    rubric: Rubric | None = None
+    rubric: RubricLike | None = None
 
     def __init__(
-        self, transform: Transform[Any] | None = None, rubric: Rubric | None = None
+        self, transform: Transform[Any] | None = None, rubric: RubricLike | None = None
     ) -> None:
         self.transform = transform
         self.rubric = rubric

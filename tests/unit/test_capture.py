@@ -209,3 +209,63 @@ def test_an_unreachable_model_server_is_a_502() -> None:
         )
     assert answer.status_code == 502 and "did not answer" in answer.text
     assert proxy.trace_entries(s["session_id"]) == []
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_forwarded() -> None:
+    stub = StubLLM()
+    with stub.serve() as upstream:
+        proxy = CaptureProxy(upstream, max_body_bytes=2_000)
+        with running_server(proxy.app) as url:
+            s = httpx.post(f"{url}/sessions").json()
+            auth = {"Authorization": f"Bearer {s['api_key']}"}
+            big = {"model": "m", "messages": [{"role": "user", "content": "x" * 3_000}]}
+            answer = httpx.post(f"{s['base_url']}/chat/completions", json=big, headers=auth)
+            assert answer.status_code == 413 and "limit" in answer.text
+
+            def chunks() -> Iterator[bytes]:  # no Content-Length: the proxy counts as it reads
+                yield json.dumps(big).encode()[:1_500]
+                yield json.dumps(big).encode()[1_500:]
+
+            chunked = httpx.post(
+                f"{s['base_url']}/chat/completions",
+                content=chunks(),
+                headers={**auth, "content-type": "application/json"},
+            )
+            assert chunked.status_code == 413
+            small = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+            ok = httpx.post(f"{s['base_url']}/chat/completions", json=small, headers=auth)
+            assert ok.status_code == 200
+    assert len(stub.requests) == 1  # only the small one reached the model server
+    assert len(proxy.trace_entries(s["session_id"])) == 1
+
+
+def test_bad_bodies_and_methods_are_refused(servers: tuple[StubLLM, CaptureProxy, str]) -> None:
+    stub, proxy, url = servers
+    s = httpx.post(f"{url}/sessions").json()
+    auth = {"Authorization": f"Bearer {s['api_key']}", "content-type": "application/json"}
+    target = f"{s['base_url']}/chat/completions"
+    assert httpx.post(target, content=b"not json", headers=auth).status_code == 400
+    assert httpx.post(target, content=b"[1, 2]", headers=auth).status_code == 400
+    assert httpx.put(target, content=b"{}", headers=auth).status_code == 405
+    assert stub.requests == [] and proxy.trace_entries(s["session_id"]) == []
+
+
+def test_each_call_is_recorded_by_the_time_its_answer_ends(
+    servers: tuple[StubLLM, CaptureProxy, str],
+) -> None:
+    _, proxy, url = servers
+    s = httpx.post(f"{url}/sessions").json()
+    auth = {"Authorization": f"Bearer {s['api_key']}"}
+    for turn, stream in enumerate([False, True, False, True]):
+        body = {"model": "m", "messages": [{"role": "user", "content": f"t{turn}"}]}
+        with httpx.stream(
+            "POST",
+            f"{s['base_url']}/chat/completions",
+            json={**body, "stream": stream},
+            headers=auth,
+        ) as answer:
+            answer.read()
+        entries = proxy.trace_entries(s["session_id"])
+        assert [e.turn for e in entries] == list(range(turn + 1))
+        assert entries[-1].stream is stream and entries[-1].completion_token_ids
+        assert entries[-1].request["return_token_ids"] is True

@@ -152,7 +152,19 @@ def test_model_failure_marks_the_episode(env_url: str, stub: tuple[StubLLM, str]
     finally:
         rollout.close()
     assert out["rollout_failed"] == [True, False]
-    assert "model: BadRequestError" in (rollout.last_episodes[0].error or "")
+    assert "model: ModelCallError: HTTP 400" in (rollout.last_episodes[0].error or "")
+
+
+def test_a_busy_model_server_is_retried(env_url: str, stub: tuple[StubLLM, str]) -> None:
+    llm, url = stub
+    llm.fail_next(2, 503)  # two failures, then an answer: the third attempt succeeds
+    rollout = build_rollout_func(env_url, llm=url, model="m", max_turns=1, concurrency=1)
+    try:
+        out = rollout(["only"], None)
+    finally:
+        rollout.close()
+    assert out["rollout_failed"] == [False]
+    assert rollout.last_episodes[0].turns == 1
 
 
 def test_a_server_without_token_ids_stops_the_batch_with_the_fix(env_url: str) -> None:
@@ -190,3 +202,17 @@ def test_default_mapping() -> None:
     observation = {"hint": "higher", "reward": 0.0, "done": False, "metadata": {}}
     assert default_to_message(observation) == "higher"
     assert json.loads(default_to_message({"a": 1, "b": "x", "done": True})) == {"a": 1, "b": "x"}
+
+
+def test_the_api_key_goes_to_the_model_server(env_url: str) -> None:
+    with StubLLM(counting_policy, api_key="sk-right").serve() as url:
+        outcomes = []
+        for key in ("sk-right", None):
+            rollout = build_rollout_func(env_url, llm=url, model="m", max_turns=1, api_key=key)
+            try:
+                outcomes.append(rollout(["p"], None)["rollout_failed"])
+                error = rollout.last_episodes[0].error or ""
+            finally:
+                rollout.close()
+    assert outcomes == [[False], [True]]
+    assert "HTTP 401" in error  # refused, and not retried into a hang

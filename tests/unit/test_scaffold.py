@@ -1,10 +1,8 @@
-"""openenv init: name rules, class names, the pure renderer and the atomic writer."""
+"""openenv init: the pure renderer, the command and the licence (names and writing: test_project_names, test_project_writer)."""
 
 from __future__ import annotations
 
 import ast
-import errno
-import os
 import sys
 import tomllib
 from pathlib import Path
@@ -14,16 +12,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.errors import OpenEnvError
 from openenv_cli.main import app
 from openenv_cli.manifest import parse_manifest
 from openenv_cli.scaffold import (
-    class_names,
     project_context,
     render_project,
     template_root,
-    validate_project_name,
-    write_project,
 )
 
 EXPECTED_FILES = {
@@ -40,110 +35,8 @@ EXPECTED_FILES = {
     "server/my_env_environment.py",
     "server/Dockerfile",
     "tests/test_my_env.py",
+    "_build/quiet_setuptools.py",
 }
-
-
-# -- names ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "name,expected",
-    [
-        ("my_env", ("MyEnv", "MyAction", "MyObservation", "MyState", "MyEnvironment")),
-        ("echo", ("EchoEnv", "EchoAction", "EchoObservation", "EchoState", "EchoEnvironment")),
-        (
-            "grid_world_env",
-            (
-                "GridWorldEnv",
-                "GridWorldAction",
-                "GridWorldObservation",
-                "GridWorldState",
-                "GridWorldEnvironment",
-            ),
-        ),
-        (
-            "chess_environment",
-            ("ChessEnv", "ChessAction", "ChessObservation", "ChessState", "ChessEnvironment"),
-        ),
-        ("env2", ("Env2Env", "Env2Action", "Env2Observation", "Env2State", "Env2Environment")),
-    ],
-)
-def test_class_names(name: str, expected: tuple[str, ...]) -> None:
-    names = class_names(name)
-    assert (
-        names.client,
-        names.action,
-        names.observation,
-        names.state,
-        names.environment,
-    ) == expected
-
-
-@pytest.mark.parametrize("name", ["my_env", "echo", "chess2", "a_b_c"])
-def test_good_names(name: str) -> None:
-    validate_project_name(name)
-
-
-@pytest.mark.parametrize(
-    "name,needle",
-    [
-        ("", "empty"),
-        ("my-env", "not a valid project name"),
-        ("2fast", "not a valid project name"),
-        ("MyEnv", "not a valid project name"),
-        ("_private", "not a valid project name"),
-        ("café", "not a valid project name"),
-        ("class", "keyword"),
-        ("match", "keyword"),
-        ("json", "standard library"),
-        ("asyncio", "standard library"),
-        ("test", "standard library"),
-        ("fastapi", "shadow a package"),
-        ("pydantic", "shadow a package"),
-        ("uvicorn", "shadow a package"),
-        ("websockets", "shadow a package"),
-        ("openenv", "shadow a package"),
-        ("openenv_runtime", "shadow a package"),
-        ("tests", "shadow a package"),
-        ("my_env_", "not a valid project name"),
-        ("a__b", "not a valid project name"),
-        ("x" * 65, "not a valid project name"),
-        ("env", "shadow a package"),
-        ("a/b", "contains a path"),
-        ("../up", "contains a path"),
-        ("..", "contains a path"),
-    ],
-)
-def test_bad_names(name: str, needle: str) -> None:
-    with pytest.raises(UsageError) as exc:
-        validate_project_name(name)
-    assert needle in exc.value.message
-    assert exc.value.hint  # always says what to do
-
-
-@pytest.mark.parametrize(
-    "name,suggested",
-    [
-        ("My-Env", "my_env"),
-        ("my_env_", "my_env"),
-        ("a__b", "a_b"),
-        ("env", "my_env"),
-        ("environment", "my_environment"),
-        ("test", "test_env"),
-        ("json", "json_env"),
-        ("class", "class_env"),
-        ("2fast", "env_2fast"),
-        ("_", "my_env"),
-        ("x" * 70, "x" * 64),
-    ],
-)
-def test_bad_name_hint_suggests_a_valid_name(name: str, suggested: str) -> None:
-    with pytest.raises(UsageError) as exc:
-        validate_project_name(name)
-    assert exc.value.hint is not None
-    suggestion = exc.value.hint.split("`openenv init ")[1].rstrip("`.")
-    assert suggestion == suggested
-    validate_project_name(suggestion)  # never a suggestion that is refused in turn
 
 
 # -- rendering --------------------------------------------------------------------------------
@@ -273,145 +166,6 @@ def test_context_overrides() -> None:
 
 def test_templates_found_in_checkout() -> None:
     assert (template_root() / "project" / "openenv.yaml.jinja").is_file()
-
-
-# -- writing ----------------------------------------------------------------------------------
-
-
-def test_write_creates_everything(tmp_path: Path) -> None:
-    files = render_project("my_env")
-    written = write_project(files, tmp_path / "my_env")
-    assert {p.relative_to(tmp_path / "my_env").as_posix() for p in written} == EXPECTED_FILES
-    assert (tmp_path / "my_env" / "server" / "app.py").read_text() == files["server/app.py"]
-    assert [p.name for p in tmp_path.iterdir()] == ["my_env"]  # no temp folder left
-    umask = os.umask(0)
-    os.umask(umask)
-    assert (tmp_path / "my_env").stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700
-
-
-def test_write_creates_missing_parents(tmp_path: Path) -> None:
-    write_project({"a.txt": "a\n"}, tmp_path / "x" / "y" / "proj")
-    assert (tmp_path / "x" / "y" / "proj" / "a.txt").is_file()
-
-
-def test_write_into_empty_folder(tmp_path: Path) -> None:
-    (tmp_path / "proj").mkdir()
-    write_project({"a.txt": "a\n"}, tmp_path / "proj")
-    assert (tmp_path / "proj" / "a.txt").read_text() == "a\n"
-
-
-def test_non_empty_folder_needs_force(tmp_path: Path) -> None:
-    (tmp_path / "proj").mkdir()
-    (tmp_path / "proj" / "keep.txt").write_text("mine")
-    with pytest.raises(UsageError) as exc:
-        write_project({"a.txt": "a\n"}, tmp_path / "proj")
-    assert "--force" in exc.value.hint
-    assert sorted(p.name for p in (tmp_path / "proj").iterdir()) == ["keep.txt"]
-
-
-def test_force_overwrites_generated_files_and_keeps_others(tmp_path: Path) -> None:
-    project = tmp_path / "proj"
-    (project / "sub").mkdir(parents=True)
-    (project / "keep.txt").write_text("mine")
-    (project / "sub" / "a.txt").write_text("old")
-    write_project({"sub/a.txt": "new\n", "b/c.txt": "c\n"}, project, force=True)
-    assert (project / "keep.txt").read_text() == "mine"
-    assert (project / "sub" / "a.txt").read_text() == "new\n"
-    assert (project / "b" / "c.txt").read_text() == "c\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["proj"]
-
-
-def test_failure_half_way_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = Path.write_text
-    calls = {"n": 0}
-
-    def flaky(self: Path, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "write_text", flaky)
-    with pytest.raises(OpenEnvError) as exc:
-        write_project(render_project("my_env"), tmp_path / "deep" / "my_env")
-    assert exc.value.exit_code == 1 and "Nothing was written" in exc.value.message
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_failure_during_forced_merge_restores_the_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    project = tmp_path / "proj"
-    project.mkdir()
-    (project / "a.txt").write_text("old a")
-    (project / "b.txt").write_text("old b")
-    real_replace = os.replace
-    calls = {"n": 0}
-
-    def flaky(src, dst):
-        calls["n"] += 1
-        if calls["n"] == 4:  # a's backup, a placed, b's backup, then b fails
-            raise OSError(errno.EIO, "I/O error")
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", flaky)
-    with pytest.raises(OpenEnvError):
-        write_project({"a.txt": "new a", "b.txt": "new b", "c/d.txt": "d"}, project, force=True)
-    monkeypatch.setattr(os, "replace", real_replace)
-    assert (project / "a.txt").read_text() == "old a"
-    assert (project / "b.txt").read_text() == "old b"
-    assert sorted(p.name for p in project.iterdir()) == ["a.txt", "b.txt"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["proj"]
-
-
-def test_destination_is_a_file(tmp_path: Path) -> None:
-    (tmp_path / "proj").write_text("x")
-    with pytest.raises(UsageError):
-        write_project({"a.txt": "a"}, tmp_path / "proj")
-
-
-def test_parent_is_a_file(tmp_path: Path) -> None:
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(UsageError) as exc:
-        write_project({"a.txt": "a"}, tmp_path / "file" / "proj")
-    assert "not a folder" in exc.value.message
-
-
-def test_unwritable_parent_is_a_usage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(os, "access", lambda *a, **k: False)
-    with pytest.raises(UsageError) as exc:
-        write_project({"a.txt": "a"}, tmp_path / "proj")
-    assert "permission denied" in exc.value.message
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_permission_error_while_writing_is_a_usage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import tempfile
-
-    def denied(*args, **kwargs):
-        raise PermissionError(errno.EACCES, "Permission denied")
-
-    monkeypatch.setattr(tempfile, "mkdtemp", denied)
-    with pytest.raises(UsageError):
-        write_project({"a.txt": "a"}, tmp_path / "new" / "proj")
-    assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.skipif(
-    os.name != "posix" or os.geteuid() == 0, reason="root ignores folder permissions"
-)
-def test_really_unwritable_folder(tmp_path: Path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o555)
-    try:
-        with pytest.raises(UsageError):
-            write_project({"a.txt": "a"}, locked / "proj")
-    finally:
-        locked.chmod(0o755)
 
 
 # -- the command ------------------------------------------------------------------------------

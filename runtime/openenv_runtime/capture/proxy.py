@@ -5,7 +5,12 @@ An agent harness gets a session (``POST /sessions`` → ``session_id``, ``base_u
 proxy asks the upstream server for token ids and log-probabilities on every chat completion
 (``return_token_ids``, ``logprobs``), forwards the answer (streamed or not) unchanged, and
 records a ``TraceEntry`` per call, read back with ``GET /sessions/{id}/trace_entries``.
-A call with a key that names no live session is refused with 401, never forwarded.
+A call with a key that names no live session is refused with 401, never forwarded; a body
+over ``max_body_bytes`` with 413.
+
+The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path);
+each answer is kept as the bytes the server sent and turned into a ``TraceEntry`` when the
+session's entries are read, so the answer goes back without being parsed first.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import json
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -21,26 +26,40 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..llm_tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
 from .entries import TraceEntry
 
-_HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "content-encoding"}
+_HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
+_FORWARDED = re.compile(r"^(?:/sessions/(?P<sid>[^/]+))?/v1/(?P<path>.*)$")
+Scope = dict[str, Any]
+
+
+@dataclass
+class _Call:
+    """A recorded call whose answer is not parsed yet (``raw``: the server's bytes)."""
+
+    timestamp: float
+    body: dict[str, Any]
+    raw: bytes
+    stream: bool
+    latency_ms: float
 
 
 @dataclass
 class _Session:
     id: str
     key_hash: str
-    entries: list[TraceEntry] = field(default_factory=list)
+    entries: list[TraceEntry | _Call] = field(default_factory=list)
 
 
-def _hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+def _hash(key: str | bytes) -> str:
+    return hashlib.sha256(key.encode() if isinstance(key, str) else key).hexdigest()
 
 
 class CaptureProxy:
@@ -54,6 +73,7 @@ class CaptureProxy:
             <admin_token>``.
         public_url: the proxy's URL as harnesses reach it (default: the request's own).
         timeout: seconds allowed per upstream call.
+        max_body_bytes: the largest request body forwarded (larger: 413).
     """
 
     def __init__(
@@ -64,6 +84,7 @@ class CaptureProxy:
         admin_token: str | None = None,
         public_url: str | None = None,
         timeout: float = 600.0,
+        max_body_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         base = upstream.rstrip("/")
         self.upstream = base[: -len("/v1")] if base.endswith("/v1") else base
@@ -71,23 +92,28 @@ class CaptureProxy:
         self.admin_token = admin_token
         self.public_url = public_url.rstrip("/") if public_url else None
         self.timeout = timeout
+        self.max_body_bytes = max_body_bytes
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
         self._client: aiohttp.ClientSession | None = None
-        self.app = Starlette(
+        self._routes = Starlette(
             routes=[
                 Route("/sessions", self._create, methods=["POST"]),
                 Route("/sessions/{sid}/trace_entries", self._entries, methods=["GET"]),
                 Route("/sessions/{sid}", self._delete, methods=["DELETE"]),
-                Route("/sessions/{sid}/v1/{path:path}", self._forward, methods=["GET", "POST"]),
-                Route("/v1/{path:path}", self._forward, methods=["GET", "POST"]),
                 Route("/health", self._health, methods=["GET"]),
             ],
             lifespan=self._lifespan,
         )
+        self.app: Any = self  # one ASGI app: the forwarded calls here, the rest to _routes
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app(scope, receive, send)
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            match = _FORWARDED.match(scope["path"])
+            if match is not None:
+                await self._forward(scope, receive, send, match["sid"], match["path"])
+                return
+        await self._routes(scope, receive, send)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -108,7 +134,9 @@ class CaptureProxy:
         if self._client is None or self._client.closed:
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=4)  # under uvicorn's 5 s
             timeout = aiohttp.ClientTimeout(total=self.timeout)
-            self._client = aiohttp.ClientSession(connector=connector, timeout=timeout)
+            self._client = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._client
 
     # -- sessions (in-process API too) ----------------------------------------------------
@@ -123,7 +151,12 @@ class CaptureProxy:
 
     def trace_entries(self, session_id: str) -> list[TraceEntry]:
         """The session's recorded calls, in order (``KeyError`` when there is no such session)."""
-        return list(self._sessions[session_id].entries)
+        session = self._sessions[session_id]
+        entries = session.entries
+        for index, entry in enumerate(entries):
+            if isinstance(entry, _Call):
+                entries[index] = self._parse(session.id, index, entry)
+        return [e for e in entries if isinstance(e, TraceEntry)]
 
     def delete_session(self, session_id: str) -> bool:
         session = self._sessions.pop(session_id, None)
@@ -155,10 +188,11 @@ class CaptureProxy:
         refused = self._admin_refused(request)
         if refused is not None:
             return refused
-        session = self._sessions.get(request.path_params["sid"])
-        if session is None:
+        sid = request.path_params["sid"]
+        if sid not in self._sessions:
             return _error(404, "no such session (deleted, or never created)")
-        return JSONResponse([e.model_dump() for e in session.entries])
+        entries = [e.model_dump() for e in self.trace_entries(sid)]
+        return Response(orjson.dumps(entries), media_type="application/json")
 
     async def _delete(self, request: Request) -> Response:
         refused = self._admin_refused(request)
@@ -168,43 +202,94 @@ class CaptureProxy:
             return _error(404, "no such session (deleted, or never created)")
         return Response(status_code=204)
 
-    def _session_of(self, request: Request) -> _Session | None:
-        header = request.headers.get("authorization", "")
-        key = (
-            header[7:]
-            if header.lower().startswith("bearer ")
-            else request.headers.get("x-api-key", "")
-        )
+    # -- the forwarded calls (plain ASGI) ---------------------------------------------------
+    def _session_of(self, headers: dict[bytes, bytes], sid: str | None) -> _Session | None:
+        header = headers.get(b"authorization", b"")
+        key = header[7:] if header[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
         session = self._by_key.get(_hash(key)) if key else None
-        sid = request.path_params.get("sid")
         if session is None or (sid is not None and sid != session.id):
             return None
         return session
 
-    async def _forward(self, request: Request) -> Response:
-        session = self._session_of(request)
+    async def _forward(
+        self, scope: Scope, receive: Any, send: Any, sid: str | None, path: str
+    ) -> None:
+        headers = dict(scope["headers"])
+        session = self._session_of(headers, sid)
         if session is None:
-            return _error(401, "unknown or deleted session key: create one with POST /sessions")
-        path = request.path_params["path"]
-        headers = {"content-type": "application/json"}
+            message = "unknown or deleted session key: create one with POST /sessions"
+            return await _error(401, message)(scope, receive, send)
+        method = scope["method"]
+        if method not in ("GET", "POST"):
+            return await _error(405, f"{method} is not forwarded")(scope, receive, send)
+        raw = await _body(receive, headers, self.max_body_bytes)
+        if raw is None:
+            message = f"the request body is over the proxy's limit of {self.max_body_bytes} bytes"
+            return await _error(413, message)(scope, receive, send)
+        upstream_headers = {"content-type": "application/json"}
         if self.upstream_api_key:
-            headers["authorization"] = f"Bearer {self.upstream_api_key}"
+            upstream_headers["authorization"] = f"Bearer {self.upstream_api_key}"
         url = f"{self.upstream}/v1/{path}"
-        raw = await request.body()
-        if request.method != "POST" or path != "chat/completions":
-            async with self.client.request(
-                request.method, url, data=raw, headers=headers, params=request.query_params
-            ) as upstream:
-                return _relay(upstream, await upstream.read())
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        if method != "POST" or path != "chat/completions":
+            try:
+                async with self.client.request(
+                    method, url, data=raw, headers=upstream_headers
+                ) as upstream:
+                    content = await upstream.read()
+            except (aiohttp.ClientError, TimeoutError) as error:
+                return await _unreachable(error)(scope, receive, send)
+            await _send(send, upstream, content)
+            return None
         try:
-            body = json.loads(raw)
-        except ValueError:
-            return _error(400, "the body must be JSON")
-        body = {**body, **TOKEN_OPTIONS}
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            return await _error(400, "the body must be a JSON object")(scope, receive, send)
+        body.update(TOKEN_OPTIONS)
+        timestamp, started = time.time(), time.perf_counter()
+        try:
+            upstream = await self._post(url, orjson.dumps(body), upstream_headers)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            return await _unreachable(error)(scope, receive, send)
+        stream = bool(body.get("stream"))
+        try:
+            if stream and upstream.status == 200:
+                await send(_start(upstream, None))
+                chunks = []
+                async for chunk in upstream.content.iter_any():
+                    chunks.append(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                content = b"".join(chunks)
+            else:
+                content = await upstream.read()
+                await send(_start(upstream, len(content)))
+        finally:
+            upstream.release()
+        if upstream.status == 200:  # recorded before the answer ends: a reader sees it at once
+            latency = (time.perf_counter() - started) * 1000
+            session.entries.append(_Call(timestamp, body, content, stream, latency))
+        await send({"type": "http.response.body", "body": b"" if stream else content})
+        return None
+
+    async def _post(self, url: str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST upstream; once more when a pooled connection turned out closed (the server's
+        keep-alive ended as it was reused: the request never reached it)."""
+        try:
+            return await self.client.post(url, data=data, headers=headers)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            return await self.client.post(url, data=data, headers=headers)
+
+    # -- recording ------------------------------------------------------------------------
+    def _parse(self, session_id: str, turn: int, call: _Call) -> TraceEntry:
+        """A recorded call's ``TraceEntry``, from the request and the server's bytes."""
+        body = call.body
         entry = TraceEntry.model_construct(
-            session_id=session.id,
-            turn=len(session.entries),
-            timestamp=time.time(),
+            session_id=session_id,
+            turn=turn,
+            timestamp=call.timestamp,
             model=body.get("model"),
             request={k: v for k, v in body.items() if k != "messages"},
             messages=list(body.get("messages") or []),
@@ -213,85 +298,70 @@ class CaptureProxy:
             prompt_token_ids=None,
             completion_token_ids=None,
             per_token_logps=None,
-            stream=bool(body.get("stream")),
-            latency_ms=0.0,
+            stream=call.stream,
+            latency_ms=call.latency_ms,
             error=None,
         )
-        started = time.perf_counter()
+        where = f"at {self.upstream}"
         try:
-            upstream = await self._post(url, json.dumps(body), headers)
-        except (aiohttp.ClientError, TimeoutError) as error:
-            return _error(502, f"the model server did not answer: {type(error).__name__}: {error}")
-        if entry.stream and upstream.status == 200:
-            return StreamingResponse(
-                self._relay_stream(session, entry, upstream, started),
-                media_type="text/event-stream",
-            )
-        try:
-            content = await upstream.read()
-        finally:
-            upstream.release()
-        entry.latency_ms = (time.perf_counter() - started) * 1000
-        if upstream.status == 200:
-            self._record(session, entry, json.loads(content))
-        return _relay(upstream, content)
-
-    async def _post(self, url: str, data: str, headers: dict[str, str]) -> aiohttp.ClientResponse:
-        """POST upstream; once more when a pooled connection turned out closed (the server's
-        keep-alive ended as it was reused: the request never reached it)."""
-        try:
-            return await self.client.post(url, data=data, headers=headers)
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-            return await self.client.post(url, data=data, headers=headers)
-
-    def _record(self, session: _Session, entry: TraceEntry, answer: dict[str, Any]) -> None:
-        choice = (answer.get("choices") or [{}])[0]
-        entry.completion = dict(choice.get("message") or {})
-        entry.finish_reason = choice.get("finish_reason")
-        try:
-            tokens = read_tokens(answer, f"at {self.upstream}")
-        except MissingTokenIdsError as error:
-            entry.error = str(error)
+            if call.stream:
+                gathered = StreamTokens()
+                for line in call.raw.splitlines():
+                    data = line.strip()
+                    if data.startswith(b"data: ") and data != b"data: [DONE]":
+                        gathered.add(orjson.loads(data[6:]))
+                entry.completion = gathered.message()
+                entry.finish_reason = gathered.finish_reason
+                tokens = gathered.tokens(where)
+            else:
+                answer = orjson.loads(call.raw)
+                choice = (answer.get("choices") or [{}])[0]
+                entry.completion = dict(choice.get("message") or {})
+                entry.finish_reason = choice.get("finish_reason")
+                tokens = read_tokens(answer, where)
+        except (MissingTokenIdsError, orjson.JSONDecodeError, AttributeError) as error:
+            entry.error = str(error) or type(error).__name__
         else:
             entry.prompt_token_ids = tokens.prompt_token_ids
             entry.completion_token_ids = tokens.completion_token_ids
             entry.per_token_logps = tokens.logprobs
-        session.entries.append(entry)
-
-    async def _relay_stream(
-        self,
-        session: _Session,
-        entry: TraceEntry,
-        upstream: aiohttp.ClientResponse,
-        started: float,
-    ) -> AsyncIterator[bytes]:
-        """The upstream's events, passed on as they come, gathered into ``entry`` at the end."""
-        gathered = StreamTokens()
-        try:
-            async for line in upstream.content:
-                yield line
-                data = line.strip()
-                if data.startswith(b"data: ") and data != b"data: [DONE]":
-                    gathered.add(json.loads(data[6:]))
-        finally:
-            upstream.release()
-        entry.latency_ms = (time.perf_counter() - started) * 1000
-        entry.completion = gathered.message()
-        entry.finish_reason = gathered.finish_reason
-        try:
-            tokens = gathered.tokens(f"at {self.upstream}")
-        except MissingTokenIdsError as error:
-            entry.error = str(error)
-        else:
-            entry.prompt_token_ids = tokens.prompt_token_ids
-            entry.completion_token_ids = tokens.completion_token_ids
-            entry.per_token_logps = tokens.logprobs
-        session.entries.append(entry)
+        return entry
 
 
-def _relay(upstream: aiohttp.ClientResponse, content: bytes) -> Response:
-    headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
-    return Response(content, status_code=upstream.status, headers=headers)
+async def _body(receive: Any, headers: dict[bytes, bytes], limit: int) -> bytes | None:
+    """The request's body, or None when it is over ``limit`` bytes (stops reading there)."""
+    declared = headers.get(b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    parts, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body"):
+            break
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _start(upstream: aiohttp.ClientResponse, length: int | None) -> dict[str, Any]:
+    headers = [(k, v) for k, v in upstream.raw_headers if k.lower() not in _HOP_HEADERS]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    return {"type": "http.response.start", "status": upstream.status, "headers": headers}
+
+
+async def _send(send: Any, upstream: aiohttp.ClientResponse, content: bytes) -> None:
+    await send(_start(upstream, len(content)))
+    await send({"type": "http.response.body", "body": content})
+
+
+def _unreachable(error: BaseException) -> Response:
+    return _error(502, f"the model server did not answer: {type(error).__name__}: {error}")
 
 
 def _error(status: int, message: str) -> Response:

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import EnvError
 from ..protocol import encode
+from .port import CheckpointSession
 
 if TYPE_CHECKING:
     from typing import Self  # Python 3.11+; the runtime also supports 3.10
 
-    from .env_client import EnvClient
 
-
-def _client(mixin: object) -> EnvClient[Any, Any, Any]:
-    return cast("EnvClient[Any, Any, Any]", mixin)
+def _client(mixin: object) -> CheckpointSession:
+    """The session this mixin is part of (``EnvClient`` satisfies the port)."""
+    return cast(CheckpointSession, mixin)
 
 
 HEADER_RESTORE = "X-OpenEnv-Restore"
@@ -66,7 +66,10 @@ class Checkpoint:
 
 
 class CheckpointMixin:
-    """``checkpoint``, ``restore`` and ``fork``; mixed into ``EnvClient``."""
+    """``checkpoint``, ``restore`` and ``fork``; mixed into ``EnvClient``.
+
+    It uses only what :class:`~openenv_runtime.client.port.CheckpointSession` names.
+    """
 
     async def checkpoint(self) -> Checkpoint:
         """Save the session's environment state on the server; returns its :class:`Checkpoint`."""
@@ -95,7 +98,7 @@ class CheckpointMixin:
         """
         if checkpoint is None:
             checkpoint = await self.checkpoint()
-        twin = _client(self._twin())
+        twin = _client(self)._twin()
         twin.headers[HEADER_RESTORE] = checkpoint.id
         twin.headers[HEADER_RESTORE_DIGEST] = checkpoint.digest
         try:
@@ -121,24 +124,6 @@ class CheckpointMixin:
             twin.headers.pop(HEADER_RESTORE, None)
             twin.headers.pop(HEADER_RESTORE_DIGEST, None)
         return cast("Self", twin)
-
-    def _twin(self) -> Self:
-        """A client of the same class, server and options (not connected)."""
-        me = _client(self)
-        make: Any = type(self)
-        twin: Self = make(
-            me.base_url,
-            token=me.token,
-            connect_timeout=me.connect_timeout,
-            message_timeout=me.message_timeout,
-            ping_interval=me.ping_interval,
-            ping_timeout=me.ping_timeout,
-            headers=dict(me.headers),
-            max_message_bytes=me.max_message_bytes,
-            resume=me._resumer is not None,
-            mode=me._mode,
-        )
-        return twin
 
 
 def _explained(error: EnvError, checkpoint: Checkpoint) -> EnvError:

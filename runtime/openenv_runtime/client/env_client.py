@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import typing
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
-from urllib.parse import urlsplit, urlunsplit
-
-from websockets.exceptions import InvalidURI
 
 from ..blocking import install_blocking
 from ..errors import EnvError
@@ -17,40 +13,22 @@ from ..models import Action, Observation, State, StepResult
 from ..protocol import CLOSE_FRAME, STATE_FRAME, encode, reply_data, reset_frame, step_frame
 from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
+from .connect import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES
+from .connect import default_token, open_connection
+from .connect import ws_url as ws_url
 from .constructors import ProviderConstructors
 from .resume import ResumingTransport
-from .transport import Connection, ConnectionLost, HandshakeRefused, ReplySink
+from .sync import SyncEnvClient
+from .transport import Connection, ConnectionLost, ReplySink
 
 if TYPE_CHECKING:
     from .constructors import Stoppable
-    from .sync import SyncEnvClient
+
+_default_token = default_token  # its name before it moved to .connect
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
 StateT = TypeVar("StateT", bound=State)
-
-DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
-
-
-def ws_url(base_url: str) -> str:
-    """``http://h:8000`` → ``ws://h:8000/ws``; ``https`` → ``wss``; an explicit ``/ws`` is kept."""
-    parts = urlsplit(base_url.strip())
-    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
-    if scheme is None or not parts.netloc:
-        raise EnvError(
-            "CONNECTION_ERROR", f"{base_url!r} is not a server URL; use e.g. http://127.0.0.1:8000"
-        )
-    path = parts.path.rstrip("/")
-    if not path.endswith("/ws"):
-        path += "/ws"
-    return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
-
-
-def _default_token(url: str) -> str | None:
-    host = urlsplit(url).hostname or ""
-    if host.endswith(".hf.space"):
-        return os.environ.get("HF_TOKEN") or None
-    return None
 
 
 class EnvClient(
@@ -143,7 +121,7 @@ class EnvClient(
         self._mode = client_mode(reference.get("mode"))
         self.base_url = base_url
         self.url = ws_url(base_url)
-        self.token = token if token is not None else _default_token(base_url)
+        self.token = token if token is not None else default_token(base_url)
         self.connect_timeout = connect_timeout
         self.message_timeout = message_timeout
         self.ping_interval = ping_interval
@@ -196,58 +174,19 @@ class EnvClient(
         self._ended = None
 
     async def _open_connection(self, extra_headers: dict[str, str]) -> Connection:
-        """One connection to the server, handshake done (the transport, without session logic).
-
-        Failures are ``EnvError("CONNECTION_ERROR")``; ``details`` has the HTTP ``status`` and
-        the server's ``X-OpenEnv-Error`` header when the handshake was refused, and
-        ``dropped: True`` when the connection broke during it.
-        """
+        """One connection to the server, handshake done (see :func:`.connect.open_connection`)."""
         headers = dict(self.headers)
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         headers.update(extra_headers)
-        try:
-            return await asyncio.wait_for(
-                Connection.open(
-                    self.url,
-                    headers=headers,
-                    max_size=self.max_message_bytes,
-                    ping_interval=self.ping_interval,
-                    ping_timeout=self.ping_timeout,
-                ),
-                self.connect_timeout,
-            )
-        except HandshakeRefused as exc:
-            refused = exc.headers.get("x-openenv-error")
-            if (
-                refused == "CAPACITY_REACHED"
-            ):  # full: the same code as the message after the upgrade
-                raise EnvError(
-                    "CAPACITY_REACHED",
-                    f"{self.url} is at capacity (HTTP {exc.status}); retry later or elsewhere",
-                    {"status": exc.status, "retry_after": exc.headers.get("retry-after")},
-                ) from None
-            hint = " (missing or wrong token: pass token=...)" if exc.status in (401, 403) else ""
-            raise EnvError(
-                "CONNECTION_ERROR",
-                f"{self.url} refused the WebSocket with HTTP {exc.status}{hint}",
-                {"status": exc.status, "error": exc.headers.get("x-openenv-error")},
-            ) from None
-        except ConnectionLost as exc:
-            raise EnvError(
-                "CONNECTION_ERROR",
-                f"the handshake with {self.url} failed: {exc}",
-                {"dropped": True},
-            ) from None
-        except (OSError, TimeoutError, asyncio.TimeoutError, ValueError, InvalidURI) as exc:
-            reason = str(exc) or type(exc).__name__
-            raise EnvError("CONNECTION_ERROR", f"cannot connect to {self.url}: {reason}") from None
-        except Exception as exc:  # an invalid handshake reply (websockets' InvalidHandshake)
-            raise EnvError(
-                "CONNECTION_ERROR",
-                f"the handshake with {self.url} failed: {type(exc).__name__}: {exc}",
-                {"dropped": True},
-            ) from None
+        return await open_connection(
+            self.url,
+            headers=headers,
+            max_size=self.max_message_bytes,
+            ping_interval=self.ping_interval,
+            ping_timeout=self.ping_timeout,
+            connect_timeout=self.connect_timeout,
+        )
 
     async def close(self) -> None:
         """End the session: the server closes this session's environment.
@@ -293,9 +232,22 @@ class EnvClient(
 
     def sync(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         """The same client with blocking methods, for plain scripts: ``with env.sync() as e: e.reset()``."""
-        from .sync import SyncEnvClient
-
         return SyncEnvClient(self)
+
+    def _twin(self) -> typing.Self:
+        """A client of the same class, server and options, not connected (for ``fork``)."""
+        return type(self)(
+            self.base_url,
+            token=self.token,
+            connect_timeout=self.connect_timeout,
+            message_timeout=self.message_timeout,
+            ping_interval=self.ping_interval,
+            ping_timeout=self.ping_timeout,
+            headers=dict(self.headers),
+            max_message_bytes=self.max_message_bytes,
+            resume=self._resumer is not None,
+            mode=self._mode,
+        )
 
     # -- requests -----------------------------------------------------------------------
     async def reset(

@@ -28,15 +28,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..errors import EnvError
 from ..models import StepResult
+from .port import Result, SessionPort, SlotPool, as_env_error
 from .transport import ConnectionLost
-
-if TYPE_CHECKING:
-    from .env_client import EnvClient
-    from .pool import EnvPool, Result
 
 AutoReset = Literal["next_step", "same_step", "disabled"]
 AUTORESET_MODES: tuple[str, ...] = ("next_step", "same_step", "disabled")
@@ -47,7 +44,7 @@ _STEP, _RESET = 0, 1
 class FirstReady:
     """The in-flight requests and the ready results of one pool's first-ready mode."""
 
-    def __init__(self, pool: EnvPool[Any], autoreset: AutoReset) -> None:
+    def __init__(self, pool: SlotPool, autoreset: AutoReset) -> None:
         if autoreset not in AUTORESET_MODES:
             raise ValueError(f"autoreset must be one of {', '.join(AUTORESET_MODES)}")
         self.pool = pool
@@ -110,14 +107,14 @@ class FirstReady:
                 else client._step_frame(payload)
             )
         except Exception as exc:  # e.g. a dict action that does not validate
-            self.deliver(index, _as_env_error(exc, "VALIDATION_ERROR"))
+            self.deliver(index, as_env_error(exc, "VALIDATION_ERROR"))
             return
         self._send_frame(index, client, kind, frame, None)
 
     def _send_frame(
         self,
         index: int,
-        client: EnvClient[Any, Any, Any],
+        client: SessionPort,
         kind: int,
         frame: str,
         final: StepResult[Any] | None,
@@ -244,7 +241,7 @@ class _Request:
         self,
         owner: FirstReady,
         index: int,
-        client: EnvClient[Any, Any, Any],
+        client: SessionPort,
         kind: int,
         final: StepResult[Any] | None,
     ) -> None:
@@ -277,7 +274,7 @@ class _Request:
         except EnvError as error:
             result = error
         except Exception as exc:
-            result = _as_env_error(exc, "CLIENT_ERROR")
+            result = as_env_error(exc, "CLIENT_ERROR")
         if not self.owner.closed:
             self.owner.on_reply(self, result)
 
@@ -300,9 +297,3 @@ class _Request:
         self.cancel_timer()
         if not self.owner.closed:
             self.owner.on_failure(self, error)
-
-
-def _as_env_error(exc: BaseException, code: str) -> EnvError:
-    if isinstance(exc, EnvError):
-        return exc
-    return EnvError(code, f"{type(exc).__name__}: {exc}")

@@ -24,31 +24,21 @@ from __future__ import annotations
 import asyncio
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import EnvError
-from ..models import StepResult
 from ..providers.base import Provider, health
+from .batch import CAPACITY_REACHED, Batch, SlotReply
 from .env_client import EnvClient
 from .first_ready import AutoReset, FirstReady
-from .transport import ConnectionLost
-
-if TYPE_CHECKING:
-    from .sync import SyncEnvPool
+from .placement import UNLIMITED as UNLIMITED
+from .placement import Server as _Server
+from .placement import free_sessions, pick_server, release
+from .port import Result as Result
+from .port import SessionPort, as_env_error
+from .sync import SyncEnvPool
 
 ClientT = TypeVar("ClientT", bound=EnvClient)  # type: ignore[type-arg]
-Result = StepResult[Any] | EnvError
-
-CAPACITY_REACHED = "CAPACITY_REACHED"
-UNLIMITED = 1 << 30
-
-
-@dataclass(slots=True)
-class _Server:
-    url: str
-    free: int  # sessions it can still take, as far as we know
-    sessions: int = 0
 
 
 class EnvPool(Generic[ClientT]):
@@ -120,7 +110,7 @@ class EnvPool(Generic[ClientT]):
             )
             for i, outcome in enumerate(opened):
                 if isinstance(outcome, BaseException):
-                    self._errors[i] = _as_env_error(outcome)
+                    self._errors[i] = as_env_error(outcome)
         except BaseException:
             await self.close()
             raise
@@ -132,24 +122,11 @@ class EnvPool(Generic[ClientT]):
     async def _refresh_capacity(self) -> None:
         answers = await asyncio.gather(*(asyncio.to_thread(health, url, 5.0) for url in self.urls))
         for url, answer in zip(self.urls, answers, strict=True):
-            server = self._servers.setdefault(url, _Server(url, 0))
-            if answer is None:
-                server.free = 0
-            elif isinstance(answer.get("max_sessions"), int):
-                server.free = max(0, answer["max_sessions"] - int(answer.get("active_sessions", 0)))
-            else:
-                server.free = UNLIMITED
+            self._servers.setdefault(url, _Server(url, 0)).free = free_sessions(answer)
 
     def _pick_server(self, exclude: Iterable[str] = ()) -> str:
         """The server with the most free capacity (the fewest of our sessions on a tie)."""
-        skip = set(exclude)
-        candidates = [s for s in self._servers.values() if s.url not in skip] or list(
-            self._servers.values()
-        )
-        best = max(candidates, key=lambda s: (s.free, -s.sessions))
-        best.free = max(0, best.free - 1)
-        best.sessions += 1
-        return best.url
+        return pick_server(self._servers.values(), exclude).url
 
     async def _connect_slot(self, index: int) -> None:
         tried: list[str] = []
@@ -168,11 +145,7 @@ class EnvPool(Generic[ClientT]):
     def _release(self, url: str, full: bool = False) -> None:
         server = self._servers.get(url)
         if server is not None:
-            server.sessions = max(0, server.sessions - 1)
-            if full:
-                server.free = 0
-            else:
-                server.free += 1
+            release(server, full)
 
     async def _move(self, index: int, exclude: Iterable[str] = ()) -> ClientT:
         self._clients[index].abort()
@@ -211,9 +184,9 @@ class EnvPool(Generic[ClientT]):
             )
         timeout = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
-        batch = _Batch(self, loop)
+        batch = Batch(self, loop)
         results = batch.results
-        sinks: list[_SlotReply | None] = [None] * self.size
+        sinks: list[SlotReply | None] = [None] * self.size
         sent: list[str] = [""] * self.size
         errors = self._errors
         for i, client in enumerate(self._clients):
@@ -226,9 +199,9 @@ class EnvPool(Generic[ClientT]):
             try:
                 sent[i] = frame(client, args[i])
             except Exception as exc:  # e.g. a dict action that does not validate
-                results[i] = _as_env_error(exc, "VALIDATION_ERROR")
+                results[i] = as_env_error(exc, "VALIDATION_ERROR")
                 continue
-            sink = sinks[i] = _SlotReply(batch, i, client)
+            sink = sinks[i] = SlotReply(batch, i, client)
             batch.remaining += 1
             if not client._submit_to(sent[i], sink):
                 sinks[i] = None
@@ -374,88 +347,12 @@ class EnvPool(Generic[ClientT]):
 
     def sync(self) -> SyncEnvPool[ClientT]:
         """The same pool with blocking methods: ``with pool.sync() as p: p.step(actions)``."""
-        from .sync import SyncEnvPool
-
         return SyncEnvPool(self)
 
 
-class _Batch:
-    """One batched call: its results, how many replies are still due, and its end."""
-
-    __slots__ = ("finished", "moves", "pool", "remaining", "results")
-
-    def __init__(self, pool: EnvPool[Any], loop: asyncio.AbstractEventLoop) -> None:
-        self.pool = pool
-        self.results: list[Result | None] = [None] * pool.size
-        self.remaining = 1  # a guard, dropped once every request is sent
-        self.finished: asyncio.Future[None] = loop.create_future()
-        self.moves: list[int] = []
-
-    def one_done(self) -> None:
-        self.remaining -= 1
-        if self.remaining == 0 and not self.finished.done():
-            self.finished.set_result(None)
-
-    def expire(self) -> None:
-        if not self.finished.done():
-            self.finished.set_result(None)
-
-
-class _SlotReply:
-    """Receives one slot's reply straight from the connection and parses it on the spot.
-
-    Cheaper than a future per slot (no callbacks through the event loop, no ``asyncio.wait``),
-    and the parsing overlaps with the server still working on the other slots.
-    """
-
-    __slots__ = ("batch", "client", "finished", "index")
-
-    def __init__(self, batch: _Batch, index: int, client: EnvClient) -> None:  # type: ignore[type-arg]
-        self.batch = batch
-        self.index = index
-        self.client = client
-        self.finished = False
-
-    def done(self) -> bool:
-        return self.finished
-
-    def set_result(self, raw: str | bytes) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        client = self.client
-        result: Result
-        try:
-            result = client._parse_result(client._unwrap(raw))
-        except EnvError as error:
-            if error.code == CAPACITY_REACHED:
-                self.batch.moves.append(self.index)
-            result = error
-        except Exception as exc:
-            result = _as_env_error(exc, "CLIENT_ERROR")
-        self.batch.results[self.index] = result
-        self.batch.one_done()
-
-    def set_exception(self, exception: BaseException) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        lost = (
-            exception if isinstance(exception, ConnectionLost) else ConnectionLost(str(exception))
-        )
-        self.batch.results[self.index] = self.batch.pool._fail(self.index, self.client._lost(lost))
-        self.batch.one_done()
-
-
-def _reset_frame(client: EnvClient, seed: int | None) -> str:  # type: ignore[type-arg]
+def _reset_frame(client: SessionPort, seed: int | None) -> str:
     return client._reset_frame(seed)
 
 
-def _step_frame(client: EnvClient, action: Any) -> str:  # type: ignore[type-arg]
+def _step_frame(client: SessionPort, action: Any) -> str:
     return client._step_frame(action)
-
-
-def _as_env_error(exc: BaseException, code: str = "CONNECTION_ERROR") -> EnvError:
-    if isinstance(exc, EnvError):
-        return exc
-    return EnvError(code, f"{type(exc).__name__}: {exc}")

@@ -1,36 +1,104 @@
-"""Blocking access to an ``EnvClient``: its coroutines run on one background event loop."""
+"""Blocking access to an ``EnvClient`` or an ``EnvPool``: their coroutines run on one background loop.
+
+The twins name what they wrap by Protocols (:class:`AsyncEnv`, :class:`AsyncPool`), so this
+module imports neither ``env_client`` nor ``pool``: both import it for their ``sync()``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import typing
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..blocking import async_call, background_loop
 from ..models import Action, Observation, State, StepResult
-
-if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
-    from .env_client import EnvClient
-    from .pool import EnvPool, Result
+from .checkpoint import Checkpoint
+from .port import Result, SessionPort
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
 StateT = TypeVar("StateT", bound=State)
 T = TypeVar("T")
-ClientT = TypeVar("ClientT", bound="EnvClient")  # type: ignore[type-arg]
+ClientT = TypeVar("ClientT", bound=SessionPort)
+ActT_contra = TypeVar("ActT_contra", bound=Action, contravariant=True)
+StateT_co = TypeVar("StateT_co", bound=State, covariant=True)
+ClientT_co = TypeVar("ClientT_co", bound=SessionPort, covariant=True)
+
+
+class AsyncEnv(Protocol[ActT_contra, ObsT, StateT_co]):
+    """What :class:`SyncEnvClient` wraps: an ``EnvClient`` (its other coroutines work too)."""
+
+    async def connect(self) -> Any: ...
+
+    async def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> StepResult[ObsT]: ...
+
+    async def step(self, action: ActT_contra | dict[str, Any]) -> StepResult[ObsT]: ...
+
+    async def state(self) -> StateT_co: ...
+
+    async def close(self) -> None: ...
+
+    async def checkpoint(self) -> Checkpoint: ...
+
+    async def restore(self, checkpoint: Checkpoint | str) -> Checkpoint: ...
+
+    async def fork(
+        self, checkpoint: Checkpoint | None = None
+    ) -> AsyncEnv[ActT_contra, ObsT, StateT_co]: ...
+
+
+class AsyncPool(Protocol[ClientT_co]):
+    """What :class:`SyncEnvPool` wraps: an ``EnvPool``."""
+
+    async def open(self) -> Any: ...
+
+    async def reset(
+        self, seeds: Sequence[int | None] | None = None, *, timeout: float | None = None
+    ) -> list[Result]: ...
+
+    async def step(
+        self, actions: Sequence[Any], *, timeout: float | None = None
+    ) -> list[Result]: ...
+
+    async def send(self, indices: Iterable[int], actions: Sequence[Any]) -> None: ...
+
+    async def send_reset(
+        self, indices: Iterable[int], seeds: Sequence[int | None] | None = None
+    ) -> None: ...
+
+    async def recv(
+        self, min_results: int = 1, *, timeout: float | None = None
+    ) -> list[tuple[int, Result]]: ...
+
+    @property
+    def in_flight(self) -> list[int]: ...
+
+    @property
+    def failed(self) -> list[int]: ...
+
+    async def replace(self, index: int) -> ClientT_co: ...
+
+    async def replace_failed(self) -> list[int]: ...
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> ClientT_co: ...
+
+    async def close(self) -> None: ...
 
 
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     """Blocking twin of :class:`EnvClient`; works in plain scripts and inside a running loop's thread."""
 
-    def __init__(self, client: EnvClient[ActT, ObsT, StateT]) -> None:
+    def __init__(self, client: AsyncEnv[ActT, ObsT, StateT]) -> None:
         self.client = client
         self._loop = background_loop()
 
     @property
-    def _async(self) -> EnvClient[ActT, ObsT, StateT]:
+    def _async(self) -> AsyncEnv[ActT, ObsT, StateT]:
         """The wrapped async client (the reference's name for ``client``)."""
         return self.client
 
@@ -86,7 +154,7 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         return blocking
 
     @property
-    def async_client(self) -> EnvClient[ActT, ObsT, StateT]:
+    def async_client(self) -> AsyncEnv[ActT, ObsT, StateT]:
         """The async client this wraps (the reference's name)."""
         return self.client
 
@@ -104,7 +172,7 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 class SyncEnvPool(Generic[ClientT]):
     """Blocking twin of :class:`EnvPool` (its coroutines run on the client's background loop)."""
 
-    def __init__(self, pool: EnvPool[ClientT]) -> None:
+    def __init__(self, pool: AsyncPool[ClientT]) -> None:
         self.pool = pool
         self._loop = background_loop()
 

@@ -13,6 +13,7 @@ from ..llm import OpenAIClient
 from ..llm_tokens import MissingTokenIdsError
 from .episode import Episode, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
+from .transport import TokenClient
 
 T = TypeVar("T")
 _NO_SLOT = -1
@@ -57,10 +58,8 @@ class RolloutFunc:
         if isinstance(llm, OpenAIClient):
             client = llm
             client.return_tokens = True
-        else:
-            client = OpenAIClient(
-                llm, None, model, api_key=api_key, return_tokens=True, timeout=llm_timeout
-            )
+        else:  # the same requests as OpenAIClient's, over aiohttp (see transport)
+            client = TokenClient(llm, model, api_key=api_key, timeout=llm_timeout)
         self.player = Player(
             llm=client,
             to_action=to_action or (lambda reply: None),
@@ -98,6 +97,8 @@ class RolloutFunc:
             return
         if self._pool is not None and self._own_pool:
             self._run(self._pool.close())
+        if isinstance(self.player.llm, TokenClient):
+            self._run(self.player.llm.aclose())
         self._pool = None
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop = None
