@@ -26,12 +26,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Executor
+from typing import Any, Protocol
 
 from ..models import Observation
 
-if TYPE_CHECKING:
-    from .adapter import EnvRunner
+
+class StepRunner(Protocol):
+    """What a :class:`PlainStep` needs of the runner that made it (``adapter.EnvRunner``)."""
+
+    @property
+    def _pool(self) -> Executor: ...
+
+    def _check_observation(self, env: Any, method: str, result: Any) -> Observation: ...
+
 
 _set_running_loop = asyncio.events._set_running_loop
 _get_running_loop = asyncio.events._get_running_loop
@@ -104,7 +112,7 @@ class PlainStep:
     __slots__ = ("env", "func", "placement", "runner")
 
     def __init__(
-        self, runner: EnvRunner, env: Any, func: Callable[[Any], Any], placement: StepPlacement
+        self, runner: StepRunner, env: Any, func: Callable[[Any], Any], placement: StepPlacement
     ) -> None:
         self.runner = runner
         self.env = env
