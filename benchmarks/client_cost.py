@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# first, even when an editable install already lists it after site-packages (whose
+# stray `tests` package would win)
+sys.path.insert(0, str(ROOT))
 
 from openenv_cli.bench.bench_env import BenchAction, BenchObservation  # noqa: E402
 from openenv_cli.bench.report import markdown_table  # noqa: E402

@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# first, even when an editable install already lists it after site-packages (whose
+# stray `tests` package would win)
+sys.path.insert(0, str(ROOT))
 
 from compare_measure import METRICS, RESULTS, SERVERS, Plan, log, run_all  # noqa: E402
 from compare_report import collect_notes, comparison, describe_setup, markdown_report  # noqa: E402

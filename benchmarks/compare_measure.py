@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# first, even when an editable install already lists it after site-packages (whose
+# stray `tests` package would win)
+sys.path.insert(0, str(ROOT))
 
 from openenv_cli.bench import procstat  # noqa: E402
 from openenv_cli.bench.loadgen import LoadGenerator  # noqa: E402

@@ -36,8 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 for extra in (ROOT, ROOT / "benchmarks"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+    sys.path.insert(0, str(extra))  # first, even when an editable install lists it later
 
 from compare_measure import Meter, _settle, make_server  # noqa: E402
 
