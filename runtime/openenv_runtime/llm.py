@@ -140,6 +140,28 @@ class OpenAIClient(LLMClient):
             **self._token_options(kwargs),
         }
 
+    def _token_request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
+    ) -> dict[str, Any]:
+        """The JSON body of a call that returns token ids (``extra_body`` merged in)."""
+        if tools:  # an empty list is refused by some servers
+            kwargs["tools"] = mcp_tools_to_openai(tools)
+        request = self._request(messages, **kwargs)
+        request.update(request.pop("extra_body", None) or {})
+        return request
+
+    def _token_response(self, answer: dict[str, Any]) -> LLMResponse:
+        """The reply of a call that returns token ids (an error names what to enable)."""
+        text, made, finish, tokens = read_reply(answer, f"at {self.base_url}")
+        return LLMResponse(
+            text,
+            [ToolCall(*c) for c in made],
+            tokens.prompt_token_ids,
+            tokens.completion_token_ids,
+            tokens.logprobs,
+            finish,
+        )
+
     def _token_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if not self.return_tokens:
             return {}
@@ -155,21 +177,12 @@ class OpenAIClient(LLMClient):
     async def complete_with_tools(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
     ) -> LLMResponse:
+        if self.return_tokens:  # the training path: the JSON as sent, no per-field models
+            body = self._token_request(messages, tools, **kwargs)
+            raw = await self._client.post("/chat/completions", body=body, cast_to=httpx.Response)
+            return self._token_response(raw.json())
         if tools:  # an empty list is refused by some servers
             kwargs["tools"] = mcp_tools_to_openai(tools)
-        if self.return_tokens:  # the training path: the JSON as sent, no per-field models
-            request = self._request(messages, **kwargs)
-            request.update(request.pop("extra_body", None) or {})
-            raw = await self._client.post("/chat/completions", body=request, cast_to=httpx.Response)
-            text, made, finish, tokens = read_reply(raw.json(), f"at {self.base_url}")
-            return LLMResponse(
-                text,
-                [ToolCall(*c) for c in made],
-                tokens.prompt_token_ids,
-                tokens.completion_token_ids,
-                tokens.logprobs,
-                finish,
-            )
         reply = await self._client.chat.completions.create(**self._request(messages, **kwargs))
         choice = reply.choices[0]
         message = choice.message

@@ -23,8 +23,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from ..llm import LLMResponse, OpenAIClient, ToolCall, mcp_tools_to_openai
-from ..llm_tokens import read_reply
+from ..llm import LLMResponse, OpenAIClient
 
 _RETRIED = {408, 409, 429, 500, 502, 503, 504}
 
@@ -91,20 +90,8 @@ class TokenClient(OpenAIClient):
     ) -> LLMResponse:
         if not self.return_tokens:
             return await super().complete_with_tools(messages, tools, **kwargs)
-        if tools:
-            kwargs["tools"] = mcp_tools_to_openai(tools)
-        request = self._request(messages, **kwargs)
-        request.update(request.pop("extra_body", None) or {})
-        answer = await self._post(orjson.dumps(request))
-        text, made, finish, tokens = read_reply(answer, f"at {self.base_url}")
-        return LLMResponse(
-            text,
-            [ToolCall(*c) for c in made],
-            tokens.prompt_token_ids,
-            tokens.completion_token_ids,
-            tokens.logprobs,
-            finish,
-        )
+        answer = await self._post(orjson.dumps(self._token_request(messages, tools, **kwargs)))
+        return self._token_response(answer)
 
     async def _post(self, data: bytes) -> dict[str, Any]:
         retrying = AsyncRetrying(
