@@ -138,6 +138,7 @@ def test_first_push_uploads_exactly_what_the_space_needs(
         "Dockerfile",
         "README.md",
         "__init__.py",
+        "_build/quiet_setuptools.py",  # the build backend that pyproject.toml names
         "client.py",
         "models.py",
         "openenv.yaml",
