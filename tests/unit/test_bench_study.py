@@ -12,6 +12,7 @@ import pytest
 
 from openenv_cli.bench import study, study_deploy, study_report
 from openenv_cli.bench.study import InfraOutcome, StudyResult
+from tests.support.optional import require
 
 
 def point(batch: int, success: float, p99_ms: float, wait: float = 1.0) -> dict[str, Any]:
@@ -82,6 +83,7 @@ def test_a_max_batch_bounded_by_the_grid_is_marked() -> None:
 
 
 def test_report_files(tmp_path: Path) -> None:
+    require("matplotlib", "bench")  # the plot
     paths = study_report.write_study(fake_result(), tmp_path, plots=True)
     text = paths["markdown"].read_text()
     assert "| swarm | skipped |" in text and "not part of a swarm" in text
