@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.optional import missing_package_reason
+from tests.support.optional import missing_package_reason, reason, unavailable
 
 if TYPE_CHECKING:
     import docker
@@ -52,6 +53,22 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
     "swarm": ("integration/test_deploy_swarm.py", "integration/test_providers_swarm.py"),
     "slurm": ("integration/test_deploy_slurm.py",),
     "kubernetes": ("integration/test_deploy_kubernetes.py",),
+}
+# Packages that test files need in the processes they start (a CLI run, a build, the docs
+# site), where a missing one cannot be caught as an import error: (module, extra) pairs. Such
+# a test skips naming the extra, or fails when CI is set, before it starts anything.
+NEEDED_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "integration/test_bench_study.py": (("matplotlib", "bench"),),
+    "integration/test_bench_token.py": (("matplotlib", "bench"),),
+    "integration/test_collect.py": (
+        ("pyarrow", "collect"),
+        ("scipy", "collect"),
+        ("jsf", "collect"),
+        ("openai", "collect"),
+    ),
+    "integration/test_docs_site.py": (("mkdocs", "docs"), ("material", "docs")),
+    "integration/test_llm_judge.py": (("openai", "ci"),),
+    "integration/test_release.py": (("build", "ci"), ("twine", "ci"), ("pypiserver", "ci")),
 }
 TESTS = Path(__file__).parent
 
@@ -97,8 +114,20 @@ def _skip_when_optional_package_missing() -> Generator[None, object, object]:
         pytest.skip(reason)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    """Skip a test whose file needs a package that is missing (``NEEDED_PACKAGES``)."""
+    try:
+        where = item.path.relative_to(TESTS).as_posix()
+    except ValueError:
+        where = ""
+    for module, extra in NEEDED_PACKAGES.get(where, ()):
+        if importlib.util.find_spec(module) is None:
+            unavailable(reason(module, extra))
+    return (yield from _skip_when_optional_package_missing())
+
+
 # Code under test that imports an optional package lazily: skip the test (fail it in CI).
-pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
 pytest_runtest_call = pytest.hookimpl(wrapper=True)(_skip_when_optional_package_missing)
 
 

