@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,47 +40,17 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
+from openenv_runtime.providers.base import wait_until_healthy
 from openenv_runtime.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # its sibling deploy_envoy, when imported as a module
+
+from deploy_envoy import env, start, stop  # noqa: E402  (one copy of the process helpers)
+
 RESULTS = ROOT / "benchmarks" / "results"
 APP = "openenv_cli.bench.bench_env:app"
 CAPACITIES = (1, 64)
-
-
-def env(**extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("PORT", "WORKERS")}
-    base.update(PYTHONPATH=str(ROOT), LOG_LEVEL="warning", **extra)
-    return base
-
-
-def start(args: list[str], **extra: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        args, cwd=ROOT, env=env(**extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-
-
-def wait_healthy(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not become healthy")
 
 
 def active(url: str) -> int:
@@ -145,7 +114,7 @@ def run_case(case: str, rounds: int, sessions: int, work: Path) -> dict[str, Any
     envoy: subprocess.Popen[bytes] | None = None
     try:
         for url in servers:
-            wait_healthy(url)
+            wait_until_healthy(url, 60)
         if case == "direct":
             target = f"ws://127.0.0.1:{ports[1]}/ws"
         else:
@@ -164,7 +133,7 @@ def run_case(case: str, rounds: int, sessions: int, work: Path) -> dict[str, Any
                 [str(binary if binary.exists() else "envoy"), "-c", str(out / "envoy.yaml"),
                  "--log-level", "error", "--use-dynamic-base-id"]
             )  # fmt: skip
-            wait_healthy(f"http://127.0.0.1:{front_port}")
+            wait_until_healthy(f"http://127.0.0.1:{front_port}", 60)
             time.sleep(4)  # both replicas through their first health checks
             target = f"ws://127.0.0.1:{front_port}/ws"
         per_round: list[dict[str, Any]] = []
