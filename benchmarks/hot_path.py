@@ -38,12 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 for extra in (ROOT, ROOT / "benchmarks"):
     sys.path.insert(0, str(extra))  # first, even when an editable install lists it later
 
-from compare_measure import Meter, _settle, make_server  # noqa: E402
+from compare_measure import _throughput_cell, make_server  # noqa: E402
 
 from openenv_cli.bench.loadgen import LoadGenerator  # noqa: E402
 from openenv_cli.bench.server import BENCH_ENV, ServerProcess, pin_tree  # noqa: E402
 from openenv_cli.bench.sessions import Target  # noqa: E402
-from openenv_cli.bench.stats import ThroughputCell  # noqa: E402
 from openenv_cli.bench.worker import raise_open_file_limit  # noqa: E402
 from openenv_cli.scaffold import render_project  # noqa: E402
 from openenv_runtime.testing import free_port  # noqa: E402
@@ -118,22 +117,12 @@ def target(name: str, server: ServerProcess, transport: str) -> Target:
 def cell(
     server: ServerProcess, tgt: Target, lg: LoadGenerator, sessions: int, steps: int
 ) -> dict[str, Any]:
-    _settle(server.url, 0.3)
-    with Meter(server.pids) as meter:
-        raw = lg.throughput(tgt, sessions, steps, 0.0, 120)
-    measured = ThroughputCell.from_raw(
-        raw,
-        sessions=sessions,
-        steps_per_session=steps,
-        wait=0.0,
-        rep=1,
-        server_cpu_s=meter.server_cpu,
-    )
+    measured, other_cores = _throughput_cell(server, tgt, lg, sessions, steps, rep=1)
     return {
         "server_cpu_us_per_step": measured.server_cpu_us_per_step,
         "steps_per_s": measured.steps_per_s,
         "success": measured.success_rate,
-        "other_cores": meter.other_cores(measured.loadgen_cpu_s),
+        "other_cores": other_cores,
     }
 
 
