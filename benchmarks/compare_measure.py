@@ -73,9 +73,10 @@ def make_server(name: str, workers: int) -> ServerProcess:
     if name == "ours":
         return bench_server(workers=workers)
     port = free_port()
-    if name == "floor":
-        argv = serve_command("floor_app:app", port, workers, app_dir=str(ROOT / "benchmarks"))
-        return ServerProcess(argv, port, env=dict(BENCH_ENV), name="floor")
+    if name in ("floor", "floor-inline"):
+        app = "floor_app:app" if name == "floor" else "floor_app:inline_app"
+        argv = serve_command(app, port, workers, app_dir=str(ROOT / "benchmarks"))
+        return ServerProcess(argv, port, env=dict(BENCH_ENV), name=name)
     from tests.support.reference import SCRIPTS_DIR, SERVER_SCRIPT, reference_python
 
     argv = [

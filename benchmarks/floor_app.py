@@ -7,6 +7,10 @@ like the benchmark environments, so that in the concurrency runs the floor holds
 sessions open exactly as long as the others (with ``wait`` 0 it costs one dict lookup). Served on the same uvicorn with the same settings as
 ours (``python -m openenv_runtime.serve floor_app:app --app-dir benchmarks``), it is
 what the server costs when the application costs nothing: the protocol stack's share.
+
+``inline_app`` is the same floor answering steps in the WebSocket protocol itself, below ASGI,
+through the shortcut the runtime uses for a cheap plain ``step()``
+(``openenv_runtime/server/inline_frames.py``): the floor of a server that takes that shortcut.
 """
 
 from __future__ import annotations
@@ -22,11 +26,27 @@ INVALID = '{"type":"error","data":{"message":"invalid JSON","code":"INVALID_JSON
 HEALTH = b'{"status":"healthy"}'
 
 
-async def _websocket(receive: Any, send: Any) -> None:
+def _answer_inline(frame: str) -> str | None:
+    """``inline_app``'s frame handler: a step without ``wait`` answered in the protocol."""
+    try:
+        msg = json.loads(frame)
+    except ValueError:
+        return None
+    if type(msg) is not dict or msg.get("type") != "step":
+        return None
+    data = msg.get("data")
+    if isinstance(data, dict) and data.get("wait"):
+        return None
+    return OBSERVATION
+
+
+async def _websocket(receive: Any, send: Any, protocol: Any = None) -> None:
     message = await receive()
     if message["type"] != "websocket.connect":
         return
     await send({"type": "websocket.accept"})
+    if protocol is not None:
+        protocol.frame_handler = _answer_inline
     while True:
         message = await receive()
         if message["type"] != "websocket.receive":
@@ -82,3 +102,14 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def inline_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The floor with the server's own shortcut: steps answered in the WebSocket protocol,
+    below ASGI (``openenv_runtime.server.inline_frames``), as the runtime answers a cheap
+    plain ``step()``. What the protocol costs a server that uses it and does nothing else."""
+    if scope["type"] == "websocket":
+        protocol = scope.get("extensions", {}).get("openenv.inline_frames")
+        await _websocket(receive, send, protocol)
+    else:
+        await app(scope, receive, send)

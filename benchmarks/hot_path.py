@@ -6,6 +6,8 @@
 Servers (all started at once; an idle one costs nothing):
 
 * ``floor`` — ``benchmarks/floor_app.py``: a bare ASGI WebSocket echo on the same uvicorn;
+* ``floor-inline`` — the same echo answering steps in the WebSocket protocol, below ASGI, as the
+  runtime answers a cheap plain ``step()`` (``floor_app:inline_app``): the floor of that shortcut;
 * ``generated`` — the environment ``openenv init`` writes (templates/project: a plain ``def
   step`` echoing ``message``), served by ``python -m openenv_runtime.serve``;
 * ``bench`` — the built-in benchmark environment (``async def step``, action ``{"wait": 0}``);
@@ -47,7 +49,7 @@ from openenv_cli.bench.worker import raise_open_file_limit  # noqa: E402
 from openenv_cli.scaffold import render_project  # noqa: E402
 from openenv_runtime.testing import free_port  # noqa: E402
 
-SERVERS = ("floor", "generated", "bench", "reference", "reference10")
+SERVERS = ("floor", "floor-inline", "generated", "bench", "reference", "reference10")
 HTTP_SERVERS = ("generated", "bench", "reference", "reference10")
 ECHO = {"message": "hello world"}
 OUT = ROOT / "benchmarks"
@@ -159,21 +161,29 @@ def run(rounds: int, steps: int, http_steps: int, names: list[str]) -> dict[str,
     return summarize(cells, rounds)
 
 
+def _ratios(cpu: list[float | None], floor: list[dict[str, Any]]) -> list[float]:
+    """Each round's CPU over the same round's floor."""
+    return [
+        c / f["server_cpu_us_per_step"]
+        for c, f in zip(cpu, floor, strict=False)
+        if c is not None and f["server_cpu_us_per_step"]
+    ]
+
+
 def summarize(cells: dict[str, list[dict[str, Any]]], rounds: int) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     floor = cells.get("floor/ws", [])
+    inline_floor = cells.get("floor-inline/ws", [])
     for key, measured in cells.items():
         cpu = [c["server_cpu_us_per_step"] for c in measured]
-        ratios = [
-            c / f["server_cpu_us_per_step"]
-            for c, f in zip(cpu, floor, strict=False)
-            if c is not None and f["server_cpu_us_per_step"]
-        ]
+        ratios = _ratios(cpu, floor)
+        inline_ratios = _ratios(cpu, inline_floor)
         rows[key] = {
             "server_cpu_us_per_step": statistics.median(x for x in cpu if x is not None),
             "per_round_us": cpu,
             "over_floor_per_round": ratios,
             "over_floor": statistics.median(ratios) if ratios else None,
+            "over_inline_floor": statistics.median(inline_ratios) if inline_ratios else None,
             "steps_per_s": statistics.median(c["steps_per_s"] for c in measured),
             "success": min(c["success"] for c in measured),
             "other_cores_max": max(c["other_cores"] for c in measured),
@@ -190,15 +200,16 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc['http_steps']} × 16 over HTTP). Server pinned to core 0, load generator to core 1; "
         "other tenants of the machine ran meanwhile (column 'other cores', max over rounds).",
         "",
-        "| server / transport | CPU µs per step (median) | per round | ÷ floor (median of rounds) | steps/s | success | other cores |",
-        "|---|---:|---|---:|---:|---:|---:|",
+        "| server / transport | CPU µs per step (median) | per round | ÷ floor (median of rounds) | ÷ inline floor | steps/s | success | other cores |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for key, row in doc["rows"].items():
-        ratio = row["over_floor"]
+        ratio, inline = row["over_floor"], row.get("over_inline_floor")
         lines.append(
             f"| {key} | {row['server_cpu_us_per_step']:.1f} | "
             + ", ".join(f"{x:.1f}" for x in row["per_round_us"] if x is not None)
-            + f" | {'–' if ratio is None else f'{ratio:.2f}×'} | {row['steps_per_s']:,.0f} | "
+            + f" | {'–' if ratio is None else f'{ratio:.2f}×'}"
+            + f" | {'–' if inline is None else f'{inline:.2f}×'} | {row['steps_per_s']:,.0f} | "
             f"{row['success']:.0%} | {row['other_cores_max']:.2f} |"
         )
     return "\n".join(lines) + "\n"

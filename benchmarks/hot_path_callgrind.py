@@ -1,12 +1,12 @@
 """Instructions per step of the server, under callgrind: a measure other tenants cannot move.
 
-    python benchmarks/hot_path_callgrind.py                       # floor, generated, bench
+    python benchmarks/hot_path_callgrind.py                       # floor, floor-inline, generated, bench
     python benchmarks/hot_path_callgrind.py --servers floor,generated --sessions 16 --steps 100
     python benchmarks/hot_path_callgrind.py --keep benchmarks/results   # keep the callgrind files
 
 CPU time per step (``hot_path.py``) moves with how busy the machine is: the floor read 24 µs in
 one run and 31 µs in another. The number of instructions the server executes for the same
-steps does not. Each server (the same as ``hot_path.py``'s: ``floor``, ``generated``, ``bench``)
+steps does not. Each server (the same as ``hot_path.py``'s: ``floor``, ``floor-inline``, ``generated``, ``bench``)
 is started under ``valgrind --tool=callgrind`` with instrumentation off; ``--sessions``
 WebSocket sessions are opened, reset and warmed up (so that a plain ``step()`` has settled on
 its placement), then instrumentation is switched on (``callgrind_control -i on``), every
@@ -44,7 +44,7 @@ from websockets.asyncio.client import connect  # noqa: E402
 
 from openenv_cli.bench.server import ServerProcess  # noqa: E402
 
-SERVERS = ("floor", "generated", "bench")
+SERVERS = ("floor", "floor-inline", "generated", "bench")
 OUT = ROOT / "benchmarks"
 _TOTAL = re.compile(rb"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 

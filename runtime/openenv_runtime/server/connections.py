@@ -28,6 +28,8 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
+from .inline_frames import InlineFrames, supports
+
 logger = logging.getLogger("openenv_runtime.server")
 
 PROBES = frozenset({"/health", "/ready"})
@@ -183,7 +185,15 @@ class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         super().connection_lost(exc)
 
 
-class GuardedWebSocketProtocol(AutoWebSocketsProtocol):  # type: ignore[misc, valid-type]
+# Frames whose reply is ready at once are answered below ASGI (see inline_frames.py) when the
+# installed uvicorn's protocol is the one that shortcut is written for.
+_AUTO_WS: Any = AutoWebSocketsProtocol
+_WS_BASES: tuple[type, ...] = (
+    (InlineFrames, _AUTO_WS) if isinstance(_AUTO_WS, type) and supports(_AUTO_WS) else (_AUTO_WS,)
+)
+
+
+class GuardedWebSocketProtocol(*_WS_BASES):  # type: ignore[misc]
     """uvicorn's WebSocket protocol, releasing its connection's place in the per-address count."""
 
     guard: ClassVar[ConnectionGuard | None] = None

@@ -28,6 +28,8 @@ from ..protocol import (
 from . import resume
 from .adapter import ContractViolation, PlainStep, StepTimeout
 from .drain import CLOSE_SERVICE_RESTART
+from .inline_frames import EXTENSION as INLINE_FRAMES
+from .inline_frames import FrameHandler
 from .limits import EXTRA_FIELDS_ALLOWED, too_many_fields
 from .limits import validation_errors as bounded_validation_errors
 from .sessions import Session, SessionManager
@@ -116,6 +118,12 @@ class WebSocketEndpoint(SessionOpening):
         generation = state.generation if state is not None else 0
         session.send = send  # lets the reaper, a drain and shutdown close this connection
         ended_by_client = False
+        # The protocol under ASGI answers cheap plain steps itself when it can (inline_frames.py).
+        protocol = None
+        if type(session.step) is PlainStep:
+            protocol = scope.get("extensions", {}).get(INLINE_FRAMES)
+            if protocol is not None:
+                protocol.frame_handler = self._inline_handler(session, state, generation)
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
@@ -189,6 +197,8 @@ class WebSocketEndpoint(SessionOpening):
         except OSError:
             pass  # the client went away while we were sending
         finally:
+            if protocol is not None:
+                protocol.frame_handler = None
             if state is None or state.generation == generation:
                 if not ended_by_client and manager.can_detach(session):
                     manager.detach(session)
@@ -259,6 +269,43 @@ class WebSocketEndpoint(SessionOpening):
             state.inflight = state.inflight_seq = None
             future.set_result(reply)
         return reply
+
+    def _inline_handler(
+        self, session: Session, state: resume.ResumeState | None, generation: int
+    ) -> FrameHandler:
+        """The reply to a frame the protocol can send at once: a ``step`` whose plain ``step()``
+        runs inline, numbered or not; ``None`` for any other frame (it then takes the loop in
+        ``__call__``, which answers it as before, errors included)."""
+        max_bytes = self.max_message_bytes
+        step_inline = self._step_inline
+
+        def answer(frame: str) -> str | None:
+            step = session.step
+            if type(step) is not PlainStep or not step.placement.inline or session.released:
+                return None
+            if len(frame) > max_bytes:
+                return None
+            try:
+                msg = from_json(frame)
+            except ValueError:
+                return None
+            if type(msg) is not dict or msg.get("type") != "step":
+                return None
+            seq = None
+            if state is not None:
+                if state.generation != generation or state.inflight is not None:
+                    return None
+                seq = msg.get("seq")
+                # a new request only: repeats and bad numbers get their answer in _sequenced
+                if seq is not None and (type(seq) is not int or seq <= state.last_seq):
+                    return None
+            reply = step_inline(session, step, msg.get("data"))
+            session.last_active = monotonic()
+            if seq is not None:
+                state.last_seq, state.last_reply = seq, reply  # type: ignore[union-attr]
+            return reply
+
+        return answer
 
     def _step_inline(self, session: Session, step: PlainStep, data: Any) -> str:
         """The reply to a step whose plain ``step()`` runs inline (``_dispatch``'s step, unrolled)."""

@@ -1,0 +1,226 @@
+"""Frames answered in the WebSocket protocol itself, below ASGI, when the answer is ready at once.
+
+Through ASGI, every frame takes the same trip: the protocol puts it on a queue and stops
+reading from the socket, the connection's task wakes up, takes it, starts reading again, and
+hands the reply back through ``send()``. For a step whose plain ``step()`` runs inline (a few
+microseconds of work, see ``step_placement.py``) that trip cost the server more than the
+step: a task switch, two epoll changes and a handful of awaits per frame.
+
+So the server's WebSocket protocol (``connections.GuardedWebSocketProtocol``, uvicorn's
+sans-I/O ``websockets`` protocol underneath) lets the endpoint register a *frame handler* for
+its connection: a plain function that gets a complete text message and returns its reply, or
+``None`` to let the message take the ASGI trip as before. The protocol calls it only when
+nothing can be overtaken:
+
+* the connection's task is parked in ``receive()`` with nothing queued for it (so no earlier
+  frame is still waiting for its reply, and the reply goes out in order);
+* the transport is writable (a client that does not read its replies makes the frames queue
+  up again, and reading stops, as before);
+* the server has not sent its close frame.
+
+The endpoint (``websocket.py``) answers that way only a ``step`` whose ``step()`` is proven
+cheap, with the same parsing, checks and reply as the ASGI loop; everything else (``reset``,
+``state``, errors, a step on the thread pool) is declined and goes through ASGI unchanged. The
+endpoint finds the protocol in its scope, under ``scope["extensions"][EXTENSION]``; on a server
+with another protocol (wsproto, an older uvicorn) the key is absent and every frame takes the
+ASGI trip.
+
+**The frame itself.** ``websockets``' sans-I/O parser is a chain of generators: measured, it
+costs ~3 µs to turn one small frame into an event, and ~1 µs to write one back, about a fifth
+of what the whole server spends on a step. When the bytes of one read are exactly one whole,
+final, masked text frame of the simplest form (no extension bits, a length under 64 KiB within
+the size limit) and ``websockets``' parser sits between frames with nothing buffered, the frame
+is unmasked here and its reply framed here (:func:`text_frame`, :func:`frame_header`); any other
+read, any frame the handler declines, and a payload that is not UTF-8 go to ``websockets``
+untouched, which then parses them exactly as before (close codes 1002, 1007 and 1009 included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from websockets.exceptions import InvalidState
+from websockets.protocol import OPEN, Protocol
+from websockets.streams import StreamReader
+
+try:  # websockets' C unmasking, as its own parser uses it
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - a build without the extension
+    from websockets.utils import apply_mask
+
+EXTENSION = "openenv.inline_frames"
+"""The scope extension under which the protocol offers itself to the endpoint."""
+
+FrameHandler = Callable[[str], "str | None"]
+"""A complete text message → its reply, or ``None`` to send the message through ASGI."""
+
+# What the mixin overrides of uvicorn's protocol; checked at import so that a uvicorn without
+# them turns the shortcut off instead of breaking connections.
+_REQUIRED = ("send_receive_event_to_app", "run_asgi", "receive", "data_received")
+
+# Where websockets' parser waits between two frames: Protocol.parse, in StreamReader.at_eof.
+_FRAME_LOOP = getattr(Protocol.parse, "__code__", None)
+_BETWEEN_FRAMES = getattr(StreamReader.at_eof, "__code__", None)
+
+_FIN_TEXT = 0x81  # FIN set, no extension bits, opcode 1 (text)
+
+
+def supports(protocol_cls: type) -> bool:
+    """Whether ``protocol_cls`` is uvicorn's sans-I/O WebSocket protocol with what we use."""
+    try:
+        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    except ImportError:
+        return False
+    return issubclass(protocol_cls, WebSocketsSansIOProtocol) and all(
+        callable(getattr(protocol_cls, name, None)) for name in _REQUIRED
+    )
+
+
+def text_frame(data: bytes, max_size: int | None) -> bytes | None:
+    """The unmasked payload when ``data`` is exactly one final, masked text frame without
+    extension bits, shorter than 64 KiB and within ``max_size``; ``None`` for anything else."""
+    size = len(data)
+    if size < 6 or data[0] != _FIN_TEXT:
+        return None
+    length = data[1] ^ 0x80  # the mask bit must be set: a client frame without it is an error
+    if length < 126:
+        start = 6
+    elif length == 126 and size >= 8:
+        length = (data[2] << 8) | data[3]
+        start = 8
+    else:
+        return None  # unmasked (>= 128 after the flip), or a 64-bit length
+    if size != start + length or (max_size is not None and length > max_size):
+        return None
+    return apply_mask(data[start:], data[start - 4 : start])
+
+
+def frame_header(length: int) -> bytes:
+    """The header of an unmasked final text frame of ``length`` bytes (server to client)."""
+    if length < 126:
+        return bytes((_FIN_TEXT, length))
+    if length < 65536:
+        return bytes((_FIN_TEXT, 126, length >> 8, length & 0xFF))
+    return bytes((_FIN_TEXT, 127)) + length.to_bytes(8, "big")
+
+
+def between_frames(conn: Any) -> bool:
+    """Whether ``websockets``' parser of ``conn`` waits for a new frame with nothing buffered
+    (so bytes it never sees leave it exactly where it was)."""
+    # (websockets before 14 names current_size otherwise: the shortcut stays off there)
+    if conn.reader.buffer or getattr(conn, "current_size", 0) is not None:
+        return False
+    outer, inner = None, conn.parser
+    while True:
+        deeper = getattr(inner, "gi_yieldfrom", None)
+        if deeper is None:
+            break
+        outer, inner = inner, deeper
+    return (
+        outer is not None
+        and outer.gi_code is _FRAME_LOOP
+        and getattr(inner, "gi_code", None) is _BETWEEN_FRAMES
+    )
+
+
+class InlineFrames:
+    """Mixin for uvicorn's ``WebSocketsSansIOProtocol``: the frame handler and its conditions."""
+
+    frame_handler: FrameHandler | None = None
+    """Set by the endpoint while its session can answer frames here; ``None`` otherwise."""
+    _parked = False  # the connection's task waits in receive() for a frame
+    _between = False  # websockets' parser is known to wait for a new frame, nothing buffered
+    _declined = False  # the handler declined the frame being passed to websockets
+    inline_replies = 0  # messages answered here (tests and benchmarks read it)
+    raw_replies = 0  # of which the frame was also read and written here
+
+    # uvicorn's state (declared for the type checker; set by the protocol's __init__)
+    frames: list[bytes]
+    curr_msg_data_type: str
+    queue: Any
+    conn: Any
+    writable: Any
+    close_sent: bool
+    transport: Any
+    scope: dict[str, Any]
+
+    async def run_asgi(self) -> None:
+        self.scope["extensions"][EXTENSION] = self
+        await super().run_asgi()  # type: ignore[misc]
+
+    async def receive(self) -> Any:
+        if not self.queue.empty():
+            return await super().receive()  # type: ignore[misc]
+        self._parked = True
+        try:
+            return await super().receive()  # type: ignore[misc]
+        finally:
+            self._parked = False
+
+    def _may_answer(self) -> bool:
+        return (
+            self._parked and not self.close_sent and self.queue.empty() and self.writable.is_set()
+        )
+
+    def data_received(self, data: bytes) -> None:
+        handler = self.frame_handler
+        if handler is not None and self._may_answer():
+            conn = self.conn
+            if (
+                conn.state is OPEN
+                and not conn.extensions
+                and not conn.debug
+                and not conn.writes
+                and not conn.expect_continuation_frame
+                and (self._between or between_frames(conn))
+            ):
+                self._between = True
+                # websockets before 14 names the limit otherwise: 0 keeps every frame its own
+                payload = text_frame(data, getattr(conn, "max_message_size", 0))
+                if payload is not None:
+                    try:
+                        text = payload.decode()
+                    except UnicodeDecodeError:
+                        text = None  # websockets closes with 1007, as before
+                    if text is not None:
+                        reply = handler(text)
+                        if reply is not None:
+                            body = reply.encode()
+                            self.transport.write(frame_header(len(body)) + body)
+                            self.inline_replies += 1
+                            self.raw_replies += 1
+                            return
+                        self._declined = True  # asked once: the same frame goes to ASGI
+        self._between = False
+        try:
+            super().data_received(data)  # type: ignore[misc]
+        finally:
+            self._declined = False
+
+    def send_receive_event_to_app(self) -> None:
+        handler = self.frame_handler
+        if (
+            handler is not None
+            and not self._declined
+            and self.curr_msg_data_type == "text"
+            and self._may_answer()
+        ):
+            frames = self.frames
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            try:
+                text = data.decode()
+            except UnicodeDecodeError:
+                text = None  # the ASGI path closes the connection with 1007, as before
+            if text is not None:
+                reply = handler(text)
+                if reply is not None:
+                    self.frames = []
+                    self.inline_replies += 1
+                    try:
+                        self.conn.send_text(reply.encode())
+                    except InvalidState:
+                        return  # the client's close frame arrived first: nobody to answer
+                    self.transport.write(b"".join(self.conn.data_to_send()))
+                    return
+        super().send_receive_event_to_app()  # type: ignore[misc]
