@@ -369,3 +369,20 @@ def test_the_runtime_client_gets_the_same_results(server: Server) -> None:
             reply = json.loads(ws.recv())
             assert reply["data"]["observation"]["count"] == i + 1
             assert reply["data"]["reward"] == float(i % 5)
+
+
+def test_a_declined_frame_is_asked_about_once(server: Server, client: RawClient) -> None:
+    [protocol] = [p for p in server.protocols() if p.frame_handler is not None]
+    handler = protocol.frame_handler
+    assert handler is not None
+    asked: list[str] = []
+
+    def counting(frame: str) -> str | None:
+        asked.append(frame)
+        return handler(frame)
+
+    protocol.frame_handler = counting
+    client.send({"type": "state"})  # declined: answered through ASGI
+    assert client.reply()["type"] == "state"
+    assert client.step("then")["type"] == "observation"
+    assert [json.loads(f)["type"] for f in asked] == ["state", "step"]

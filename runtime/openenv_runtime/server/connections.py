@@ -188,12 +188,10 @@ class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
 # Frames whose reply is ready at once are answered below ASGI (see inline_frames.py) when the
 # installed uvicorn's protocol is the one that shortcut is written for.
 _AUTO_WS: Any = AutoWebSocketsProtocol
-_WS_BASES: tuple[type, ...] = (
-    (InlineFrames, _AUTO_WS) if isinstance(_AUTO_WS, type) and supports(_AUTO_WS) else (_AUTO_WS,)
-)
+_WS_BASE: Any = InlineFrames if supports(_AUTO_WS) else _AUTO_WS
 
 
-class GuardedWebSocketProtocol(*_WS_BASES):  # type: ignore[misc]
+class GuardedWebSocketProtocol(_WS_BASE):  # type: ignore[misc]
     """uvicorn's WebSocket protocol, releasing its connection's place in the per-address count."""
 
     guard: ClassVar[ConnectionGuard | None] = None

@@ -12,7 +12,7 @@ its connection: a plain function that gets a complete text message and returns i
 ``None`` to let the message take the ASGI trip as before. The protocol calls it only when
 nothing can be overtaken:
 
-* the connection's task is parked in ``receive()`` with nothing queued for it (so no earlier
+* the connection's task waits in ``receive()`` with nothing queued for it (so no earlier
   frame is still waiting for its reply, and the reply goes out in order);
 * the transport is writable (a client that does not read its replies makes the frames queue
   up again, and reading stops, as before);
@@ -37,12 +37,20 @@ untouched, which then parses them exactly as before (close codes 1002, 1007 and 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from websockets.exceptions import InvalidState
 from websockets.protocol import OPEN, Protocol
 from websockets.streams import StreamReader
+
+try:  # uvicorn 0.35 and later
+    from uvicorn.protocols.websockets.websockets_sansio_impl import (
+        WebSocketsSansIOProtocol as _SansIO,
+    )
+except ImportError:  # pragma: no cover - an older uvicorn: every frame takes the ASGI trip
+    _SansIO = None  # type: ignore[assignment, misc]
 
 try:  # websockets' C unmasking, as its own parser uses it
     from websockets.speedups import apply_mask
@@ -55,9 +63,8 @@ EXTENSION = "openenv.inline_frames"
 FrameHandler = Callable[[str], "str | None"]
 """A complete text message → its reply, or ``None`` to send the message through ASGI."""
 
-# What the mixin overrides of uvicorn's protocol; checked at import so that a uvicorn without
-# them turns the shortcut off instead of breaking connections.
-_REQUIRED = ("send_receive_event_to_app", "run_asgi", "receive", "data_received")
+# What the protocol below overrides of uvicorn's.
+_REQUIRED = ("send_receive_event_to_app", "handle_connect", "data_received")
 
 # Where websockets' parser waits between two frames: Protocol.parse, in StreamReader.at_eof.
 _FRAME_LOOP = getattr(Protocol.parse, "__code__", None)
@@ -66,14 +73,16 @@ _BETWEEN_FRAMES = getattr(StreamReader.at_eof, "__code__", None)
 _FIN_TEXT = 0x81  # FIN set, no extension bits, opcode 1 (text)
 
 
-def supports(protocol_cls: type) -> bool:
-    """Whether ``protocol_cls`` is uvicorn's sans-I/O WebSocket protocol with what we use."""
-    try:
-        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-    except ImportError:
+def supports(protocol_cls: Any) -> bool:
+    """Whether ``protocol_cls`` is uvicorn's sans-I/O WebSocket protocol, with what we use of it
+    and of asyncio's queue (a uvicorn or Python that changed them turns the shortcut off)."""
+    if _SansIO is None or protocol_cls is not _SansIO:
         return False
-    return issubclass(protocol_cls, WebSocketsSansIOProtocol) and all(
-        callable(getattr(protocol_cls, name, None)) for name in _REQUIRED
+    queue = asyncio.Queue[Any]()
+    return (
+        all(callable(getattr(protocol_cls, name, None)) for name in _REQUIRED)
+        and hasattr(queue, "_getters")
+        and hasattr(queue, "_queue")
     )
 
 
@@ -124,14 +133,12 @@ def between_frames(conn: Any) -> bool:
     )
 
 
-class InlineFrames:
-    """Mixin for uvicorn's ``WebSocketsSansIOProtocol``: the frame handler and its conditions."""
+class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[misc]
+    """uvicorn's sans-I/O WebSocket protocol with a frame handler, called when nothing can be
+    overtaken. Without a handler, every frame goes through ASGI as in uvicorn's protocol."""
 
-    frame_handler: FrameHandler | None = None
-    """Set by the endpoint while its session can answer frames here; ``None`` otherwise."""
-    _parked = False  # the connection's task waits in receive() for a frame
+    _handler: FrameHandler | None = None
     _between = False  # websockets' parser is known to wait for a new frame, nothing buffered
-    _declined = False  # the handler declined the frame being passed to websockets
     inline_replies = 0  # messages answered here (tests and benchmarks read it)
     raw_replies = 0  # of which the frame was also read and written here
 
@@ -143,69 +150,93 @@ class InlineFrames:
     writable: Any
     close_sent: bool
     transport: Any
-    scope: dict[str, Any]
 
-    async def run_asgi(self) -> None:
-        self.scope["extensions"][EXTENSION] = self
-        await super().run_asgi()  # type: ignore[misc]
+    @property
+    def frame_handler(self) -> FrameHandler | None:
+        """Set by the endpoint while its session can answer frames here; ``None`` otherwise."""
+        return self._handler
 
-    async def receive(self) -> Any:
-        if not self.queue.empty():
-            return await super().receive()  # type: ignore[misc]
-        self._parked = True
-        try:
-            return await super().receive()  # type: ignore[misc]
-        finally:
-            self._parked = False
+    @frame_handler.setter
+    def frame_handler(self, handler: FrameHandler | None) -> None:
+        self._handler = handler
+        # Only a connection with a handler pays for the check on messages websockets parsed.
+        if handler is None:
+            self.__dict__.pop("send_receive_event_to_app", None)
+        else:
+            self.send_receive_event_to_app = self._answer_or_queue
+
+    def handle_connect(self, event: Any) -> None:
+        _SansIO.handle_connect(self, event)
+        # The scope exists when the handshake goes on to the app, whose task has not run yet.
+        # (Not in an overridden run_asgi(): one more coroutine in the task's stack costs every
+        # frame through ASGI at each resume.)
+        scope = self.__dict__.get("scope")
+        if scope is not None:
+            scope["extensions"][EXTENSION] = self
 
     def _may_answer(self) -> bool:
+        # The connection's task waits in receive() for a frame, with none queued: asyncio's
+        # Queue keeps a waiting get()'s future in _getters until a put wakes it (tracking this
+        # in an overridden receive() cost every frame through ASGI an extra coroutine).
+        queue = self.queue
         return (
-            self._parked and not self.close_sent and self.queue.empty() and self.writable.is_set()
+            bool(queue._getters)
+            and not queue._queue
+            and not self.close_sent
+            and self.writable.is_set()
         )
 
     def data_received(self, data: bytes) -> None:
-        handler = self.frame_handler
-        if handler is not None and self._may_answer():
-            conn = self.conn
-            if (
-                conn.state is OPEN
-                and not conn.extensions
-                and not conn.debug
-                and not conn.writes
-                and not conn.expect_continuation_frame
-                and (self._between or between_frames(conn))
-            ):
-                self._between = True
-                # websockets before 14 names the limit otherwise: 0 keeps every frame its own
-                payload = text_frame(data, getattr(conn, "max_message_size", 0))
-                if payload is not None:
-                    try:
-                        text = payload.decode()
-                    except UnicodeDecodeError:
-                        text = None  # websockets closes with 1007, as before
-                    if text is not None:
-                        reply = handler(text)
-                        if reply is not None:
-                            body = reply.encode()
-                            self.transport.write(frame_header(len(body)) + body)
-                            self.inline_replies += 1
-                            self.raw_replies += 1
-                            return
-                        self._declined = True  # asked once: the same frame goes to ASGI
-        self._between = False
-        try:
-            super().data_received(data)  # type: ignore[misc]
-        finally:
-            self._declined = False
-
-    def send_receive_event_to_app(self) -> None:
-        handler = self.frame_handler
+        # uvloop keeps this bound method from the start: it cannot be swapped per connection,
+        # so the way through for a connection without a handler is kept short.
+        handler = self._handler
+        if handler is None or not self._may_answer():
+            self._between = False
+            _SansIO.data_received(self, data)
+            return
+        conn = self.conn
         if (
-            handler is not None
-            and not self._declined
-            and self.curr_msg_data_type == "text"
-            and self._may_answer()
+            conn.state is OPEN
+            and not conn.extensions
+            and not conn.debug
+            and not conn.writes
+            and not conn.expect_continuation_frame
+            and (self._between or between_frames(conn))
         ):
+            self._between = True
+            # websockets before 14 names the limit otherwise: 0 keeps every frame its own
+            payload = text_frame(data, getattr(conn, "max_message_size", 0))
+            if payload is not None:
+                try:
+                    text = payload.decode()
+                except UnicodeDecodeError:
+                    text = None  # websockets closes with 1007, as before
+                if text is not None:
+                    reply = handler(text)
+                    if reply is not None:
+                        body = reply.encode()
+                        self.transport.write(frame_header(len(body)) + body)
+                        self.inline_replies += 1
+                        self.raw_replies += 1
+                        return
+                    # declined: the same frame goes through ASGI without asking again
+                    self._between = False
+                    self.__dict__.pop("send_receive_event_to_app", None)
+                    try:
+                        _SansIO.data_received(self, data)
+                    finally:
+                        if self._handler is not None:
+                            self.send_receive_event_to_app = self._answer_or_queue
+                    return
+        self._between = False
+        _SansIO.data_received(self, data)
+
+    def _answer_or_queue(self) -> None:
+        """``send_receive_event_to_app`` of a connection with a handler: a whole text message
+        websockets parsed (cut across reads, in fragments, or sharing a read) is answered here
+        when it can be, else queued for the app as uvicorn does."""
+        handler = self._handler
+        if handler is not None and self.curr_msg_data_type == "text" and self._may_answer():
             frames = self.frames
             data = frames[0] if len(frames) == 1 else b"".join(frames)
             try:
@@ -223,4 +254,4 @@ class InlineFrames:
                         return  # the client's close frame arrived first: nobody to answer
                     self.transport.write(b"".join(self.conn.data_to_send()))
                     return
-        super().send_receive_event_to_app()  # type: ignore[misc]
+        _SansIO.send_receive_event_to_app(self)
