@@ -42,6 +42,8 @@ RUNTIME_TESTS = [
     "tests/integration/test_server_http.py",
     "tests/integration/test_server_limits.py",
     "tests/integration/test_server_auth.py",
+    "tests/unit/test_inline_frames.py",
+    "tests/integration/test_inline_frames.py",
 ]
 
 

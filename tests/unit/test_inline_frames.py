@@ -6,7 +6,6 @@ import os
 
 import pytest
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-from uvicorn.protocols.websockets.wsproto_impl import WSProtocol
 from websockets.frames import Frame, Opcode
 from websockets.protocol import OPEN, Protocol, Side
 
@@ -123,4 +122,5 @@ def test_the_server_protocol_takes_the_shortcut_with_the_installed_uvicorn() -> 
     # If a uvicorn upgrade changes the protocol, this fails instead of the speed quietly going.
     assert supports(WebSocketsSansIOProtocol)
     assert issubclass(connections.GuardedWebSocketProtocol, InlineFrames)
-    assert not supports(WSProtocol)
+    assert not supports(type("Changed", (WebSocketsSansIOProtocol,), {}))
+    assert not supports(object)

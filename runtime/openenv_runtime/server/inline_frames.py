@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from websockets.exceptions import InvalidState
-from websockets.protocol import OPEN, Protocol
+from websockets.protocol import OPEN, Protocol, Side
 from websockets.streams import StreamReader
 
 try:  # uvicorn 0.35 and later
@@ -65,6 +65,12 @@ FrameHandler = Callable[[str], "str | None"]
 
 # What the protocol below overrides of uvicorn's.
 _REQUIRED = ("send_receive_event_to_app", "handle_connect", "data_received")
+
+# websockets 16 renamed two attributes the shortcut reads (cur_size, max_size before).
+_PROBE = Protocol(Side.SERVER)
+_CURRENT_SIZE = "current_size" if hasattr(_PROBE, "current_size") else "cur_size"
+_SIZE_LIMIT = "max_message_size" if hasattr(_PROBE, "max_message_size") else "max_size"
+del _PROBE
 
 # Where websockets' parser waits between two frames: Protocol.parse, in StreamReader.at_eof.
 _FRAME_LOOP = getattr(Protocol.parse, "__code__", None)
@@ -117,8 +123,7 @@ def frame_header(length: int) -> bytes:
 def between_frames(conn: Any) -> bool:
     """Whether ``websockets``' parser of ``conn`` waits for a new frame with nothing buffered
     (so bytes it never sees leave it exactly where it was)."""
-    # (websockets before 14 names current_size otherwise: the shortcut stays off there)
-    if conn.reader.buffer or getattr(conn, "current_size", 0) is not None:
+    if conn.reader.buffer or getattr(conn, _CURRENT_SIZE) is not None:
         return False
     outer, inner = None, conn.parser
     while True:
@@ -204,8 +209,7 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
             and (self._between or between_frames(conn))
         ):
             self._between = True
-            # websockets before 14 names the limit otherwise: 0 keeps every frame its own
-            payload = text_frame(data, getattr(conn, "max_message_size", 0))
+            payload = text_frame(data, getattr(conn, _SIZE_LIMIT))
             if payload is not None:
                 try:
                     text = payload.decode()
