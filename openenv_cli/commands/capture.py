@@ -22,6 +22,7 @@ class CaptureSettings:
     port: int
     upstream_api_key: str | None
     admin_token: str | None
+    max_body_bytes: int | None = None  # None: the proxy's own limit
 
 
 def resolve(
@@ -30,6 +31,7 @@ def resolve(
     port: int,
     upstream_api_key: str | None,
     admin_token: str | None,
+    max_body_bytes: int | None = None,
 ) -> CaptureSettings:
     """The settings, checked: an upstream URL, and an admin token off the loopback interface."""
     upstream = upstream or os.environ.get("OPENENV_CAPTURE_UPSTREAM")
@@ -46,7 +48,25 @@ def resolve(
             hint="Set OPENENV_CAPTURE_TOKEN (or --admin-token), or bind --host 127.0.0.1.",
         )
     key = upstream_api_key or os.environ.get("OPENENV_UPSTREAM_API_KEY") or None
-    return CaptureSettings(upstream, host, port, key, token)
+    if max_body_bytes is None:
+        max_body_bytes = _positive_int("OPENENV_CAPTURE_MAX_BODY_BYTES")
+    return CaptureSettings(upstream, host, port, key, token, max_body_bytes)
+
+
+def _positive_int(name: str) -> int | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise UsageError(
+            f"{name}={raw!r} is not a positive number of bytes.",
+            hint=f"Set {name} to a whole number such as 67108864 (64 MiB), or unset it.",
+        )
+    return value
 
 
 def _loopback(host: str) -> bool:
@@ -76,13 +96,21 @@ def command(
             "off the loopback interface]."
         ),
     ] = None,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Largest request body forwarded, in bytes; a larger one gets 413 "
+            "\\[env OPENENV_CAPTURE_MAX_BODY_BYTES; default: the proxy's limit, printed at start].",
+        ),
+    ] = None,
 ) -> None:
     """Proxy a model server and record each session's token ids and log-probabilities.
 
     POST /sessions gives a session (session_id, base_url, api_key) for an agent harness;
     GET /sessions/ID/trace_entries reads what it sampled; DELETE /sessions/ID ends it.
     """
-    settings = resolve(upstream, host, port, upstream_api_key, admin_token)
+    settings = resolve(upstream, host, port, upstream_api_key, admin_token, max_body_bytes)
     try:
         import uvicorn
 
@@ -97,9 +125,12 @@ def command(
         upstream_api_key=settings.upstream_api_key,
         admin_token=settings.admin_token,
     )
+    if settings.max_body_bytes is not None:
+        proxy.max_body_bytes = settings.max_body_bytes
     console.print(
         f"capture proxy on http://{settings.host}:{settings.port} → {settings.upstream} "
-        "(POST /sessions for a base_url and api_key)",
+        f"(POST /sessions for a base_url and api_key; request bodies up to "
+        f"{proxy.max_body_bytes:,} bytes)",
         highlight=False,
     )
     uvicorn.run(proxy.app, host=settings.host, port=settings.port, log_level="warning")
