@@ -109,7 +109,7 @@ async def inline_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     below ASGI (``openenv_runtime.server.inline_frames``), as the runtime answers a cheap
     plain ``step()``. What the protocol costs a server that uses it and does nothing else."""
     if scope["type"] == "websocket":
-        protocol = scope.get("extensions", {}).get("openenv.inline_frames")
+        protocol = (scope.get("extensions") or {}).get("openenv.inline_frames")
         await _websocket(receive, send, protocol)
     else:
         await app(scope, receive, send)

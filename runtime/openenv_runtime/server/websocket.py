@@ -121,7 +121,7 @@ class WebSocketEndpoint(SessionOpening):
         # The protocol under ASGI answers cheap plain steps itself when it can (inline_frames.py).
         protocol = None
         if type(session.step) is PlainStep:
-            protocol = scope.get("extensions", {}).get(INLINE_FRAMES)
+            protocol = (scope.get("extensions") or {}).get(INLINE_FRAMES)
             if protocol is not None:
                 protocol.frame_handler = self._inline_handler(session, state, generation)
         try:
