@@ -301,8 +301,8 @@ class WebSocketEndpoint(SessionOpening):
                     return None
             reply = step_inline(session, step, msg.get("data"))
             session.last_active = monotonic()
-            if seq is not None:
-                state.last_seq, state.last_reply = seq, reply  # type: ignore[union-attr]
+            if seq is not None and state is not None:
+                state.last_seq, state.last_reply = seq, reply
             return reply
 
         return answer
