@@ -87,17 +87,7 @@ class ReferenceClientMixin:
 
     async def new_session(self) -> typing.Self:
         """Another connected client (its own server session) with the same settings."""
-        client: Any = self
-        other = type(client)(
-            client.base_url,
-            token=client.token,
-            connect_timeout=client.connect_timeout,
-            message_timeout=client.message_timeout,
-            ping_interval=client.ping_interval,
-            ping_timeout=client.ping_timeout,
-            headers=client.headers,
-            max_message_bytes=client.max_message_bytes,
-        )
+        other = self._twin()  # type: ignore[attr-defined]
         await async_call(other, "connect")
         return other  # type: ignore[no-any-return]
 

@@ -211,29 +211,35 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
             self._between = True
             payload = text_frame(data, getattr(conn, _SIZE_LIMIT))
             if payload is not None:
-                try:
-                    text = payload.decode()
-                except UnicodeDecodeError:
-                    text = None  # websockets closes with 1007, as before
-                if text is not None:
-                    reply = handler(text)
-                    if reply is not None:
-                        body = reply.encode()
-                        self.transport.write(frame_header(len(body)) + body)
-                        self.inline_replies += 1
-                        self.raw_replies += 1
-                        return
-                    # declined: the same frame goes through ASGI without asking again
-                    self._between = False
-                    self.__dict__.pop("send_receive_event_to_app", None)
-                    try:
-                        _SansIO.data_received(self, data)
-                    finally:
-                        if self._handler is not None:
-                            self.send_receive_event_to_app = self._answer_or_queue
+                body = self._reply_to(handler, payload)
+                if body is not None:
+                    self.transport.write(frame_header(len(body)) + body)
+                    self.raw_replies += 1
                     return
+                # declined (or not UTF-8): the same frame goes through ASGI without asking again
+                self._between = False
+                self.__dict__.pop("send_receive_event_to_app", None)
+                try:
+                    _SansIO.data_received(self, data)
+                finally:
+                    if self._handler is not None:
+                        self.send_receive_event_to_app = self._answer_or_queue
+                return
         self._between = False
         _SansIO.data_received(self, data)
+
+    def _reply_to(self, handler: FrameHandler, payload: bytes) -> bytes | None:
+        """The handler's reply to a text message, encoded; ``None`` when it declines or the
+        payload is not UTF-8 (the ASGI path then closes the connection with 1007, as before)."""
+        try:
+            text = payload.decode()
+        except UnicodeDecodeError:
+            return None
+        reply = handler(text)
+        if reply is None:
+            return None
+        self.inline_replies += 1
+        return reply.encode()
 
     def _answer_or_queue(self) -> None:
         """``send_receive_event_to_app`` of a connection with a handler: a whole text message
@@ -242,20 +248,13 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
         handler = self._handler
         if handler is not None and self.curr_msg_data_type == "text" and self._may_answer():
             frames = self.frames
-            data = frames[0] if len(frames) == 1 else b"".join(frames)
-            try:
-                text = data.decode()
-            except UnicodeDecodeError:
-                text = None  # the ASGI path closes the connection with 1007, as before
-            if text is not None:
-                reply = handler(text)
-                if reply is not None:
-                    self.frames = []
-                    self.inline_replies += 1
-                    try:
-                        self.conn.send_text(reply.encode())
-                    except InvalidState:
-                        return  # the client's close frame arrived first: nobody to answer
-                    self.transport.write(b"".join(self.conn.data_to_send()))
-                    return
+            body = self._reply_to(handler, frames[0] if len(frames) == 1 else b"".join(frames))
+            if body is not None:
+                self.frames = []
+                try:
+                    self.conn.send_text(body)
+                except InvalidState:
+                    return  # the client's close frame arrived first: nobody to answer
+                self.transport.write(b"".join(self.conn.data_to_send()))
+                return
         _SansIO.send_receive_event_to_app(self)
