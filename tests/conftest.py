@@ -73,8 +73,13 @@ NEEDED_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
 TESTS = Path(__file__).parent
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the path of its file (see ``MARKED_PATHS``)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by the path of its file (see ``MARKED_PATHS``), then leave the heavy out.
+
+    A bare ``pytest`` (the README's test command) runs what a 2-core machine finishes in
+    minutes: tests marked ``heavy`` are deselected unless a marker expression (``-m heavy``,
+    which ``.ci/run`` adds) or their own file or test id is given on the command line.
+    """
     for item in items:
         try:
             where = item.path.relative_to(TESTS).as_posix()
@@ -83,6 +88,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, paths in MARKED_PATHS.items():
             if any(where == p or (p.endswith("/") and where.startswith(p)) for p in paths):
                 item.add_marker(marker)
+    if config.option.markexpr:
+        return
+    named = {Path(arg.partition("::")[0]).resolve() for arg in config.args if ".py" in arg}
+    heavy = [i for i in items if i.get_closest_marker("heavy") and i.path.resolve() not in named]
+    if heavy:
+        kept = set(map(id, heavy))
+        items[:] = [i for i in items if id(i) not in kept]
+        config.hook.pytest_deselected(items=heavy)
+        config.stash[_HEAVY_LEFT_OUT] = len(heavy)
+
+
+_HEAVY_LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Say how many heavy tests a bare run left out, and how to run them."""
+    left_out = config.stash.get(_HEAVY_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(
+            f"{left_out} engine and heavy tests deselected (Docker, Swarm, Slurm, Envoy, the "
+            'browser, the reference virtualenvs, training): run them with `pytest -m heavy` '
+            "(.ci/run does, after starting the engines)"
+        )
 
 
 class _OptionalImportsModule(pytest.Module):

@@ -88,7 +88,7 @@ def spawn_server(
             *("--port", str(port), "--workers", str(workers), *args),
         ],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), "LOG_LEVEL": "warning", **(env or {})},
+        env={**os.environ, "PYTHONPATH": _python_path(), "LOG_LEVEL": "warning", **(env or {})},
         stdout=output,
         stderr=subprocess.STDOUT if output is not subprocess.DEVNULL else subprocess.DEVNULL,
     )
@@ -120,3 +120,9 @@ def server_process(app: str, port: int, **env: str) -> Iterator[subprocess.Popen
         yield process
     finally:
         stop_process(process)
+
+
+def _python_path() -> str:
+    """This checkout first, then what the caller had (a worktree's runtime, say) after it."""
+    inherited = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join(p for p in (str(REPO), inherited) if p)
