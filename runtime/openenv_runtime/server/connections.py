@@ -6,10 +6,10 @@ with 503. Sockets cost an attacker nothing, so a few hundred idle ones took a se
 Here, per worker process:
 
 * a connection must send each request's headers within ``header_timeout`` seconds (counted
-  from the connection's start, then from the end of the previous response), or it is closed:
-  uvicorn's keep-alive timer stops at the first byte of the next request, so a client that
-  trickles it would hold the connection forever (a WebSocket, once upgraded, is a session with
-  its own idle limits);
+  from the connection's start, then from the first byte after the previous response), or it
+  is closed: uvicorn's keep-alive timer stops at that byte, so a client that trickled the
+  next request would hold the connection forever (a WebSocket, once upgraded, is a session
+  with its own idle limits);
 * one client address may hold at most ``max_connections_per_address`` open connections;
   past that, :data:`PROBE_ROOM` more are let in for the probes only (anything else gets 503),
   and the next ones get a short 503 and are closed before anything is read;
@@ -17,7 +17,7 @@ Here, per worker process:
   ``/ready``, which always answer.
 
 The protocol classes below are uvicorn's own (``auto``), with these checks added at
-connection time and when a response ends: nothing runs per WebSocket frame beyond one path test.
+connection time and between requests: nothing runs per WebSocket frame beyond one path test.
 """
 
 from __future__ import annotations
@@ -152,6 +152,7 @@ class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         self._guard = type(self).guard or current()
         self._admitted = False
         self._deadline: asyncio.TimerHandle | None = None
+        self._between = False  # a response ended and the next request has sent nothing yet
         self.limit_concurrency = None  # the gate applies the limit, sparing the probes
 
     def connection_made(self, transport: Any) -> None:
@@ -168,8 +169,15 @@ class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
+        # Between requests the keep-alive timeout applies (it may rightly be longer, behind a
+        # load balancer); the next request's first byte starts its header deadline.
+        self._between = not self.transport.is_closing()
+
+    def data_received(self, data: bytes) -> None:
+        if self._between:
+            self._between = False
             self._await_headers()
+        super().data_received(data)
 
     def _await_headers(self) -> None:
         """(Re)start the deadline for the next request's headers."""

@@ -89,7 +89,7 @@ class ServerSettings(BaseSettings):
     header_timeout: float = _setting(
         10.0, env="HEADER_TIMEOUT", flag="--header-timeout", yaml="server.header_timeout", gt=0,
         description="Seconds a connection gets to send each request's headers (from its start, "
-        "then from the end of the previous response).",
+        "then from a later request's first byte; between requests TIMEOUT_KEEP_ALIVE applies).",
     )  # fmt: skip
     max_connections_per_address: int | None = _setting(
         None, env="MAX_CONNECTIONS_PER_ADDRESS", flag="--max-connections-per-address",
