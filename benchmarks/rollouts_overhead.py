@@ -88,7 +88,7 @@ async def _phase(
                 await asyncio.sleep(pace)  # think time: keeps the model server unsaturated
             if target is not None:  # read back what was recorded: its CPU counts as the proxy's
                 trace = f"{target}/sessions/{s['session_id']}/trace_entries"
-                async with client.get(trace) as entries:
+                async with client.get(trace, headers=headers) as entries:
                     assert len(await entries.json()) == calls
 
         await asyncio.gather(*(one_session(i) for i in range(sessions)))

@@ -23,6 +23,7 @@ class CaptureSettings:
     upstream_api_key: str | None
     admin_token: str | None
     max_body_bytes: int | None = None  # None: the proxy's own limit
+    max_sessions: int | None = None  # None: the proxy's own limit
 
 
 def resolve(
@@ -32,6 +33,7 @@ def resolve(
     upstream_api_key: str | None,
     admin_token: str | None,
     max_body_bytes: int | None = None,
+    max_sessions: int | None = None,
 ) -> CaptureSettings:
     """The settings, checked: an upstream URL, and an admin token off the loopback interface."""
     upstream = upstream or os.environ.get("OPENENV_CAPTURE_UPSTREAM")
@@ -49,11 +51,15 @@ def resolve(
         )
     key = upstream_api_key or os.environ.get("OPENENV_UPSTREAM_API_KEY") or None
     if max_body_bytes is None:
-        max_body_bytes = _positive_int("OPENENV_CAPTURE_MAX_BODY_BYTES")
-    return CaptureSettings(upstream, host, port, key, token, max_body_bytes)
+        max_body_bytes = _positive_int(
+            "OPENENV_CAPTURE_MAX_BODY_BYTES", "bytes", "67108864 (64 MiB)"
+        )
+    if max_sessions is None:
+        max_sessions = _positive_int("OPENENV_CAPTURE_MAX_SESSIONS", "sessions", "4096")
+    return CaptureSettings(upstream, host, port, key, token, max_body_bytes, max_sessions)
 
 
-def _positive_int(name: str) -> int | None:
+def _positive_int(name: str, unit: str, example: str) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return None
@@ -63,8 +69,8 @@ def _positive_int(name: str) -> int | None:
         value = 0
     if value < 1:
         raise UsageError(
-            f"{name}={raw!r} is not a positive number of bytes.",
-            hint=f"Set {name} to a whole number such as 67108864 (64 MiB), or unset it.",
+            f"{name}={raw!r} is not a positive number of {unit}.",
+            hint=f"Set {name} to a whole number such as {example}, or unset it.",
         )
     return value
 
@@ -104,13 +110,26 @@ def command(
             "\\[env OPENENV_CAPTURE_MAX_BODY_BYTES; default: the proxy's limit, printed at start].",
         ),
     ] = None,
+    max_sessions: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Most sessions held at once; past it POST /sessions gets 429 until one is "
+            "deleted \\[env OPENENV_CAPTURE_MAX_SESSIONS; default: the proxy's limit, printed at "
+            "start].",
+        ),
+    ] = None,
 ) -> None:
     """Proxy a model server and record each session's token ids and log-probabilities.
 
     POST /sessions gives a session (session_id, base_url, api_key) for an agent harness;
-    GET /sessions/ID/trace_entries reads what it sampled; DELETE /sessions/ID ends it.
+    GET /sessions/ID/trace_entries reads what it sampled and DELETE /sessions/ID ends it,
+    each with the session's api_key (or the admin token). Only /v1/chat/completions,
+    /v1/completions and /v1/models are forwarded.
     """
-    settings = resolve(upstream, host, port, upstream_api_key, admin_token, max_body_bytes)
+    settings = resolve(
+        upstream, host, port, upstream_api_key, admin_token, max_body_bytes, max_sessions
+    )
     try:
         import uvicorn
 
@@ -127,10 +146,12 @@ def command(
     )
     if settings.max_body_bytes is not None:
         proxy.max_body_bytes = settings.max_body_bytes
+    if settings.max_sessions is not None:
+        proxy.max_sessions = settings.max_sessions
     console.print(
         f"capture proxy on http://{settings.host}:{settings.port} → {settings.upstream} "
         f"(POST /sessions for a base_url and api_key; request bodies up to "
-        f"{proxy.max_body_bytes:,} bytes)",
+        f"{proxy.max_body_bytes:,} bytes, at most {proxy.max_sessions:,} sessions)",
         highlight=False,
     )
     uvicorn.run(proxy.app, host=settings.host, port=settings.port, log_level="warning")

@@ -4,8 +4,9 @@ What is redacted, wherever it appears in a formatted record:
 
 * ``name=value`` pairs (query strings, form bodies, ``key=value`` log text) whose name, once
   percent-decoded, ends with a word for a secret: ``token``, ``key``, ``auth``,
-  ``password``/``pwd``, ``secret``, ``session``/``session_id``, ``credentials``,
-  ``signature``, ``cookie`` (so ``access_token=``, ``api-key=``, ``auth=``, ``password=``,
+  ``password``/``pwd``/``passphrase``, ``secret``, ``session``/``session_id``, ``credentials``,
+  ``signature``/``sig`` (signed URLs: ``sig=``, ``X-Amz-Signature=``), ``hmac``, ``jwt``, ``otp``,
+  ``cookie`` (so ``access_token=``, ``api-key=``, ``auth=``, ``password=``, ``sig=``,
   ``access%5Ftoken=``, ``session_id=`` all are; ``max_tokens=`` is not);
 * headers as protocol debug logs print them (``> X-OpenEnv-Resume-Token: ...``,
   ``(b'authorization', b'...')``) and quoted mappings (``'session_id': '...'``) under such names;
@@ -20,8 +21,8 @@ from typing import Any
 from urllib.parse import unquote
 
 _SECRET_ENDINGS = re.compile(
-    r"(token|key|auth|authorization|password|passwd|pwd|secret|session|sessionid|credentials?"
-    r"|signature|cookie)$"
+    r"(token|key|auth|authorization|password|passwd|pwd|passphrase|secret|session|sessionid"
+    r"|credentials?|signature|sig|hmac|jwt|otp|cookie)$"
 )
 # name=value: the name may be percent-encoded; the value runs to a separator.
 _PAIR = re.compile(r"(?P<name>[A-Za-z0-9_.%\-\[\]]+)=(?P<value>[^&;#\s\"',)\]}>]+)")

@@ -60,8 +60,10 @@ def test_capture_cli_records_a_stub_process_conversation() -> None:
         wrong = openai.OpenAI(base_url=session["base_url"], api_key="not-a-session")
         with pytest.raises(openai.AuthenticationError):
             wrong.chat.completions.create(model="stub-model", messages=messages)  # type: ignore[arg-type]
-        entries = httpx.get(f"{proxy}/sessions/{session['session_id']}/trace_entries").json()
-        assert httpx.delete(f"{proxy}/sessions/{session['session_id']}").status_code == 204
+        own = {"Authorization": f"Bearer {session['api_key']}"}
+        where = f"{proxy}/sessions/{session['session_id']}"
+        entries = httpx.get(f"{where}/trace_entries", headers=own).json()
+        assert httpx.delete(where, headers=own).status_code == 204
     (sample,) = assemble(entries)
     assert sum(sample.env_mask) == sum(len(e["completion_token_ids"]) for e in entries)
     assert len(entries) == 2

@@ -117,8 +117,8 @@ def test_a_wrong_token_is_refused_and_the_session_stays_resumable(
                     },
                 )
             response = info.value.response
-            assert response is not None and response.status_code == 403
-            assert response.headers["X-OpenEnv-Error"] == "RESUME_REFUSED"
+            assert response is not None and response.status_code == 410  # as if unknown
+            assert response.headers["X-OpenEnv-Error"] == "SESSION_GONE"
         proxy.cut_all()
         assert env.step(CounterAction(delta=1)).observation.total == 2
         env.close()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
+import time
 from contextlib import ExitStack
 from typing import Any
 
@@ -68,6 +70,50 @@ def test_sockets_that_never_send_headers_are_closed(monkeypatch: pytest.MonkeyPa
             sock.sendall(b"GET /health HTTP/1.1\r\nHo")
             sock.settimeout(10)
             assert sock.recv(1024) == b""  # the server hung up
+
+
+def hung_up(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (reads nothing more than the end of the stream)."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionError:
+        return True
+
+
+def test_a_trickled_second_request_is_cut_at_the_header_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HEADER_TIMEOUT", "0.5")
+    monkeypatch.setenv("TIMEOUT_KEEP_ALIVE", "30")
+    app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation)
+    with running_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.settimeout(10)
+            for _ in range(
+                2
+            ):  # idle between requests is the keep-alive's business, not the deadline's
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = http.client.HTTPResponse(sock)
+                answer.begin()
+                assert answer.status == 200 and answer.read()
+                time.sleep(1.0)
+            second = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 400
+            closed = False
+            for byte in second:  # one byte every 20 ms: 8 s in all, far past the deadline
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.02)
+                if hung_up(sock):
+                    closed = True
+                    break
+            assert closed, "the trickled second request kept its connection open"
 
 
 def tool_app(capacity: int = 2, **kw: Any) -> Any:

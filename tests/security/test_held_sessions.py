@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 
 from openenv_runtime import create_app
@@ -56,3 +57,15 @@ def test_a_public_server_caps_each_client_by_default(monkeypatch: pytest.MonkeyP
     with running_server(app) as url:
         statuses = [post_json(url + "/reset")[0] for _ in range(3)]
         assert statuses == [200, 200, 429]
+
+
+def test_a_full_server_says_when_to_retry_a_reset() -> None:
+    app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation, max_concurrent_envs=1)
+    with running_server(app) as url:
+        assert post_json(url + "/reset")[0] == 200
+        refused = httpx.post(url + "/reset")
+        assert refused.status_code == 503 and refused.json()["code"] == "CAPACITY_REACHED"
+        assert refused.headers["Retry-After"] == "1"  # like a refused WebSocket handshake
+        full = httpx.get(url + "/ready")
+        assert full.status_code == 503 and full.json()["status"] == "full"
+        assert httpx.get(url + "/health").status_code == 200  # liveness is not readiness

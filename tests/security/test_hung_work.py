@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+import httpx
 import pytest
 from fastmcp import FastMCP
 from websockets.sync.client import connect
@@ -88,9 +89,15 @@ def test_a_hung_constructor_gets_a_clear_error_not_a_hang() -> None:
             status, body = post_json(url + "/reset")
             assert status == 503 and "stuck" in body["detail"], body
             assert time.monotonic() - started < 15
+            # every new session is refused now: readiness says so (liveness does not)
+            ready, body = get_json(url + "/ready")
+            assert ready == 503 and body["status"] == "exhausted", body
+            assert get_json(url + "/health")[0] == 200
+            assert httpx.post(url + "/reset").headers["Retry-After"] == "1"
             HANG_CREATE.clear()
             RELEASE.set()  # the stuck constructors return; their instances are closed
             assert wait_until(lambda: get_json(url + "/health")[1]["stuck_threads"] == 0)
+            assert get_json(url + "/ready")[0] == 200
             assert post_json(url + "/reset")[0] == 200
     finally:
         HANG_CREATE.clear()

@@ -23,7 +23,18 @@ from tests.support.servers import get_json, post_json, spawn_server, stop_proces
 
 pytestmark = pytest.mark.integration  # real servers on real sockets
 
-SPELLINGS = ("access_token", "auth", "key", "password", "access%5Ftoken", "api%2Dkey", "session_id")
+SPELLINGS = (
+    "access_token",
+    "auth",
+    "key",
+    "password",
+    "access%5Ftoken",
+    "api%2Dkey",
+    "session_id",
+    "sig",  # signed URLs (sig=, X-Amz-Signature=)
+    "X-Amz-Signature",
+    "jwt",
+)
 
 
 def test_trace_logs_keep_no_credential(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from openenv_runtime import create_app
@@ -100,3 +101,19 @@ def test_session_ids_are_never_logged(caplog: pytest.LogCaptureFixture) -> None:
     text = "\n".join(r.getMessage() for r in caplog.records)
     for secret in (*ids, KEY):
         assert secret not in text
+
+
+def test_a_wrong_resume_token_answers_like_an_unknown_session() -> None:
+    app = create_app(ToolEchoEnvironment, None, None, max_concurrent_envs=4)
+    with running_server(app) as url, victim(url) as mine:
+        answers = []
+        for session in (KEY, "no-such-session-key-0001"):  # a live session, then none
+            headers = {"X-OpenEnv-Session": session, "X-OpenEnv-Resume-Token": "x" * 43}
+            with pytest.raises(InvalidStatus) as refused:
+                connect(url.replace("http", "ws") + "/ws", additional_headers=headers)
+            response = refused.value.response
+            answers.append(
+                (response.status_code, response.headers["X-OpenEnv-Error"], response.body)
+            )
+        assert answers[0] == answers[1]
+        assert ask(mine, {"type": "reset"})["type"] == "observation"  # still the owner's

@@ -73,7 +73,9 @@ def test_multi_turn_capture_assembles_exactly(
     session = httpx.post(f"{url}/sessions").json()
     assert session["base_url"].startswith(url) and session["api_key"]
     messages = _conversation(session, 4, stream)
-    entries = httpx.get(f"{url}/sessions/{session['session_id']}/trace_entries").json()
+    own = {"Authorization": f"Bearer {session['api_key']}"}
+    entries = httpx.get(f"{url}/sessions/{session['session_id']}/trace_entries", headers=own)
+    entries = entries.json()
     assert len(entries) == 4
     assert all(e["stream"] is stream and e["error"] is None for e in entries)
     # Every recorded token is what the stand-in sampled (its requests were token-asking).
@@ -93,7 +95,7 @@ def test_multi_turn_capture_assembles_exactly(
 def test_wrong_deleted_or_foreign_keys_are_refused(
     servers: tuple[StubLLM, CaptureProxy, str],
 ) -> None:
-    stub, _, url = servers
+    stub, proxy, url = servers
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
     a = httpx.post(f"{url}/sessions").json()
     b = httpx.post(f"{url}/sessions").json()
@@ -113,14 +115,20 @@ def test_wrong_deleted_or_foreign_keys_are_refused(
         f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {a['api_key']}"}
     )
     assert ok.status_code == 200
-    assert httpx.delete(f"{url}/sessions/{a['session_id']}").status_code == 204
+    own = {"Authorization": f"Bearer {a['api_key']}"}
+    assert httpx.delete(f"{url}/sessions/{a['session_id']}", headers=own).status_code == 204
     gone = httpx.post(
         f"{a['base_url']}/chat/completions",
         json=body,
         headers={"Authorization": f"Bearer {a['api_key']}"},
     )
     assert gone.status_code == 401
-    assert httpx.get(f"{url}/sessions/{a['session_id']}/trace_entries").status_code == 404
+    # the deleted session's key opens nothing any more
+    assert (
+        httpx.get(f"{url}/sessions/{a['session_id']}/trace_entries", headers=own).status_code == 401
+    )
+    with pytest.raises(KeyError):
+        proxy.trace_entries(a["session_id"])
     assert len(stub.requests) == 1  # refused calls never reach the model server
 
 
@@ -134,7 +142,13 @@ def test_admin_token_guards_the_session_routes() -> None:
         made = httpx.post(f"{url}/sessions", headers={"Authorization": "Bearer adm"})
         assert made.status_code == 201
         sid = made.json()["session_id"]
-        assert httpx.get(f"{url}/sessions/{sid}/trace_entries").status_code == 401
+        trace = f"{url}/sessions/{sid}/trace_entries"
+        assert httpx.get(trace).status_code == 401
+        assert httpx.get(trace, headers={"Authorization": "Bearer adm"}).json() == []
+        own = {"Authorization": f"Bearer {made.json()['api_key']}"}
+        assert httpx.get(trace, headers=own).json() == []
+        gone = f"{url}/sessions/0000/trace_entries"
+        assert httpx.get(gone, headers={"Authorization": "Bearer adm"}).status_code == 404
 
 
 def test_upstream_errors_and_models_are_relayed(servers: tuple[StubLLM, CaptureProxy, str]) -> None:

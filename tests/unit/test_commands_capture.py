@@ -77,3 +77,22 @@ def test_the_upstream_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENENV_CAPTURE_UPSTREAM", raising=False)
     with pytest.raises(UsageError, match="model server's URL"):
         resolve(None, "127.0.0.1", 8300, None, None)
+
+
+def test_the_session_cap_comes_from_the_flag_then_the_environment(
+    served: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    monkeypatch.delenv("OPENENV_CAPTURE_MAX_SESSIONS", raising=False)
+    result = runner.invoke(app, ["capture", "--upstream", UPSTREAM])
+    printed = " ".join(result.output.split())  # rich wraps at the terminal's width
+    assert result.exit_code == 0 and f"at most {served[0].max_sessions:,} sessions" in printed
+    monkeypatch.setenv("OPENENV_CAPTURE_MAX_SESSIONS", "7")
+    assert runner.invoke(app, ["capture", "--upstream", UPSTREAM]).exit_code == 0
+    assert served[1].max_sessions == 7
+    flag = ["capture", "--upstream", UPSTREAM, "--max-sessions", "9"]
+    assert runner.invoke(app, flag).exit_code == 0
+    assert served[2].max_sessions == 9
+    monkeypatch.setenv("OPENENV_CAPTURE_MAX_SESSIONS", "none")
+    with pytest.raises(UsageError, match="OPENENV_CAPTURE_MAX_SESSIONS"):
+        resolve(UPSTREAM, "127.0.0.1", 8300, None, None)

@@ -45,6 +45,10 @@ def test_a_secret_split_over_arguments_is_caught() -> None:
         "< X-Api-Key: S3CRET",
         "'headers': [(b'host', b'h'), (b'x-openenv-resume-token', b'S3CRET')]",
         "{'session_id': 'S3CRET', 'type': 'x'}",
+        "GET /blob?sv=2024-05-04&sig=S3CRET%3D&se=2030 HTTP/1.1",
+        "GET /x?X-Amz-Signature=S3CRET",
+        "GET /x?jwt=S3CRET",
+        "GET /x?hmac=S3CRET",
     ],
 )
 def test_every_spelling_of_a_secret_is_redacted(line: str) -> None:

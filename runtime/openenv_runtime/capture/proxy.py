@@ -6,7 +6,11 @@ proxy asks the upstream server for token ids and log-probabilities on every chat
 (``return_token_ids``, ``logprobs``), forwards the answer (streamed or not) unchanged, and
 records a ``TraceEntry`` per call, read back with ``GET /sessions/{id}/trace_entries``.
 A call with a key that names no live session is refused with 401, never forwarded; a body
-over ``max_body_bytes`` with 413.
+over ``max_body_bytes`` with 413. Only the OpenAI-compatible routes in :data:`FORWARDED_ROUTES`
+are forwarded, matched on the path decoded once; any other path (dot segments, encoded slashes
+or backslashes included) gets 404 and never reaches the model server, which is called with the
+proxy's own upstream key. A session's entries are read (and the session deleted) with its own
+key, or the admin token when one is set; at most ``max_sessions`` sessions live at once.
 
 The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path);
 each answer is kept as the bytes the server sent and turned into a ``TraceEntry`` when the
@@ -21,6 +25,7 @@ import hmac
 import re
 import secrets
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +42,13 @@ from .entries import TraceEntry
 
 _HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
 _FORWARDED = re.compile(r"^(?:/sessions/(?P<sid>[^/]+))?/v1/(?P<path>.*)$")
+FORWARDED_ROUTES: dict[str, frozenset[str]] = {
+    "chat/completions": frozenset({"POST"}),
+    "completions": frozenset({"POST"}),
+    "models": frozenset({"GET"}),
+}
+"""The routes forwarded (under ``/v1/``) and their methods; every other path gets 404."""
+_UNSAFE = re.compile(r"%|\\|(?:^|/)\.{1,2}(?:/|$)")  # left after one decoding: refused
 Scope = dict[str, Any]
 
 
@@ -74,6 +86,7 @@ class CaptureProxy:
         public_url: the proxy's URL as harnesses reach it (default: the request's own).
         timeout: seconds allowed per upstream call.
         max_body_bytes: the largest request body forwarded (larger: 413).
+        max_sessions: the most sessions held at once (one more: 429 until one is deleted).
     """
 
     def __init__(
@@ -85,6 +98,7 @@ class CaptureProxy:
         public_url: str | None = None,
         timeout: float = 600.0,
         max_body_bytes: int = 32 * 1024 * 1024,
+        max_sessions: int = 1024,
     ) -> None:
         base = upstream.rstrip("/")
         self.upstream = base[: -len("/v1")] if base.endswith("/v1") else base
@@ -93,6 +107,7 @@ class CaptureProxy:
         self.public_url = public_url.rstrip("/") if public_url else None
         self.timeout = timeout
         self.max_body_bytes = max_body_bytes
+        self.max_sessions = max_sessions
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
         self._client: aiohttp.ClientSession | None = None
@@ -109,9 +124,13 @@ class CaptureProxy:
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            match = _FORWARDED.match(scope["path"])
+            path = _normalised(scope)
+            match = _FORWARDED.match(path) if path is not None else None
             if match is not None:
                 await self._forward(scope, receive, send, match["sid"], match["path"])
+                return
+            if path is None:
+                await _error(404, "no such route")(scope, receive, send)
                 return
         await self._routes(scope, receive, send)
 
@@ -141,7 +160,15 @@ class CaptureProxy:
 
     # -- sessions (in-process API too) ----------------------------------------------------
     def create_session(self, root: str) -> dict[str, str]:
-        """A new session: ``session_id``, ``base_url`` (``root`` + its path) and ``api_key``."""
+        """A new session: ``session_id``, ``base_url`` (``root`` + its path) and ``api_key``.
+
+        Raises ``SessionLimitError`` when ``max_sessions`` are held already.
+        """
+        if len(self._sessions) >= self.max_sessions:
+            raise SessionLimitError(
+                f"the proxy holds its limit of {self.max_sessions} sessions: delete finished "
+                "ones (DELETE /sessions/ID) or raise the limit (--max-sessions)"
+            )
         sid = secrets.token_hex(8)
         key = "oe-cap-" + secrets.token_urlsafe(32)
         session = _Session(sid, _hash(key))
@@ -174,6 +201,16 @@ class CaptureProxy:
             return None
         return _error(401, "the /sessions routes need the proxy's admin token")
 
+    def _owner_refused(self, request: Request, sid: str) -> Response | None:
+        """401 unless the request carries the admin token (when set) or session ``sid``'s key."""
+        if self.admin_token is not None and self._admin_refused(request) is None:
+            return None
+        session = self._session_of(dict(request.scope["headers"]), sid)
+        if session is not None:
+            return None
+        who = "its api_key" + (" or the proxy's admin token" if self.admin_token else "")
+        return _error(401, f"a session's routes need {who} (Authorization: Bearer ...)")
+
     async def _health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok", "sessions": len(self._sessions)})
 
@@ -182,23 +219,28 @@ class CaptureProxy:
         if refused is not None:
             return refused
         root = self.public_url or str(request.base_url).rstrip("/")
-        return JSONResponse(self.create_session(root), status_code=201)
+        try:
+            made = self.create_session(root)
+        except SessionLimitError as error:
+            return _error(429, str(error))
+        return JSONResponse(made, status_code=201)
 
     async def _entries(self, request: Request) -> Response:
-        refused = self._admin_refused(request)
+        sid = request.path_params["sid"]
+        refused = self._owner_refused(request, sid)
         if refused is not None:
             return refused
-        sid = request.path_params["sid"]
         if sid not in self._sessions:
             return _error(404, "no such session (deleted, or never created)")
         entries = [e.model_dump() for e in self.trace_entries(sid)]
         return Response(orjson.dumps(entries), media_type="application/json")
 
     async def _delete(self, request: Request) -> Response:
-        refused = self._admin_refused(request)
+        sid = request.path_params["sid"]
+        refused = self._owner_refused(request, sid)
         if refused is not None:
             return refused
-        if not self.delete_session(request.path_params["sid"]):
+        if not self.delete_session(sid):
             return _error(404, "no such session (deleted, or never created)")
         return Response(status_code=204)
 
@@ -214,14 +256,17 @@ class CaptureProxy:
     async def _forward(
         self, scope: Scope, receive: Any, send: Any, sid: str | None, path: str
     ) -> None:
+        methods = FORWARDED_ROUTES.get(path)
+        if methods is None:
+            return await _error(404, f"/v1/{path} is not forwarded")(scope, receive, send)
         headers = dict(scope["headers"])
         session = self._session_of(headers, sid)
         if session is None:
             message = "unknown or deleted session key: create one with POST /sessions"
             return await _error(401, message)(scope, receive, send)
         method = scope["method"]
-        if method not in ("GET", "POST"):
-            return await _error(405, f"{method} is not forwarded")(scope, receive, send)
+        if method not in methods:
+            return await _error(405, f"{method} /v1/{path} is not forwarded")(scope, receive, send)
         raw = await _body(receive, headers, self.max_body_bytes)
         if raw is None:
             message = f"the request body is over the proxy's limit of {self.max_body_bytes} bytes"
@@ -326,6 +371,22 @@ class CaptureProxy:
             entry.completion_token_ids = tokens.completion_token_ids
             entry.per_token_logps = tokens.logprobs
         return entry
+
+
+class SessionLimitError(RuntimeError):
+    """The proxy holds ``max_sessions`` sessions already: delete finished ones first."""
+
+
+def _normalised(scope: Scope) -> str | None:
+    """The request's path decoded once, or None when decoding leaves a dot segment, a
+    backslash or a percent sign (a slash or dot encoded twice), or an encoded slash was in it."""
+    raw: bytes = scope.get("raw_path") or scope["path"].encode()
+    if b"%" not in raw and b"\\" not in raw and b"/." not in raw:
+        return raw.decode("latin-1")  # the usual case: nothing to decode
+    if re.search(rb"%(?:2f|5c)", raw, re.IGNORECASE):
+        return None
+    path = urllib.parse.unquote(raw.decode("latin-1"))
+    return None if _UNSAFE.search(path) else path
 
 
 async def _body(receive: Any, headers: dict[bytes, bytes], limit: int) -> bytes | None:

@@ -1,13 +1,15 @@
-"""Connections one client can hold open: a per-address cap and a deadline for the first headers.
+"""Connections one client can hold open: a per-address cap and a deadline for each request's headers.
 
 uvicorn keeps a connection that sends nothing for as long as the client likes, and once
 ``limit_concurrency`` connections are open it answers every request, ``/health`` included,
 with 503. Sockets cost an attacker nothing, so a few hundred idle ones took a server down.
 Here, per worker process:
 
-* a connection must send its first request's headers within ``header_timeout`` seconds, or
-  it is closed (later requests on a kept-alive connection fall under uvicorn's keep-alive
-  timeout; a WebSocket, once upgraded, is a session with its own idle limits);
+* a connection must send each request's headers within ``header_timeout`` seconds (counted
+  from the connection's start, then from the first byte after the previous response), or it
+  is closed: uvicorn's keep-alive timer stops at that byte, so a client that trickled the
+  next request would hold the connection forever (a WebSocket, once upgraded, is a session
+  with its own idle limits);
 * one client address may hold at most ``max_connections_per_address`` open connections;
   past that, :data:`PROBE_ROOM` more are let in for the probes only (anything else gets 503),
   and the next ones get a short 503 and are closed before anything is read;
@@ -15,7 +17,7 @@ Here, per worker process:
   ``/ready``, which always answer.
 
 The protocol classes below are uvicorn's own (``auto``), with these checks added at
-connection time only: nothing runs per request or per WebSocket frame beyond one path test.
+connection time and between requests: nothing runs per WebSocket frame beyond one path test.
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         self._guard = type(self).guard or current()
         self._admitted = False
         self._deadline: asyncio.TimerHandle | None = None
+        self._between = False  # a response ended and the next request has sent nothing yet
         self.limit_concurrency = None  # the gate applies the limit, sparing the probes
 
     def connection_made(self, transport: Any) -> None:
@@ -162,16 +165,38 @@ class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         self._admitted = True
         self.app = guard.gate(self.app, probes_only=admitted is None)  # type: ignore[has-type]
         super().connection_made(transport)
-        if guard.header_timeout is not None:
-            self._deadline = asyncio.get_running_loop().call_later(
-                guard.header_timeout, self._overdue
-            )
+        self._await_headers()
 
-    def _overdue(self) -> None:
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # Between requests the keep-alive timeout applies (it may rightly be longer, behind a
+        # load balancer); the next request's first byte starts its header deadline.
+        self._between = not self.transport.is_closing()
+
+    def data_received(self, data: bytes) -> None:
+        if self._between:
+            self._between = False
+            self._await_headers()
+        super().data_received(data)
+
+    def _await_headers(self) -> None:
+        """(Re)start the deadline for the next request's headers."""
+        timeout = self._guard.header_timeout
+        if timeout is None:
+            return
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = asyncio.get_running_loop().call_later(timeout, self._overdue, self.cycle)
+
+    def _overdue(self, previous: Any) -> None:
         self._deadline = None
         transport = self.transport
-        # still this protocol's (not upgraded to a WebSocket) and no request ever arrived whole
-        if transport is not None and transport.get_protocol() is self and self.cycle is None:
+        if transport is None or transport.get_protocol() is not self:  # upgraded to a WebSocket
+            return
+        cycle = self.cycle
+        # no request's headers arrived whole since the deadline started (a pipelined request
+        # still being answered is not waiting for headers)
+        if cycle is previous and (cycle is None or cycle.response_complete):
             self._guard.timed_out += 1
             transport.close()
 

@@ -96,7 +96,14 @@ def install_lifecycle_routes(app: FastAPI, manager: SessionManager) -> None:
 
     @app.get("/ready", tags=["info"], summary="Readiness: 200 when taking new sessions")
     async def ready() -> JSONResponse:
-        status = "draining" if manager.draining else ("full" if not manager.ready else "ready")
+        if manager.draining:
+            status = "draining"
+        elif not manager.ready:
+            status = "full"
+        elif manager.runner.exhausted:  # every new session would be refused until calls return
+            status = "exhausted"
+        else:
+            status = "ready"
         return JSONResponse(
             {"status": status, "active_sessions": manager.active, "max_sessions": manager.capacity},
             status_code=200 if status == "ready" else 503,

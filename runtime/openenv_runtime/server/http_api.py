@@ -26,6 +26,7 @@ from .adapter import ContractViolation, Exhausted, StepTimeout
 from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
 from .sessions import Session, SessionManager
 from .websocket import describe_exception, invalid_action
+from .ws_handshake import RETRY_AFTER_SECONDS
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -62,7 +63,12 @@ class StepResponse(BaseModel):
 
 
 def _error(status: int, code: ErrorCode, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"detail": message, "code": code.value, **extra}, status_code=status)
+    """The error reply; a 503 (full, draining, no environment to start now) is temporary and
+    says when to retry (``Retry-After``), as the WebSocket handshake's refusal does."""
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    return JSONResponse(
+        {"detail": message, "code": code.value, **extra}, status_code=status, headers=headers
+    )
 
 
 _NO_SESSION = (

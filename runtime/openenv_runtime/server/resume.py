@@ -13,8 +13,9 @@ see no difference:
 * A connection that drops without a ``close`` message leaves the session detached for the grace
   period, still holding its slot. A new connection with ``X-OpenEnv-Session`` and
   ``X-OpenEnv-Resume-Token`` re-attaches to the same environment instance (the handshake answer
-  carries ``X-OpenEnv-Resumed: <last seq>``). An unknown or expired session gets HTTP 410, a
-  wrong token HTTP 403; tokens are compared in constant time and never logged.
+  carries ``X-OpenEnv-Resumed: <last seq>``). An unknown or expired session, and a wrong token,
+  get the same HTTP 410 (so a refusal tells no one whether a session exists); tokens are
+  compared in constant time and never logged.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ HEADER_GRACE = b"x-openenv-resume-grace"
 HEADER_RESUMED = b"x-openenv-resumed"
 
 SESSION_GONE = "SESSION_GONE"
-RESUME_REFUSED = "RESUME_REFUSED"
 
 _KEY = re.compile(rb"[A-Za-z0-9_-]{16,64}")
 _DUMMY_TOKEN = secrets.token_urlsafe(32).encode()

@@ -88,7 +88,8 @@ class ServerSettings(BaseSettings):
     )  # fmt: skip
     header_timeout: float = _setting(
         10.0, env="HEADER_TIMEOUT", flag="--header-timeout", yaml="server.header_timeout", gt=0,
-        description="Seconds a new connection gets to send its first request's headers.",
+        description="Seconds a connection gets to send each request's headers (from its start, "
+        "then from a later request's first byte; between requests TIMEOUT_KEEP_ALIVE applies).",
     )  # fmt: skip
     max_connections_per_address: int | None = _setting(
         None, env="MAX_CONNECTIONS_PER_ADDRESS", flag="--max-connections-per-address",

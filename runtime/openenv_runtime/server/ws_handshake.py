@@ -170,31 +170,27 @@ class SessionOpening:
     async def _reattach(
         self, scope: dict[str, Any], send: Any, session_id: str, token: bytes
     ) -> Session | None:
-        """A resuming connection: the same session back, or HTTP 410 (gone) / 403 (wrong token)."""
+        """A resuming connection: the same session back, or HTTP 410 (gone), the same answer
+        whether the session is unknown or the token is wrong (it tells no one a session exists)."""
         manager = self.manager
         session = manager.sessions.get(session_id)
         state = session.resume if session is not None else None
         if session is None or state is None or session.released or session.env is None:
             resume.refuse_unknown(token)
+            matches = False
+        else:
+            matches = state.token_matches(token)
+            if not matches:
+                logger.warning("session %s: resume refused (wrong token)", session.label)
+        if session is None or state is None or not matches:
             await resume.refuse_handshake(
                 scope,
                 send,
                 410,
                 resume.SESSION_GONE,
-                "This session is gone (its grace period ended, or the server restarted); "
-                "start a new one.",
+                "This session is gone (its grace period ended, or the server restarted), or "
+                "the resume token is not its own; start a new one.",
                 CLOSE_NORMAL,
-            )
-            return None
-        if not state.token_matches(token):
-            logger.warning("session %s: resume refused (wrong token)", session.label)
-            await resume.refuse_handshake(
-                scope,
-                send,
-                403,
-                resume.RESUME_REFUSED,
-                "Wrong resume token for this session.",
-                CLOSE_POLICY_VIOLATION,
             )
             return None
         previous = session.send

@@ -61,7 +61,8 @@ class StubLLM:
         record: keep what was sampled for each prompt in ``stub.sampled`` (for checks).
 
     ``stub.fail_next(n, status)`` makes the next ``n`` completions fail (429 carries
-    ``Retry-After``); ``stub.requests`` holds every completion request's body.
+    ``Retry-After``); ``stub.requests`` holds every completion request's body, ``stub.paths``
+    every HTTP request's method and path as sent (``"POST /v1/chat/completions"``).
     """
 
     def __init__(
@@ -81,22 +82,27 @@ class StubLLM:
         self.api_key = api_key
         self.tokenizer = StubTokenizer()
         self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
         # With record=True: prompt token ids → (sampled ids, their log-probabilities).
         self.sampled: dict[tuple[int, ...], tuple[list[int], list[float]]] | None = (
             {} if record else None
         )
         self._faults: list[int] = []
         self._lock = threading.Lock()
-        self.app = Starlette(
+        self._routes = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/health", self._health, methods=["GET"]),
             ]
         )
+        self.app: Any = self
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app(scope, receive, send)
+        if scope["type"] == "http":
+            raw: bytes = scope.get("raw_path") or scope["path"].encode()
+            self.paths.append(f"{scope['method']} {raw.decode('latin-1')}")
+        await self._routes(scope, receive, send)
 
     def fail_next(self, count: int = 1, status: int = 500) -> None:
         """The next ``count`` completions answer HTTP ``status`` (e.g. 500, 503, 429)."""

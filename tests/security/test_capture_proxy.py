@@ -1,0 +1,101 @@
+"""The capture proxy: only its OpenAI routes reach the model server; sessions are owned."""
+
+from __future__ import annotations
+
+import http.client
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from openenv_runtime.capture import CaptureProxy
+from openenv_runtime.testing import running_server
+from openenv_runtime.testing.stub_llm import StubLLM
+
+pytestmark = pytest.mark.integration  # real servers on real sockets
+
+TARGET = "update_weights_from_disk"
+HOSTILE = [
+    f"/v1/../{TARGET}",
+    f"/v1/chat/completions/../../{TARGET}",
+    f"/v1/%2e%2e/{TARGET}",
+    f"/v1/%2E%2E/{TARGET}",
+    f"/v1/..%2f{TARGET}",
+    f"/v1/..%2F..%2F{TARGET}",
+    f"/v1/%252e%252e/{TARGET}",  # encoded twice
+    f"/v1/%252e%252e%252f{TARGET}",
+    f"/v1/..\\{TARGET}",
+    f"/v1/..%5c{TARGET}",
+    f"/v1/{TARGET}",  # a route the proxy does not document
+    "/v1/chat%2fcompletions",  # an encoded slash, even onto an allowed route
+    "/v1/./chat/completions",
+    "/v1/chat/completions/.",
+    "/v1//chat/completions",
+]
+
+
+@pytest.fixture
+def proxied() -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
+    stub = StubLLM()
+    with stub.serve() as upstream:
+        proxy = CaptureProxy(upstream, upstream_api_key="the-proxy's-own-key")
+        with running_server(proxy.app) as url:
+            yield stub, proxy, url
+
+
+def raw_post(url: str, path: str, key: str) -> int:
+    """POST ``path`` byte for byte (httpx would resolve dot segments before sending)."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        headers = {"Authorization": f"Bearer {key}", "content-type": "application/json"}
+        conn.request("POST", path, body=b'{"model":"m","messages":[]}', headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("path", HOSTILE)
+def test_paths_outside_the_openai_routes_never_reach_the_model_server(
+    proxied: tuple[StubLLM, CaptureProxy, str], path: str
+) -> None:
+    stub, proxy, url = proxied
+    session = proxy.create_session(url)
+    scoped = f"/sessions/{session['session_id']}{path}"
+    assert raw_post(url, path, session["api_key"]) in (400, 404)
+    assert raw_post(url, scoped, session["api_key"]) in (400, 404)
+    assert stub.paths == []
+    # the allowed routes still pass, on both kinds of base URL
+    auth = {"Authorization": f"Bearer {session['api_key']}"}
+    assert httpx.get(f"{session['base_url']}/models", headers=auth).status_code == 200
+    assert httpx.get(f"{url}/v1/models", headers=auth).status_code == 200
+    assert stub.paths == ["GET /v1/models", "GET /v1/models"]
+
+
+def test_a_session_trace_needs_its_own_key(proxied: tuple[StubLLM, CaptureProxy, str]) -> None:
+    _, _, url = proxied
+    a = httpx.post(f"{url}/sessions").json()
+    b = httpx.post(f"{url}/sessions").json()
+    trace = f"{url}/sessions/{a['session_id']}/trace_entries"
+    assert httpx.get(trace).status_code == 401
+    assert httpx.get(trace, headers={"Authorization": f"Bearer {b['api_key']}"}).status_code == 401
+    assert httpx.delete(f"{url}/sessions/{a['session_id']}").status_code == 401
+    own = {"Authorization": f"Bearer {a['api_key']}"}
+    assert httpx.get(trace, headers=own).json() == []
+    assert httpx.delete(f"{url}/sessions/{a['session_id']}", headers=own).status_code == 204
+
+
+def test_sessions_are_capped_with_a_clear_error() -> None:
+    with StubLLM().serve() as upstream:
+        proxy = CaptureProxy(upstream, max_sessions=3)
+        with running_server(proxy.app) as url:
+            made = [httpx.post(f"{url}/sessions") for _ in range(4)]
+            assert [m.status_code for m in made] == [201, 201, 201, 429]
+            assert "limit of 3 sessions" in made[-1].json()["error"]["message"]
+            first = made[0].json()
+            own = {"Authorization": f"Bearer {first['api_key']}"}
+            assert (
+                httpx.delete(f"{url}/sessions/{first['session_id']}", headers=own).status_code
+                == 204
+            )
+            assert httpx.post(f"{url}/sessions").status_code == 201  # room again
