@@ -12,6 +12,7 @@ import pytest
 
 from openenv_runtime.server import checkpoints
 from openenv_runtime.server.checkpoints import CheckpointError, CheckpointStore
+from openenv_runtime.server.settings_fields import CHECKPOINT_BUDGET_FACTOR
 
 
 def run(coro: Any) -> Any:
@@ -96,6 +97,6 @@ def test_memory_checkpoints_expire_and_stay_within_budget(monkeypatch: pytest.Mo
     now[0] += 61
     assert code_of(store.get(first.header["id"])) == "CHECKPOINT_NOT_FOUND"
     ids = [run(store.put(store.encode("x" * 900, 0, True))).header["id"] for _ in range(20)]
-    assert store.memory_bytes <= checkpoints.MEMORY_BUDGET_FACTOR * 1000
+    assert store.memory_bytes <= CHECKPOINT_BUDGET_FACTOR * 1000
     assert code_of(store.get(ids[0])) == "CHECKPOINT_NOT_FOUND"  # the oldest went first
     assert run(store.get(ids[-1])).state() == "x" * 900

@@ -169,8 +169,11 @@ class SessionManager:
         """Keep the MCP connection of the session's environment open until it is released.
 
         FastMCP's per-session state (``ctx.set_state``) then lasts across the session's tool
-        calls. Raises what connecting raised; the caller releases the session.
+        calls. Raises what connecting raised; the caller releases the session. Its code mode
+        runs (``MCPEnvironment.code_client``) count against the session's client from here on.
         """
+        if hasattr(type(session.env), "code_client"):
+            session.env.code_client = session.client
         factory = getattr(session.env, "mcp_session", None)
         if not callable(factory):
             return
