@@ -375,7 +375,10 @@ class CheckpointStore:
     def parse(self, blob: bytes, ident: str | None) -> Blob:
         """Check a blob through and through; raises CheckpointError saying what is wrong."""
         if len(blob) < MAC_LINE or blob[MAC_LINE - 1 : MAC_LINE] != b"\n":
-            raise _corrupt(ident, "it is not signed (a checkpoint of another format)")
+            raise _corrupt(
+                ident,
+                "it carries no signature of this server (someone else wrote it, or an older version)",
+            )
         signed = memoryview(blob)[MAC_LINE:]
         if not hmac.compare_digest(blob[: MAC_LINE - 1], self._mac(signed).encode()):
             raise _corrupt(
