@@ -48,7 +48,9 @@ def test_one_client_is_refused_past_its_own_bound(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     folder = tmp_path / "ckpts"
-    with walk_server(monkeypatch, CHECKPOINT_DIR=str(folder), MAX_CHECKPOINTS_PER_CLIENT="3") as url:
+    with walk_server(
+        monkeypatch, CHECKPOINT_DIR=str(folder), MAX_CHECKPOINTS_PER_CLIENT="3"
+    ) as url:
 
         async def go() -> None:
             async with WalkClient(url) as env:
@@ -124,7 +126,7 @@ def test_files_are_private_to_the_servers_user(
 
         run(go())
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    written = [p for p in folder.iterdir()]
+    written = list(folder.iterdir())
     assert written and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in written), [
         (p.name, oct(p.stat().st_mode)) for p in written
     ]
