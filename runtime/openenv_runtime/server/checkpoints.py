@@ -232,14 +232,19 @@ class CheckpointStore:
 
     def _memory_entries(self) -> list[tuple[float, int, str]]:
         """``(created, bytes, id)`` of what memory keeps, oldest first; expired ones dropped."""
-        deadline = None if self.ttl is None else time.time() - self.ttl
-        entries = []
-        for ident, (created, blob) in list(self.memory.items()):
-            if deadline is not None and created < deadline:
-                self._remove(ident)
-            else:
-                entries.append((created, len(blob), ident))
-        return entries
+        self._expire_memory()
+        return [(created, len(blob), ident) for ident, (created, blob) in self.memory.items()]
+
+    def _expire_memory(self) -> None:
+        """Drop expired checkpoints from memory (the oldest come first)."""
+        if self.ttl is None:
+            return
+        deadline = time.time() - self.ttl
+        while self.memory:
+            ident, (created, _) = next(iter(self.memory.items()))
+            if created >= deadline:
+                break
+            self._remove(ident)
 
     def _folder_entries(self) -> list[tuple[float, int, str]]:
         """``(modified, bytes, id)`` of the folder's checkpoints, oldest first; expired ones
@@ -324,7 +329,7 @@ class CheckpointStore:
             )
         if self.directory is None:
             with self._lock:
-                self._memory_entries()  # drops the expired
+                self._expire_memory()
                 kept = self.memory.get(ident)
             blob = kept[1] if kept is not None else None
         else:
