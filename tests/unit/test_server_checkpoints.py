@@ -163,3 +163,14 @@ def test_past_the_total_count_the_oldest_go_first(tmp_path: Path, folder: bool) 
     for gone in ids[:2]:
         assert code_of(store.get(gone)) == "CHECKPOINT_NOT_FOUND"
     assert [run(store.get(i)).state()["n"] for i in ids[2:]] == [2, 3, 4]
+
+
+def test_the_total_counts_every_writer_sharing_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "RELIST_S", 0.0)  # list the folder on every write
+    bounds = checkpoints.CheckpointBounds(3, 1 << 20)
+    one, two = (CheckpointStore("env:A", tmp_path, 1 << 20, None, bounds=bounds) for _ in "12")
+    for store in (one, two, one, two, one):
+        run(store.put(store.encode({"n": 1}, 0, True)))
+    assert len(list(tmp_path.glob("*.ckpt"))) == 3

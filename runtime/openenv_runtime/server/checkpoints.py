@@ -60,6 +60,7 @@ KEY_BYTES = 32
 MAC_LINE = 2 * hashlib.sha256().digest_size + 1  # the hex HMAC and its newline
 HEADER_LIMIT = 4096  # bytes a blob's header line may take
 TAG_CHARS = 8  # the client tag an id starts with
+RELIST_S = 1.0  # seconds between listings of the folder (other writers' files show then)
 _ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -143,6 +144,8 @@ class CheckpointStore:
         self.memory: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
         self.memory_bytes = 0
         self._lock = threading.Lock()  # one writer at a time counts and makes room
+        self._listing: dict[str, tuple[float, int]] = {}  # the folder: id -> (modified, bytes)
+        self._listed_at = -RELIST_S
         if self.directory is not None:
             _private_folder(self.directory)
         if key:
@@ -229,6 +232,7 @@ class CheckpointStore:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(partial, final)  # readers on other servers never see half a blob
+            self._listing[ident] = (time.time(), len(blob))
 
     def _memory_entries(self) -> list[tuple[float, int, str]]:
         """``(created, bytes, id)`` of what memory keeps, oldest first; expired ones dropped."""
@@ -248,31 +252,32 @@ class CheckpointStore:
 
     def _folder_entries(self) -> list[tuple[float, int, str]]:
         """``(modified, bytes, id)`` of the folder's checkpoints, oldest first; expired ones
-        removed."""
+        removed. The folder is listed again at most every ``RELIST_S`` (listing a thousand
+        files costs ten times a write); this process's own writes count at once."""
         assert self.directory is not None
+        if time.monotonic() - self._listed_at >= RELIST_S:
+            listing = {}
+            with os.scandir(self.directory) as found:
+                for entry in found:
+                    if entry.name.endswith(SUFFIX):
+                        try:
+                            info = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue  # another replica removed it first
+                        listing[entry.name[: -len(SUFFIX)]] = (info.st_mtime, info.st_size)
+            self._listing, self._listed_at = listing, time.monotonic()
         deadline = None if self.ttl is None else time.time() - self.ttl
-        entries = []
-        with os.scandir(self.directory) as found:
-            for entry in found:
-                if not entry.name.endswith(SUFFIX):
-                    continue
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue  # another replica removed it first
-                ident = entry.name[: -len(SUFFIX)]
-                if deadline is not None and info.st_mtime < deadline:
-                    self._remove(ident)
-                else:
-                    entries.append((info.st_mtime, info.st_size, ident))
-        entries.sort()
-        return entries
+        for ident, (modified, _) in list(self._listing.items()):
+            if deadline is not None and modified < deadline:
+                self._remove(ident)
+        return sorted((m, size, ident) for ident, (m, size) in self._listing.items())
 
     def _remove(self, ident: str) -> None:
         if self.directory is None:
             _, blob = self.memory.pop(ident)
             self.memory_bytes -= len(blob)
             return
+        self._listing.pop(ident, None)
         try:
             (self.directory / (ident + SUFFIX)).unlink()
         except OSError:
@@ -367,6 +372,8 @@ class CheckpointStore:
             if not stat.S_ISREG(info.st_mode):
                 raise _corrupt(ident, "it is not a file this server wrote")
             if self.ttl is not None and info.st_mtime < time.time() - self.ttl:
+                with self._lock:
+                    self._remove(ident)
                 return None
             if info.st_size > self.max_bytes + HEADER_LIMIT + MAC_LINE:
                 raise CheckpointError(
