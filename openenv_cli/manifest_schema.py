@@ -83,6 +83,29 @@ class ServerSection(Section):
     checkpoint_ttl: float | None = Field(
         None, ge=0, description="Seconds a checkpoint is kept (CHECKPOINT_TTL; 0: until deleted)."
     )
+    max_checkpoints: int | None = Field(
+        None, ge=1, description="Checkpoints kept in all, oldest removed first (MAX_CHECKPOINTS)."
+    )
+    max_checkpoint_total_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="Bytes of checkpoints kept in all, oldest removed first "
+        "(MAX_CHECKPOINT_TOTAL_BYTES).",
+    )
+    max_checkpoints_per_client: int | None = Field(
+        None, ge=0, description="Checkpoints one client may keep (MAX_CHECKPOINTS_PER_CLIENT)."
+    )
+    max_checkpoint_bytes_per_client: int | None = Field(
+        None,
+        ge=0,
+        description="Bytes of checkpoints one client may keep (MAX_CHECKPOINT_BYTES_PER_CLIENT).",
+    )
+    code_wait_timeout: float | None = Field(
+        None, gt=0, description="Seconds a code-mode run waits for a slot (CODE_WAIT_TIMEOUT)."
+    )
+    code_slots_per_client: int | None = Field(
+        None, ge=0, description="Code-mode slots one client may hold (CODE_SLOTS_PER_CLIENT)."
+    )
 
 
 class BuildConfig(Section):

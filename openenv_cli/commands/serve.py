@@ -149,6 +149,51 @@ def command(
             "default 3600; 0 = until deleted]."
         ),
     ] = None,
+    max_checkpoints: Annotated[
+        int | None,
+        typer.Option(
+            help="Checkpoints kept in all; past it the oldest go first \\[env MAX_CHECKPOINTS; "
+            "server.max_checkpoints; default 1024]."
+        ),
+    ] = None,
+    max_checkpoint_total_bytes: Annotated[
+        int | None,
+        typer.Option(
+            help="Bytes of checkpoints kept in all; past it the oldest go first \\[env "
+            "MAX_CHECKPOINT_TOTAL_BYTES; server.max_checkpoint_total_bytes; default 16 × "
+            "--max-checkpoint-bytes]."
+        ),
+    ] = None,
+    max_checkpoints_per_client: Annotated[
+        int | None,
+        typer.Option(
+            help="Checkpoints one client may keep \\[env MAX_CHECKPOINTS_PER_CLIENT; "
+            "server.max_checkpoints_per_client; default off locally, a quarter of "
+            "--max-checkpoints when public; 0 = off]."
+        ),
+    ] = None,
+    max_checkpoint_bytes_per_client: Annotated[
+        int | None,
+        typer.Option(
+            help="Bytes of checkpoints one client may keep \\[env "
+            "MAX_CHECKPOINT_BYTES_PER_CLIENT; server.max_checkpoint_bytes_per_client; default "
+            "off locally, a quarter of the total when public; 0 = off]."
+        ),
+    ] = None,
+    code_wait_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a code-mode run waits for a worker slot \\[env CODE_WAIT_TIMEOUT; "
+            "server.code_wait_timeout; default 30]."
+        ),
+    ] = None,
+    code_slots_per_client: Annotated[
+        int | None,
+        typer.Option(
+            help="Code-mode worker slots one client may hold \\[env CODE_SLOTS_PER_CLIENT; "
+            "server.code_slots_per_client; default off locally, half when public; 0 = off]."
+        ),
+    ] = None,
     web: Annotated[
         bool | None,
         typer.Option(
@@ -200,6 +245,12 @@ def command(
             "checkpoint_dir": checkpoint_dir,
             "max_checkpoint_bytes": max_checkpoint_bytes,
             "checkpoint_ttl": checkpoint_ttl,
+            "max_checkpoints": max_checkpoints,
+            "max_checkpoint_total_bytes": max_checkpoint_total_bytes,
+            "max_checkpoints_per_client": max_checkpoints_per_client,
+            "max_checkpoint_bytes_per_client": max_checkpoint_bytes_per_client,
+            "code_wait_timeout": code_wait_timeout,
+            "code_slots_per_client": code_slots_per_client,
             "web_interface": web,
         },
     )

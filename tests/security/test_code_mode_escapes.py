@@ -29,6 +29,7 @@ from fastmcp import FastMCP
 
 from openenv_runtime import Observation, State
 from openenv_runtime.mcp import MCPEnvironment, code_mode
+from openenv_runtime.mcp.code_slots import CodeSlots
 
 SECRET = "hf_FAKE_code_mode_secret_0123456789"
 
@@ -295,15 +296,15 @@ def test_the_worker_reports_its_confinement() -> None:
 
 def test_runs_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each worker holds memory: when every slot is taken a run waits, then says so."""
-    import threading
-
-    monkeypatch.setattr(code_mode, "_slots", threading.BoundedSemaphore(1))
-    code_mode._slots.acquire()
+    monkeypatch.setattr(code_mode, "slots", CodeSlots(1, wait_s=0.3))
+    held = code_mode.slots.acquire("another session")
+    assert held is not None
     try:
-        metadata = run("result = 1", timeout_s=0.3)
+        metadata = run("result = 1")
     finally:
-        code_mode._slots.release()
-    assert "busy" in metadata["error"], metadata
+        code_mode.slots.release(held)
+    assert "busy" in metadata["error"] and "CODE_WAIT_TIMEOUT" in metadata["error"], metadata
+    assert metadata["code"] == "CAPACITY_REACHED"
     assert run("result = 1") == {"result": 1}
 
 

@@ -155,3 +155,21 @@ async def test_no_route_runs_agent_code(name: str) -> None:
         assert stepped["observation"]["error"]["error_type"] == "tool_not_found"
         assert stepped["observation"]["result"] is None
         await client.post("/close", json={"session_id": sid})
+
+
+async def test_a_sessions_code_runs_count_against_its_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Code mode's per-client share needs to know whose session holds the instance."""
+    from openenv_runtime.mcp import code_mode
+    from openenv_runtime.mcp.code_slots import CodeSlots
+
+    monkeypatch.setattr(code_mode, "slots", CodeSlots(4))
+    monkeypatch.setenv("CODE_WAIT_TIMEOUT", "2.5")
+    monkeypatch.setenv("CODE_SLOTS_PER_CLIENT", "1")
+    app = create_app(Counted, None, None, max_concurrent_envs=4)
+    assert (code_mode.slots.wait_s, code_mode.slots.per_client) == (2.5, 1)
+    async with connect(app) as client:
+        sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
+        env = app.state.openenv_sessions.sessions[sid].env
+        assert env.code_client == "addr:127.0.0.1"

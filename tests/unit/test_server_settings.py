@@ -131,3 +131,82 @@ def test_checkpoint_settings_resolve_flag_then_env_then_manifest(tmp_path: Path)
         "/from/flag",
         "--checkpoint-dir",
     )
+
+
+def test_checkpoint_and_code_mode_bounds_are_settings(tmp_path: Path) -> None:
+    for name, env, flag, yaml, default in (
+        ("max_checkpoints", "MAX_CHECKPOINTS", "--max-checkpoints", "server.max_checkpoints", 1024),
+        (
+            "max_checkpoint_total_bytes",
+            "MAX_CHECKPOINT_TOTAL_BYTES",
+            "--max-checkpoint-total-bytes",
+            "server.max_checkpoint_total_bytes",
+            None,
+        ),
+        (
+            "max_checkpoints_per_client",
+            "MAX_CHECKPOINTS_PER_CLIENT",
+            "--max-checkpoints-per-client",
+            "server.max_checkpoints_per_client",
+            None,
+        ),
+        (
+            "max_checkpoint_bytes_per_client",
+            "MAX_CHECKPOINT_BYTES_PER_CLIENT",
+            "--max-checkpoint-bytes-per-client",
+            "server.max_checkpoint_bytes_per_client",
+            None,
+        ),
+        ("checkpoint_key", "CHECKPOINT_KEY", None, None, None),
+        (
+            "code_wait_timeout",
+            "CODE_WAIT_TIMEOUT",
+            "--code-wait-timeout",
+            "server.code_wait_timeout",
+            30.0,
+        ),
+        (
+            "code_slots_per_client",
+            "CODE_SLOTS_PER_CLIENT",
+            "--code-slots-per-client",
+            "server.code_slots_per_client",
+            None,
+        ),
+    ):
+        key = KEYS[name]
+        assert (key.env, key.flag, key.yaml) == (env, flag, yaml)
+        assert getattr(ServerSettings(), name) == default
+    values = load_settings(
+        environ={"MAX_CHECKPOINTS": "10", "CODE_WAIT_TIMEOUT": "2"},
+        manifest=manifest(tmp_path, "server:\n  max_checkpoint_bytes_per_client: 5000\n"),
+    ).values
+    assert (values.max_checkpoints, values.code_wait_timeout) == (10, 2.0)
+    assert values.max_checkpoint_bytes_per_client == 5000
+
+
+def test_per_client_shares_are_on_by_default_only_when_public() -> None:
+    local, public = ServerSettings(), ServerSettings(api_key="k")
+    assert local.checkpoint_total_bytes == 16 * local.max_checkpoint_bytes
+    assert local.checkpoint_client_bounds({}) == (None, None)
+    assert local.code_slots_for_client(4, {}) is None
+    assert public.checkpoint_client_bounds({}) == (256, local.checkpoint_total_bytes // 4)
+    assert local.checkpoint_client_bounds({"SPACE_ID": "u/s"}) == (256, 64 << 20)
+    assert public.code_slots_for_client(4, {}) == 2
+    explicit = ServerSettings(
+        api_key="k", max_checkpoints_per_client=0, max_checkpoint_bytes_per_client=10,
+        code_slots_per_client=0,
+    )  # fmt: skip
+    assert explicit.checkpoint_client_bounds({}) == (None, 10)
+    assert explicit.code_slots_for_client(4, {}) is None
+
+
+def test_the_checkpoint_key_is_never_shown(tmp_path: Path) -> None:
+    resolved = load_settings(environ={"CHECKPOINT_KEY": "k3y-s3cret"}, manifest=tmp_path / "n")
+    assert resolved.values.checkpoint_key is not None
+    assert "k3y-s3cret" not in repr(resolved.values)
+    resolved = load_settings(
+        environ={"CHECKPOINT_KEY": "k3y-s3cret"},
+        code={"checkpoint_key": "from-code"},
+        manifest=tmp_path / "n",
+    )
+    assert "from-code" not in " ".join(resolved.overrides())

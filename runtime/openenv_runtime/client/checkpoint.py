@@ -39,7 +39,8 @@ HEADER_RESTORE_DIGEST = "X-OpenEnv-Restore-Digest"
 _REFUSED = {
     "CHECKPOINT_NOT_FOUND": "the server has no such checkpoint (expired, or taken on a server "
     "that does not share its CHECKPOINT_DIR)",
-    "CHECKPOINT_CORRUPT": "the stored checkpoint is corrupt (its digest or header is wrong)",
+    "CHECKPOINT_CORRUPT": "the stored checkpoint is corrupt, or was not written by this server "
+    "(its signature, digest or header is wrong)",
     "CHECKPOINT_FOREIGN": "the checkpoint belongs to another environment",
     "CHECKPOINT_MISMATCH": "the stored checkpoint has another digest than this one",
     "CHECKPOINT_TOO_LARGE": "the checkpoint is larger than the server's MAX_CHECKPOINT_BYTES",

@@ -24,7 +24,8 @@ Bounds:
 * the ``result`` value: its JSON form may be at most ``MAX_RESULT_CHARS`` long (values
   come back as JSON: tuples as lists, other objects as their ``repr``);
 * memory: ``CODE_MEMORY_BYTES`` of address space beyond what the interpreter loaded;
-* workers: at most ``MAX_WORKERS`` run at once; a run waits for a slot within its time.
+* workers: at most ``MAX_WORKERS`` run at once, shared fairly by sessions and clients
+  (:mod:`openenv_runtime.mcp.code_slots`); a run that waits too long for a slot is refused.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import to_jsonable_python
+
+from ..protocol import ErrorCode
+from .code_slots import CodeSlots
 
 CODE_TIMEOUT_S = 30
 MAX_PRINT_CHARS = 50_000
@@ -56,7 +60,7 @@ CODE_MEMORY_BYTES = 512 * 1024 * 1024
 CODE_OPEN_FILES = 16
 START_TIMEOUT_S = 120.0  # the worker's import of the interpreter, on a loaded machine
 KILL_GRACE_S = 1.0
-# Workers running at once (each holds about 50 MB); a run waits for a slot within its time.
+# Workers running at once (each holds about 50 MB).
 MAX_WORKERS = max(4, 2 * (os.cpu_count() or 1))
 MAX_FRAME_BYTES = 8 * (MAX_RESULT_CHARS + PRINT_STOP_CHARS)
 WORKER = Path(__file__).with_name("_code_worker.py")
@@ -157,7 +161,8 @@ class _Worker:
 
 _spare: _Worker | None = None
 _spare_lock = threading.Lock()
-_slots = threading.BoundedSemaphore(MAX_WORKERS)
+slots = CodeSlots(MAX_WORKERS)
+"""This process's worker slots; the server sets a client's share and the wait bound."""
 
 
 def _take_worker() -> _Worker:
@@ -175,9 +180,9 @@ def _take_worker() -> _Worker:
 
 def _forget_after_fork() -> None:
     """A forked server process starts afresh: the spare and the slots are its parent's."""
-    global _spare, _spare_lock, _slots
+    global _spare, _spare_lock, slots
     _spare, _spare_lock = None, threading.Lock()
-    _slots = threading.BoundedSemaphore(MAX_WORKERS)
+    slots = CodeSlots(MAX_WORKERS, slots.per_client, slots.wait_s)
 
 
 if hasattr(os, "register_at_fork"):
@@ -280,22 +285,34 @@ def _outcome(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_code(
-    code: str, tools: dict[str, Callable[..., Any]], timeout_s: float = CODE_TIMEOUT_S
+    code: str,
+    tools: dict[str, Callable[..., Any]],
+    timeout_s: float = CODE_TIMEOUT_S,
+    *,
+    session: Hashable | None = None,
+    client: str | None = None,
 ) -> dict[str, Any]:
     """Run ``code`` with ``tools`` callable by name; ``{"result": ...}`` or ``{"error": ...}``.
 
     ``stdout`` holds what the code printed (at most ``MAX_PRINT_CHARS``), when it printed.
+    ``session`` and ``client`` say whose run it is, for the fair share of the worker slots
+    (no session: the run is a session of its own); a run that found no slot within the
+    wait bound gets ``"code": "CAPACITY_REACHED"`` beside its error.
     """
     _check_interpreter()
-    if not _slots.acquire(timeout=timeout_s):
+    held = slots  # the one this run took its slot from, even if a fork replaces it
+    ticket = held.acquire(object() if session is None else session, client)
+    if ticket is None:
         return {
-            "error": f"Code mode is busy ({MAX_WORKERS} runs at once) and no run ended within "
-            f"{timeout_s} s; try again"
+            "error": f"Code mode is busy: all {held.total} runs at once are taken and none "
+            f"came free for this session within {held.wait_s} s (CODE_WAIT_TIMEOUT); try "
+            "again, or end runs that loop.",
+            "code": ErrorCode.CAPACITY_REACHED.value,
         }
     try:
         return _run(code, tools, timeout_s)
     finally:
-        _slots.release()
+        held.release(ticket)
 
 
 def _run(code: str, tools: dict[str, Callable[..., Any]], timeout_s: float) -> dict[str, Any]:

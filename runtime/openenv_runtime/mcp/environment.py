@@ -102,11 +102,16 @@ def _input_schema(tool: Any) -> dict[str, Any]:
 class MCPEnvironment(Environment[Action, Observation, State]):
     """Base class of tool environments; see the module docstring."""
 
+    code_client: str | None = None
+    """Whose session holds this instance (set by the server): its code runs count against
+    that client's share of code mode's worker slots."""
+
     def __init__(self, mcp_server: Any, transform: Any = None, rubric: Any = None) -> None:
         super().__init__(transform=transform, rubric=rubric)
         self.mcp_server = mcp_server
         self.mcp_client = _fastmcp().Client(mcp_server)
         self._held: tuple[Any, asyncio.AbstractEventLoop] | None = None
+        self._code_session = object()  # whose code runs these are, for the slots' fair share
         self._mode_tools = ModeTools(_fastmcp(), getattr(mcp_server, "name", "tools"))
         reserved = sorted(
             RESERVED_TOOL_NAMES & {t.name for t in run_to_completion(self._raw_tools())}
@@ -232,10 +237,16 @@ class MCPEnvironment(Environment[Action, Observation, State]):
 
     def execute_code(self, code: str, timeout_s: float = CODE_TIMEOUT_S) -> Observation:
         """Run ``code`` with the tools as functions; the value of its ``result`` variable is in
-        ``metadata["result"]``, a failure in ``metadata["error"]``."""
-        return Observation(
-            done=False, reward=0.0, metadata=run_code(code, self.get_callables(), timeout_s)
+        ``metadata["result"]``, a failure in ``metadata["error"]`` (and
+        ``metadata["code"] == "CAPACITY_REACHED"`` when no worker slot came free in time)."""
+        metadata = run_code(
+            code,
+            self.get_callables(),
+            timeout_s,
+            session=self._code_session,
+            client=self.code_client,
         )
+        return Observation(done=False, reward=0.0, metadata=metadata)
 
     async def _observe_call(
         self, action: CallToolAction, timeout_s: float | None

@@ -17,6 +17,7 @@ from starlette.routing import WebSocketRoute
 
 from .._version import __version__
 from ..environment import Environment, overrides
+from ..mcp import code_mode
 from ..models import Action, Observation, State
 from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
@@ -25,7 +26,7 @@ from .adapter import ClassAdapter, EnvRunner
 from .app_inputs import _check_env, _check_model, _first_line, _readme
 from .auth import BearerAuthMiddleware, public_paths
 from .checkpoint_ops import Checkpointer, build_checkpoint_router
-from .checkpoints import CheckpointStore
+from .checkpoints import CheckpointBounds, CheckpointStore
 from .docs_pages import install_docs
 from .drain import install_lifecycle_routes
 from .gc_cycles import CYCLE_COLLECTION_EVERY, collect_connection_cycles
@@ -210,6 +211,9 @@ def create_app(
     )
     api_key = config.api_key_value
     install_redaction()
+    code_mode.slots.configure(
+        config.code_slots_for_client(code_mode.slots.total), config.code_wait_timeout
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -272,6 +276,8 @@ def create_app(
             config.checkpoint_dir,
             config.max_checkpoint_bytes,
             config.checkpoint_ttl,
+            bounds=CheckpointBounds.from_settings(config),
+            key=config.checkpoint_key.get_secret_value() if config.checkpoint_key else None,
         ),
     )
     ws_endpoint.checkpoints = checkpointer

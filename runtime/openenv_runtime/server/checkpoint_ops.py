@@ -66,7 +66,7 @@ class Checkpointer:
             raise unsupported(env)
         state = await self._call(env, "export_state")
         step = (await self.runner.state(env)).step_count
-        blob = self.store.encode(state, step, session.episode_open)
+        blob = self.store.encode(state, step, session.episode_open, session.client)
         return (await self.store.put(blob)).info
 
     async def restore(self, session: Session, ident: Any, digest: Any) -> dict[str, Any]:
@@ -119,7 +119,8 @@ class Checkpointer:
         except CheckpointError as exc:
             from .resume import refuse_handshake
 
-            logger.info("a session from checkpoint refused: %s", exc.message)
+            # debug only: the message names the checkpoint, and whoever knows its id may use it
+            logger.debug("a session from checkpoint refused: %s", exc.message)
             await refuse_handshake(scope, send, exc.status, exc.code, exc.message, 1008)
             return False
 

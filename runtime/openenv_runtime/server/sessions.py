@@ -128,6 +128,7 @@ class SessionManager:
                 await self.runner.close(env)
                 raise self.refusal(client)
             session.env = env
+            _charge_code_runs(env, client)
             yield env
         except StepTimeout:
             session.env = None
@@ -169,8 +170,10 @@ class SessionManager:
         """Keep the MCP connection of the session's environment open until it is released.
 
         FastMCP's per-session state (``ctx.set_state``) then lasts across the session's tool
-        calls. Raises what connecting raised; the caller releases the session.
+        calls. The instance's code-mode runs count against the session's client from here on.
+        Raises what connecting raised; the caller releases the session.
         """
+        _charge_code_runs(session.env, session.client)
         factory = getattr(session.env, "mcp_session", None)
         if not callable(factory):
             return
@@ -354,3 +357,10 @@ class SessionManager:
         await self.warm.close()
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=CLOSE_WAIT)
+
+
+def _charge_code_runs(env: Any, client: str | None) -> None:
+    """Count the instance's code-mode runs against ``client``'s share of the worker slots
+    (``MCPEnvironment.code_client``; other environments have no code mode)."""
+    if hasattr(type(env), "code_client"):
+        env.code_client = client

@@ -36,6 +36,7 @@ from .settings_fields import KEYS as KEYS
 from .settings_fields import MANIFEST_FILE as MANIFEST_FILE
 from .settings_fields import MANIFEST_VARIABLE as MANIFEST_VARIABLE
 from .settings_fields import PUBLIC_SESSIONS_PER_CLIENT as PUBLIC_SESSIONS_PER_CLIENT
+from .settings_fields import SECRET_SETTINGS
 from .settings_fields import SPACE_VARIABLE as SPACE_VARIABLE
 from .settings_fields import Key as Key
 from .settings_fields import ServerSettings as ServerSettings
@@ -70,7 +71,7 @@ class ResolvedSettings:
         """One line per ``create_app`` argument that a flag, variable or ``openenv.yaml`` replaced."""
         return [
             f"{self.origins[name]} overrides create_app({name}="
-            f"{'<hidden>' if name == 'api_key' else repr(value)})"
+            f"{'<hidden>' if name in SECRET_SETTINGS else repr(value)})"
             for name, value in self.code.items()
             if name in self.origins and self.origins[name].source != "create_app()"
         ]
@@ -214,7 +215,7 @@ def _explain(exc: ValidationError, merged: Mapping[str, Any], origins: Mapping[s
     for error in exc.errors(include_url=False)[:5]:
         name = str(error["loc"][0]) if error["loc"] else ""
         origin = origins.get(name)
-        shown = "<hidden>" if name == "api_key" else repr(merged.get(name))
+        shown = "<hidden>" if name in SECRET_SETTINGS else repr(merged.get(name))
         where = f" (from {origin})" if origin else ""
         lines.append(f"{name}={shown}{where}: {error['msg']}")
     fix = "; ".join(

@@ -16,6 +16,8 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ..mcp.code_slots import SLOT_WAIT_S
+
 Source = Literal["flag", "env", "openenv.yaml", "create_app()", "default"]
 FLAGS_VARIABLE = "OPENENV_SERVER_FLAGS"
 MANIFEST_VARIABLE = "OPENENV_MANIFEST"
@@ -24,6 +26,12 @@ SPACE_VARIABLE = "SPACE_ID"
 """Set by Hugging Face on every Space: the server is reachable from the internet."""
 PUBLIC_SESSIONS_PER_CLIENT = 16
 """The per-client session cap of a public server, unless set."""
+SECRET_SETTINGS = frozenset({"api_key", "checkpoint_key"})
+"""Settings whose values are never shown (in errors, logs or the serve summary)."""
+CHECKPOINT_BUDGET_FACTOR = 16
+"""Checkpoints kept in all take at most this many times ``max_checkpoint_bytes``, unless set."""
+CLIENT_SHARE_DIVISOR = 4
+"""A public server's client keeps at most this fraction of the checkpoints, unless set."""
 
 
 def _setting(
@@ -168,6 +176,52 @@ class ServerSettings(BaseSettings):
         3600.0, env="CHECKPOINT_TTL", flag="--checkpoint-ttl", yaml="server.checkpoint_ttl",
         description="Seconds a checkpoint is kept after it was taken (0: forever).",
     )  # fmt: skip
+    max_checkpoints: int = _setting(
+        1024, env="MAX_CHECKPOINTS", flag="--max-checkpoints", yaml="server.max_checkpoints",
+        ge=1,
+        description="Checkpoints kept in all (the folder's, or this worker's memory); past it "
+        "the oldest are removed first.",
+    )  # fmt: skip
+    max_checkpoint_total_bytes: int | None = _setting(
+        None, env="MAX_CHECKPOINT_TOTAL_BYTES", flag="--max-checkpoint-total-bytes",
+        yaml="server.max_checkpoint_total_bytes", ge=1,
+        description="Bytes of checkpoints kept in all; past it the oldest are removed first "
+        f"(default: {CHECKPOINT_BUDGET_FACTOR} × max_checkpoint_bytes).",
+    )  # fmt: skip
+    max_checkpoints_per_client: int | None = _setting(
+        None, env="MAX_CHECKPOINTS_PER_CLIENT", flag="--max-checkpoints-per-client",
+        yaml="server.max_checkpoints_per_client", ge=0,
+        description="Checkpoints one client (its token with auth on, else its address) may "
+        "keep; past it taking one is refused (0: no cap; unset: no cap on a local server, "
+        f"1/{CLIENT_SHARE_DIVISOR} of max_checkpoints when the server is public).",
+    )  # fmt: skip
+    max_checkpoint_bytes_per_client: int | None = _setting(
+        None, env="MAX_CHECKPOINT_BYTES_PER_CLIENT", flag="--max-checkpoint-bytes-per-client",
+        yaml="server.max_checkpoint_bytes_per_client", ge=0,
+        description="Bytes of checkpoints one client may keep; past it taking one is refused "
+        "(0: no cap; unset: no cap on a local server, "
+        f"1/{CLIENT_SHARE_DIVISOR} of the total when the server is public).",
+    )  # fmt: skip
+    checkpoint_key: SecretStr | None = _setting(
+        None, env="CHECKPOINT_KEY",
+        description="Key that signs checkpoints (HMAC-SHA256), the same for every server "
+        "sharing a CHECKPOINT_DIR; unset: one generated and kept in the folder (0600), or "
+        "per process in memory.",
+    )  # fmt: skip
+
+    # -- code mode -----------------------------------------------------------------------------
+    code_wait_timeout: float = _setting(
+        SLOT_WAIT_S, env="CODE_WAIT_TIMEOUT", flag="--code-wait-timeout",
+        yaml="server.code_wait_timeout", gt=0,
+        description="Seconds a code-mode run waits for a worker slot before it is refused "
+        "with CAPACITY_REACHED.",
+    )  # fmt: skip
+    code_slots_per_client: int | None = _setting(
+        None, env="CODE_SLOTS_PER_CLIENT", flag="--code-slots-per-client",
+        yaml="server.code_slots_per_client", ge=0,
+        description="Code-mode worker slots one client may hold at once (0: no cap; unset: "
+        "no cap on a local server, half of them when the server is public).",
+    )  # fmt: skip
 
     # -- the app -------------------------------------------------------------------------------
     web_interface: bool = _setting(
@@ -231,17 +285,51 @@ class ServerSettings(BaseSettings):
             return self.max_concurrent_envs + 32
         return self.max_connections_per_address or None
 
+    def is_public(self, environ: Mapping[str, str] | None = None) -> bool:
+        """Whether strangers may reach the server: auth on, or it runs on a Hugging Face Space.
+        Per-client caps left unset are on only then (locally every session is one client)."""
+        environ = os.environ if environ is None else environ
+        return self.api_key is not None or bool(environ.get(SPACE_VARIABLE))
+
     def sessions_per_client(
         self, capacity: int, environ: Mapping[str, str] | None = None
     ) -> int | None:
         """The per-client session cap: the setting (0: none), else on only when the server is
-        public (auth on, or running on a Hugging Face Space): 16, or half of ``capacity``."""
+        public: 16, or half of ``capacity``."""
         if self.max_sessions_per_client is not None:
             return self.max_sessions_per_client or None
-        environ = os.environ if environ is None else environ
-        if self.api_key is None and not environ.get(SPACE_VARIABLE):
+        if not self.is_public(environ):
             return None
         return max(1, min(PUBLIC_SESSIONS_PER_CLIENT, capacity // 2))
+
+    def code_slots_for_client(
+        self, slots: int, environ: Mapping[str, str] | None = None
+    ) -> int | None:
+        """Code-mode slots one client may hold: the setting (0: no cap), else half of ``slots``
+        when the server is public."""
+        if self.code_slots_per_client is not None:
+            return self.code_slots_per_client or None
+        return max(1, slots // 2) if self.is_public(environ) else None
+
+    @property
+    def checkpoint_total_bytes(self) -> int:
+        """Bytes of checkpoints kept in all: the setting, else a multiple of the largest one."""
+        return (
+            self.max_checkpoint_total_bytes or CHECKPOINT_BUDGET_FACTOR * self.max_checkpoint_bytes
+        )
+
+    def checkpoint_client_bounds(
+        self, environ: Mapping[str, str] | None = None
+    ) -> tuple[int | None, int | None]:
+        """Checkpoints and bytes one client may keep (None: no cap): the settings (0: no cap),
+        else a share of the totals when the server is public."""
+        public = self.is_public(environ)
+        count, size = self.max_checkpoints_per_client, self.max_checkpoint_bytes_per_client
+        if count is None:
+            count = max(1, self.max_checkpoints // CLIENT_SHARE_DIVISOR) if public else 0
+        if size is None:
+            size = max(1, self.checkpoint_total_bytes // CLIENT_SHARE_DIVISOR) if public else 0
+        return count or None, size or None
 
     @property
     def api_key_value(self) -> str | None:
