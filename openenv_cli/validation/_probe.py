@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.abc
+import importlib.machinery
 import inspect
 import json
 import sys
@@ -146,10 +148,33 @@ def _served_schema(app: Any) -> dict[str, Any] | None:
     return None
 
 
+class _WorkingTreeOnly(importlib.abc.MetaPathFinder):
+    """The project's package comes from the working tree only, never from an installed copy.
+
+    An editable install's finder sits after the path finder, so a module missing from the
+    working tree (a deleted ``models.py``) would otherwise be imported from the installed copy.
+    """
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+
+    def find_spec(
+        self, fullname: str, path: Any, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.package and not fullname.startswith(f"{self.package}."):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return spec
+
+
 def probe(request: dict[str, Any]) -> dict[str, Any]:
     project_dir = Path(request["project_dir"]).resolve()
     if request.get("alias"):
         _ALIAS.append((request["alias"], str(project_dir)))
+    if request.get("package"):
+        sys.meta_path.insert(0, _WorkingTreeOnly(request["package"]))
     result: dict[str, Any] = {"python": sys.version.split()[0]}
     try:
         import openenv_runtime

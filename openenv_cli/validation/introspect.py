@@ -88,6 +88,7 @@ def run_probe(project_dir: Path, manifest: Manifest, timeout: float) -> ProbeOut
         request = {
             "project_dir": str(project_dir.resolve()),
             "models_module": f"{layout.package}.models",
+            "package": layout.package,
             "app": manifest.app,
             "example_action": manifest.example_action,
             "alias": str(layout.root / layout.package),

@@ -377,3 +377,38 @@ def test_cli_path_is_a_file(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["validate", str(tmp_path / "f")])
     assert exc.value.code == 2
+
+
+INSTALLED_COPY_FINDER = '''
+import importlib.machinery, importlib.util, sys
+
+
+class InstalledCopy:
+    """Like an editable install's finder: after the path finder, maps {name} to another copy."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.startswith("{name}."):
+            where = "{installed}/" + fullname.split(".", 1)[1].replace(".", "/") + ".py"
+            return importlib.util.spec_from_file_location(fullname, where)
+        return None
+
+
+sys.meta_path.append(InstalledCopy())
+'''
+
+
+def test_an_installed_copy_of_the_project_is_never_imported_in_its_place(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Quickstart's `pip install -e .` left a copy behind: validate reads the working tree."""
+    installed = tmp_path / "installed" / "my_env"
+    write_project(render_project("my_env"), installed)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        INSTALLED_COPY_FINDER.replace("{name}", "my_env").replace("{installed}", str(installed))
+    )
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    (project / "models.py").unlink()
+    _, result = check(project, "models")
+    assert result.status is Status.FAIL and "models" in result.message, result.message
