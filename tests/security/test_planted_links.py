@@ -198,3 +198,20 @@ def test_a_link_planted_in_a_build_context_while_staging_is_not_written_through(
     with pytest.raises(OpenEnvError, match="server is a symbolic link"):
         context.stage_context(project, dest)
     assert list(outside.iterdir()) == []
+
+
+def test_validate_update_lock_does_not_write_through_a_planted_temp_link(
+    tmp_path: Path, victim: Path
+) -> None:
+    from openenv_cli.validation.contract import LOCK_FILE, check_contract
+    from openenv_cli.validation.results import Status
+
+    (tmp_path / f"{LOCK_FILE}.tmp").symlink_to(victim)
+    schemas: dict[str, Any] = {"action": {}, "observation": {}, "state": {}}
+    assert check_contract(tmp_path, schemas, "x", "1", update=True).status is Status.PASS
+    assert victim.read_text() == PRECIOUS
+    (tmp_path / LOCK_FILE).unlink()
+    (tmp_path / LOCK_FILE).symlink_to(victim)
+    result = check_contract(tmp_path, schemas, "x", "1", update=True)
+    assert result.status is Status.FAIL and "symbolic link" in result.message
+    assert victim.read_text() == PRECIOUS
