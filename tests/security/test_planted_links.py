@@ -215,3 +215,18 @@ def test_validate_update_lock_does_not_write_through_a_planted_temp_link(
     result = check_contract(tmp_path, schemas, "x", "1", update=True)
     assert result.status is Status.FAIL and "symbolic link" in result.message
     assert victim.read_text() == PRECIOUS
+
+
+@pytest.mark.parametrize("planted", ["run.md", "run.json", "run.csv"])
+def test_bench_reports_are_not_written_through_a_planted_link(
+    tmp_path: Path, victim: Path, planted: str
+) -> None:
+    from openenv_cli.bench import report
+    from tests.unit.test_bench_report import sessions_run
+
+    out = tmp_path / "bench"
+    out.mkdir()
+    (out / planted).symlink_to(victim)
+    with pytest.raises(OpenEnvError, match=planted.replace(".", r"\.") + " is a symbolic link"):
+        report.write_reports(sessions_run(), out, "run", plots=False)
+    assert victim.read_text() == PRECIOUS
