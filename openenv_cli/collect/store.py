@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.safe_files import ensure_folder, read_inside, replacing
+from openenv_cli.safe_files import UnsafePathError, ensure_folder, read_inside, replacing
 
 from .spec import SCHEMA_VERSION, CollectSpec
 
@@ -172,17 +172,28 @@ class Store:
 
 
 def read_rows(out: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """Every row of a collection folder (Parquet or JSON lines shards)."""
+    """Every row of a collection folder (Parquet or JSON lines shards); a shard or ``data``
+    folder that is a symbolic link is refused (its rows would be another folder's, and a
+    push would upload what it points to)."""
     data = out / DATA_DIR
+    if data.is_symlink():
+        raise UnsafePathError(out, DATA_DIR, "is a symbolic link")
     for path in sorted(data.glob("shard-*.parquet")):
         import pyarrow.parquet as pq
 
+        _refuse_link(out, path)
         yield from pq.read_table(path, columns=columns).to_pylist()
     for path in sorted(data.glob("shard-*.jsonl")):
+        _refuse_link(out, path)
         with path.open(encoding="utf-8") as handle:
             for line in handle:
                 row = json.loads(line)
                 yield {k: row[k] for k in columns} if columns else row
+
+
+def _refuse_link(out: Path, shard: Path) -> None:
+    if shard.is_symlink():
+        raise UnsafePathError(out, f"{DATA_DIR}/{shard.name}", "is a symbolic link")
 
 
 def read_run(out: Path) -> dict[str, Any]:

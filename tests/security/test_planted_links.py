@@ -129,6 +129,18 @@ def test_eval_from_refuses_a_linked_report(url: str, tmp_path: Path, victim: Pat
     assert victim.read_text() == PRECIOUS
 
 
+def test_a_linked_shard_is_neither_read_nor_pushed(url: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert collect(url, out, "--format", "jsonl").exit_code == 0
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text((out / "data" / "shard-00000.jsonl").read_text())
+    (out / "data" / "shard-00001.jsonl").symlink_to(elsewhere)
+    with pytest.raises(OpenEnvError, match=r"shard-00001\.jsonl is a symbolic link"):
+        openenv("eval", "--from", str(out))
+    with pytest.raises(OpenEnvError, match=r"shard-00001\.jsonl is a symbolic link"):
+        collect(url, out, "--format", "jsonl", "--resume")
+
+
 def test_a_server_name_adds_no_line_to_the_card(url: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert collect(url, out).exit_code == 0
