@@ -8,8 +8,8 @@ Layout of the output folder::
 
 Every file is written through :mod:`openenv_cli.safe_files` (a temporary name created
 exclusively, flushed to disk and renamed; never through a link planted in the folder), so
-a kill at any moment (SIGKILL included) leaves whole shards only; ``--resume`` reads the episode ids in
-them and runs the rest. Every row carries its ``episode_id``, so duplicates cannot hide.
+a kill at any moment (SIGKILL included) leaves whole shards only; ``--resume`` reads the
+episode ids in them and runs the rest. Every row carries its ``episode_id``, so duplicates cannot hide.
 """
 
 from __future__ import annotations
