@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.safe_files import links_on_the_way, write_inside
 
 
 def _check_destination(dest: Path, force: bool) -> None:
@@ -59,6 +60,13 @@ def write_project(files: Mapping[str, str], dest: str | Path, force: bool = Fals
     """
     dest = Path(dest).absolute()
     _check_destination(dest, force)
+    linked = links_on_the_way(dest, files) if dest.is_dir() else []
+    if linked:
+        raise UsageError(
+            f"Symbolic links are where files would be written: {', '.join(map(str, linked))}. "
+            "openenv never writes through a link (it could point outside the folder).",
+            hint="Remove the links, or choose another folder.",
+        )
     created: list[Path] = []  # parents we made, removed again on failure
     staging: Path | None = None
     try:
@@ -72,9 +80,7 @@ def write_project(files: Mapping[str, str], dest: str | Path, force: bool = Fals
         umask = os.umask(0)
         os.umask(umask)
         for relative, text in files.items():
-            target = staging / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            write_inside(staging, relative, text, sync=False)
         for folder in [staging, *(p for p in staging.rglob("*") if p.is_dir())]:
             folder.chmod(0o777 & ~umask)
         if dest.is_dir() and any(dest.iterdir()):

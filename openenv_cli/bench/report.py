@@ -14,6 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from openenv_cli.safe_files import replacing, write_inside
+
 from .stats import BenchRun, SessionsCell, Summary, ThroughputCell
 
 SCHEMA_VERSION = 1
@@ -345,7 +347,8 @@ def write_plots(run: BenchRun, directory: Path, stem: str) -> list[Path]:
         ax1.set_ylim(0, 105)
         fig.tight_layout()
         path = directory / f"{stem}-sessions.png"
-        fig.savefig(path, dpi=110)
+        with replacing(directory, path.name) as out:
+            fig.savefig(out, format="png", dpi=110)
         plt.close(fig)
         written.append(path)
     if run.mode == "throughput" and run.throughput:
@@ -363,7 +366,8 @@ def write_plots(run: BenchRun, directory: Path, stem: str) -> list[Path]:
             ax.grid(True, alpha=0.3)
         fig.tight_layout()
         path = directory / f"{stem}-throughput.png"
-        fig.savefig(path, dpi=110)
+        with replacing(directory, path.name) as out:
+            fig.savefig(out, format="png", dpi=110)
         plt.close(fig)
         written.append(path)
     return written
@@ -375,12 +379,10 @@ def write_reports(
     """Write ``<stem>.json``, ``<stem>.csv``, ``<stem>.md`` and the PNG plots into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path | list[Path]] = {}
-    json_path = directory / f"{stem}.json"
-    json_path.write_text(json.dumps(to_json_dict(run), indent=2) + "\n", encoding="utf-8")
-    csv_path = directory / f"{stem}.csv"
-    csv_path.write_text(csv_text(run), encoding="utf-8")
+    write_inside(directory, f"{stem}.json", json.dumps(to_json_dict(run), indent=2) + "\n")
+    write_inside(directory, f"{stem}.csv", csv_text(run))
     pngs = write_plots(run, directory, stem) if plots else []
-    md_path = directory / f"{stem}.md"
-    md_path.write_text(markdown(run, pngs), encoding="utf-8")
+    write_inside(directory, f"{stem}.md", markdown(run, pngs))
+    json_path, csv_path, md_path = (directory / f"{stem}.{kind}" for kind in ("json", "csv", "md"))
     paths.update(json=json_path, csv=csv_path, markdown=md_path, plots=pngs)
     return paths

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openenv_cli.safe_files import replacing, write_inside
+
 from .stats import SUCCESS_THRESHOLD
 from .study import InfraOutcome, StudyResult
 
@@ -276,7 +278,8 @@ def plot(result: StudyResult, path: Path) -> Path | None:
         axis.legend()
     figure.suptitle(f"Scaling study: {result.project}")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    with replacing(path.parent, path.name) as out:
+        figure.savefig(out, format="png", dpi=110)
     plt.close(figure)
     return path
 
@@ -303,11 +306,11 @@ def write_study(
         ],
     }
     paths: dict[str, Any] = {"json": out / f"{stem}.json", "markdown": out / f"{stem}.md"}
-    paths["json"].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_inside(out, f"{stem}.json", json.dumps(document, indent=2) + "\n")
     text = markdown(result)
     image = plot(result, out / f"{stem}.png") if plots and measured(result) else None
     if image is not None:
         text += f"\n![success rate and total p99 per batch]({image.name})\n"
-    paths["markdown"].write_text(text, encoding="utf-8")
+    write_inside(out, f"{stem}.md", text)
     paths["png"] = image
     return paths

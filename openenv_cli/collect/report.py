@@ -5,54 +5,50 @@ from __future__ import annotations
 import base64
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from openenv_cli.errors import UsageError
+from openenv_cli.markdown_text import inline
+from openenv_cli.safe_files import write_inside
 
 from .stats import compare, summarize
-from .store import RUN_FILE, read_rows
+from .store import read_rows, read_run
 
 FORMATS = ("json", "md", "html")
 
 
 def report_from_folder(out: Path, ks: list[int], success_threshold: float) -> dict[str, Any]:
     """The report of the collection in ``out``, its provenance included."""
-    if not (out / RUN_FILE).is_file():
-        raise UsageError(
-            f"{out} holds no collection ({RUN_FILE} is missing).",
-            hint="Point --from at the --out folder of openenv collect or openenv eval.",
-        )
+    run = read_run(out)
     rows = list(read_rows(out))
     if not rows:
         raise UsageError(f"{out} holds no episodes yet.", hint="Run openenv collect ... --resume.")
-    run = json.loads((out / RUN_FILE).read_text())
     return {"provenance": run.get("provenance", {}), **summarize(rows, ks, success_threshold)}
 
 
 def write_reports(report: dict[str, Any], folder: Path, formats: list[str]) -> list[Path]:
-    """Write the chosen formats into ``folder``; returns the files."""
+    """Write the chosen formats into ``folder`` (never through a link); returns the files."""
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise UsageError(f"--report {','.join(unknown)}: choose from {', '.join(FORMATS)}.")
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     if "json" in formats:
-        path = folder / "report.json"
-        path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-        written.append(path)
+        write_inside(folder, "report.json", json.dumps(report, indent=2, sort_keys=True) + "\n")
+        written.append(folder / "report.json")
     if "md" in formats:
-        path = folder / "report.md"
-        path.write_text(markdown(report))
-        written.append(path)
+        write_inside(folder, "report.md", markdown(report))
+        written.append(folder / "report.md")
     if "html" in formats:
-        path = folder / "report.html"
-        path.write_text(html(report))
-        written.append(path)
+        write_inside(folder, "report.html", html(report))
+        written.append(folder / "report.html")
     return written
 
 
-def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+def _rows(report: dict[str, Any], free_text: Callable[[str], str] = str) -> list[tuple[str, str]]:
+    """The summary table; ``free_text`` escapes what came from the environment (error kinds)."""
     ci = report["ci95"]
     rows = [
         ("episodes (completed)", f"{report['episodes']} ({report['completed']})"),
@@ -75,15 +71,16 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
                 )
             )
     rows.append(("invalid actions", str(report["invalid_actions"])))
-    errors = ", ".join(f"{k}: {v}" for k, v in report["errors"].items()) or "none"
+    errors = ", ".join(f"{free_text(k)}: {v}" for k, v in report["errors"].items()) or "none"
     rows.append(("errors", errors))
     return rows
 
 
 def markdown(report: dict[str, Any]) -> str:
     env = report.get("provenance", {}).get("environment", {})
-    lines = [f"# Evaluation of {env.get('name') or 'the environment'}", "", "| | |", "|---|---|"]
-    lines += [f"| {name} | {value} |" for name, value in _rows(report)]
+    title = inline(env.get("name") or "the environment")
+    lines = [f"# Evaluation of {title}", "", "| | |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in _rows(report, inline)]
     if report["per_task"]:
         lines += [
             "",
@@ -93,7 +90,7 @@ def markdown(report: dict[str, Any]) -> str:
             "|---|---:|---:|---:|",
         ]
         lines += [
-            f"| {task} | {t['episodes']} | {t['mean_reward']:.4f} | {t['success_rate']:.3f} |"
+            f"| {inline(task)} | {t['episodes']} | {t['mean_reward']:.4f} | {t['success_rate']:.3f} |"
             for task, t in report["per_task"].items()
         ]
     return "\n".join(lines) + "\n"
@@ -147,7 +144,7 @@ def _png(fig: Any, plt: Any) -> str:
 
 def comparison_markdown(a: Path, b: Path, result: dict[str, Any]) -> str:
     lines = [
-        f"# {a} vs {b}",
+        f"# {inline(a)} vs {inline(b)}",
         "",
         "| | A | B | B − A | p | significant |",
         "|---|---:|---:|---:|---:|---|",

@@ -6,25 +6,29 @@ Layout of the output folder::
     data/shard-00000.parquet episodes (or .jsonl), each shard complete or absent
     README.md                the dataset card (front matter for the Hub)
 
-A shard is written to a temporary name, flushed to disk and renamed, so a kill at any
-moment (SIGKILL included) leaves whole shards only; ``--resume`` reads the episode ids in
-them and runs the rest. Every row carries its ``episode_id``, so duplicates cannot hide.
+Every file is written through :mod:`openenv_cli.safe_files` (a temporary name created
+exclusively, flushed to disk and renamed; never through a link planted in the folder), so
+a kill at any moment (SIGKILL included) leaves whole shards only; ``--resume`` reads the
+episode ids in them and runs the rest. Every row carries its ``episode_id``, so duplicates cannot hide.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.safe_files import UnsafePathError, ensure_folder, read_inside, replacing
 
 from .spec import SCHEMA_VERSION, CollectSpec
 
 RUN_FILE = "run.json"
+CARD_FILE = "README.md"
 DATA_DIR = "data"
 TOKEN_FIELDS = ("prompt_ids", "completion_ids", "logprobs", "env_mask")
 
@@ -78,31 +82,33 @@ class Store:
     # -- opening ---------------------------------------------------------------------------
     def open(self, resume: bool, provenance: dict[str, Any]) -> set[str]:
         """Prepare the folder; returns the episode ids already written (empty when new)."""
-        run_file = self.out / RUN_FILE
-        if run_file.exists():
+        record = read_run(self.out) if os.path.lexists(self.out / RUN_FILE) else None
+        if record is not None:
             if not resume:
                 raise UsageError(
                     f"{self.out} already holds a collection.",
                     hint="Add --resume to finish it, or choose another --out.",
                 )
-            self._check_same_run(json.loads(run_file.read_text()))
+            self._check_same_run(record)
         elif self.out.exists() and any(self.out.iterdir()):
             raise UsageError(
                 f"{self.out} is not empty and holds no collection (no {RUN_FILE}).",
                 hint="Choose an empty or new --out folder.",
             )
-        self.data.mkdir(parents=True, exist_ok=True)
+        self.out.mkdir(parents=True, exist_ok=True)
+        ensure_folder(self.out, DATA_DIR)
         for leftover in self.data.glob("*.tmp"):  # a shard being written when the run died
             leftover.unlink()
         done = self.episode_ids()
-        if not run_file.exists():
+        if record is None:
             record = {
                 "schema_version": SCHEMA_VERSION,
                 "fingerprint": self.spec.fingerprint(),
                 "options": self.spec.fingerprint_fields(),
                 "provenance": provenance,
             }
-            _atomic_write(run_file, json.dumps(record, indent=2, sort_keys=True).encode())
+            with _writing(self.out, RUN_FILE) as out:
+                out.write(json.dumps(record, indent=2, sort_keys=True).encode())
         return done
 
     def _check_same_run(self, record: dict[str, Any]) -> None:
@@ -138,7 +144,7 @@ class Store:
     # -- writing ---------------------------------------------------------------------------
     def write_shard(self, rows: list[dict[str, Any]]) -> Path:
         """Write ``rows`` as one whole shard (temporary name, fsync, rename)."""
-        path = self.data / f"shard-{self._next_shard:05d}{self._suffix}"
+        name = f"shard-{self._next_shard:05d}{self._suffix}"
         self._next_shard += 1
         if not self.spec.tokens:
             rows = [
@@ -150,47 +156,78 @@ class Store:
             import pyarrow.parquet as pq
 
             table = pa.Table.from_pylist(rows, schema=_arrow_schema(self.spec.tokens))
-            sink = pa.BufferOutputStream()
-            pq.write_table(table, sink, compression="zstd")
-            payload = sink.getvalue().to_pybytes()
+            with _writing(self.out, f"{DATA_DIR}/{name}") as out:
+                pq.write_table(table, out, compression="zstd")
         else:
-            payload = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
-        _atomic_write(path, payload)
-        return path
+            with _writing(self.out, f"{DATA_DIR}/{name}") as out:
+                for r in rows:
+                    out.write(json.dumps(r, sort_keys=True).encode() + b"\n")
+        return self.data / name
 
     def write_card(self, provenance: dict[str, Any], summary: dict[str, Any]) -> None:
         from .card import render_card
 
-        _atomic_write(self.out / "README.md", render_card(self.spec, provenance, summary).encode())
+        with _writing(self.out, CARD_FILE) as out:
+            out.write(render_card(self.spec, provenance, summary).encode())
 
 
 def read_rows(out: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """Every row of a collection folder (Parquet or JSON lines shards)."""
+    """Every row of a collection folder (Parquet or JSON lines shards); a shard or ``data``
+    folder that is a symbolic link is refused (its rows would be another folder's, and a
+    push would upload what it points to)."""
     data = out / DATA_DIR
+    if data.is_symlink():
+        raise UnsafePathError(out, DATA_DIR, "is a symbolic link")
     for path in sorted(data.glob("shard-*.parquet")):
         import pyarrow.parquet as pq
 
+        _refuse_link(out, path)
         yield from pq.read_table(path, columns=columns).to_pylist()
     for path in sorted(data.glob("shard-*.jsonl")):
+        _refuse_link(out, path)
         with path.open(encoding="utf-8") as handle:
             for line in handle:
                 row = json.loads(line)
                 yield {k: row[k] for k in columns} if columns else row
 
 
-def _atomic_write(path: Path, payload: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def _refuse_link(out: Path, shard: Path) -> None:
+    if shard.is_symlink():
+        raise UnsafePathError(out, f"{DATA_DIR}/{shard.name}", "is a symbolic link")
+
+
+def read_run(out: Path) -> dict[str, Any]:
+    """The run record of the collection in ``out`` (never read through a link)."""
     try:
-        with tmp.open("wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        record = json.loads(read_inside(out, RUN_FILE))
+    except FileNotFoundError:
+        raise UsageError(
+            f"{out} holds no collection ({RUN_FILE} is missing).",
+            hint="Point at the --out folder of openenv collect or openenv eval.",
+        ) from None
+    except ValueError as error:
+        raise OpenEnvError(
+            f"{out / RUN_FILE} is not a run record: {error}.",
+            hint="The folder was edited or is not a collection; collect into a new --out.",
+        ) from None
+    if not isinstance(record, dict):
+        raise OpenEnvError(
+            f"{out / RUN_FILE} is not a run record.",
+            hint="The folder was edited or is not a collection; collect into a new --out.",
+        )
+    return record
+
+
+@contextlib.contextmanager
+def _writing(out: Path, relative: str) -> Iterator[BinaryIO]:
+    """``safe_files.replacing``, with a full disk told as what to do next."""
+    try:
+        with replacing(out, relative) as handle:
+            yield handle
     except OSError as error:
-        tmp.unlink(missing_ok=True)
         if error.errno == errno.ENOSPC:
             raise OpenEnvError(
-                f"the disk is full: could not write {path.name}",
+                f"the disk is full: could not write {relative}",
                 hint="Free space, then run again with --resume: written shards are kept, "
                 "the unwritten episodes run again.",
             ) from None

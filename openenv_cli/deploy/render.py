@@ -9,14 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
 from openenv_cli.deploy.settings import Backend, DeploySettings, front_session_budget
 from openenv_cli.errors import UsageError
+from openenv_cli.safe_files import links_on_the_way, write_inside
 from openenv_cli.scaffold import render_project, write_project
 
 Discovery = Literal["STATIC", "STRICT_DNS", "EDS"]
@@ -157,7 +157,7 @@ def write_files(
     otherwise it is someone's edit: replaced only with ``force``, and with ``keep_edits``
     (``--apply``) kept and used as it is.
     """
-    linked = _links_in_the_way(files, out)
+    linked = _links_in_the_way([*files, RECORD], out)
     if linked:
         raise UsageError(
             f"Symbolic links are on the way to the deploy files: {', '.join(linked)}. "
@@ -206,29 +206,17 @@ def _load_record(out: Path) -> dict[str, str]:
 
 
 def _save_record(out: Path, record: Mapping[str, str]) -> None:
-    """Write the record, never through a link (no record is written then)."""
-    text = json.dumps(dict(sorted(record.items())), indent=1) + "\n"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        descriptor = os.open(out / RECORD, flags, 0o644)
-    except OSError:
-        return
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    """Write the record, never through a link."""
+    write_inside(out, RECORD, json.dumps(dict(sorted(record.items())), indent=1) + "\n")
 
 
-def _links_in_the_way(files: Mapping[str, str], out: Path) -> list[str]:
+def _links_in_the_way(files: Iterable[str], out: Path) -> list[str]:
     """The symbolic links among ``out``'s own components (when it is relative: the folder it
     names inside the current one) and every existing path from ``out`` to each file."""
     found: list[Path] = []
     if not out.is_absolute():
         found += [p for p in [*reversed(out.parents), out] if p.parts and p.is_symlink()]
-    for relative in files:
-        path = out
-        for part in PurePosixPath(relative).parts:
-            path = path / part
-            if path.is_symlink():
-                found.append(path)
+    found += links_on_the_way(out, files)
     return sorted({str(p) for p in found})
 
 

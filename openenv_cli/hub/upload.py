@@ -21,6 +21,7 @@ from openenv_cli.image.context import ContextFolder, stage_context
 from openenv_cli.image.safe_files import read_inside
 from openenv_cli.image.selection import typed_includes
 from openenv_cli.manifest import Manifest
+from openenv_cli.safe_files import write_inside
 
 README = "README.md"
 
@@ -89,7 +90,7 @@ def prepare_push(
         readme_bytes.decode("utf-8", errors="replace") if readme_bytes is not None else None
     )
     readme, front = space_readme(readme_text, manifest, interface=interface)
-    (staged.root / README).write_text(readme, encoding="utf-8")
+    write_inside(staged.root, README, readme)
     return PushPlan(
         manifest=manifest,
         repo=repo,

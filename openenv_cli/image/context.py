@@ -18,6 +18,7 @@ from openenv_cli.image.safe_files import OutsideProjectError, copy_inside, read_
 from openenv_cli.image.secret_rules import secret_pattern
 from openenv_cli.image.secret_scan import scan_text
 from openenv_cli.image.selection import LeftOut, ShippedSecret, normalise_includes, select_files
+from openenv_cli.safe_files import write_inside
 
 
 @dataclass(frozen=True)
@@ -160,15 +161,12 @@ def stage_context(
         if inside is not None and (item.path == inside or item.path.startswith(inside + "/")):
             continue
         try:
-            copy_inside(root, item.source, destination / item.path)
+            copy_inside(root, item.source, destination, item.path)
         except OutsideProjectError as exc:  # changed on disk since it was listed
-            (destination / item.path).unlink(missing_ok=True)
             left_out.append(LeftOut(item.path, "link", f"changed while being read: {exc}"))
-    target = destination / dockerfile_relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    write_inside(destination, dockerfile_relative, text, sync=False)
     if dockerfile_at_root:
-        (destination / "Dockerfile").write_text(text, encoding="utf-8")
+        write_inside(destination, "Dockerfile", text, sync=False)
     write_runtime_bundle(destination)
     staged = sorted(
         p.relative_to(destination).as_posix() for p in destination.rglob("*") if p.is_file()

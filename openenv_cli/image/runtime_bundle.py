@@ -21,6 +21,7 @@ from packaging.requirements import Requirement
 
 from openenv_cli.errors import OpenEnvError
 from openenv_cli.image.selection import RUNTIME_DIR
+from openenv_cli.safe_files import replacing, write_inside
 
 RUNTIME_DISTRIBUTION = "openenv-runtime"
 RUNTIME_PACKAGE = "openenv_runtime"
@@ -175,10 +176,10 @@ def write_runtime_bundle(dest_dir: str | Path) -> Path:
     """
     source = _runtime_source()
     version = runtime_version()
-    bundle = Path(dest_dir) / RUNTIME_DIR
-    if bundle.exists():
+    dest = Path(dest_dir)
+    bundle = dest / RUNTIME_DIR
+    if bundle.is_dir() and not bundle.is_symlink():  # a link is refused by the writes below
         shutil.rmtree(bundle)
-    target = bundle / RUNTIME_PACKAGE
     copied: list[str] = []
     for current, dirnames, filenames in os.walk(source):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
@@ -186,14 +187,18 @@ def write_runtime_bundle(dest_dir: str | Path) -> Path:
             if name.endswith((".pyc", ".pyo")) or name.startswith("."):
                 continue
             path = Path(current) / name
-            relative = path.relative_to(source)
-            destination = target / relative
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
-            copied.append((Path(RUNTIME_PACKAGE) / relative).as_posix())
+            shipped = (Path(RUNTIME_PACKAGE) / path.relative_to(source)).as_posix()
+            with (
+                path.open("rb") as original,
+                replacing(dest, f"{RUNTIME_DIR}/{shipped}", sync=False) as out,
+            ):
+                shutil.copyfileobj(original, out)
+            copied.append(shipped)
     if not copied:
         raise OpenEnvError(
             f"The openenv runtime at {source} has no files.", hint="Reinstall the CLI."
         )
-    (bundle / "pyproject.toml").write_text(runtime_pyproject(version, copied), encoding="utf-8")
+    write_inside(
+        dest, f"{RUNTIME_DIR}/pyproject.toml", runtime_pyproject(version, copied), sync=False
+    )
     return bundle

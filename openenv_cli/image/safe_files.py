@@ -11,8 +11,11 @@ meanwhile.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path, PurePosixPath
+
+from openenv_cli.safe_files import replacing
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -78,9 +81,11 @@ def read_inside(root: Path, relative: str) -> bytes:
         return source.read()
 
 
-def copy_inside(root: Path, relative: str, destination: Path) -> None:
-    """Copy ``root/relative`` (read through :func:`open_inside`) to ``destination``."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    with os.fdopen(open_inside(root, relative), "rb") as source, destination.open("wb") as out:
-        while chunk := source.read(_COPY_CHUNK):
-            out.write(chunk)
+def copy_inside(root: Path, relative: str, into: Path, target: str) -> None:
+    """Copy ``root/relative`` (read through :func:`open_inside`) to ``into/target`` (written
+    through :func:`openenv_cli.safe_files.replacing`, never through a link in ``into``)."""
+    with (
+        os.fdopen(open_inside(root, relative), "rb") as source,
+        replacing(into, target, sync=False) as out,
+    ):
+        shutil.copyfileobj(source, out, _COPY_CHUNK)

@@ -18,7 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from tomlkit.exceptions import TOMLKitError
 
 from openenv_cli.errors import OpenEnvError
-from openenv_cli.project_files import OutsideProjectError, read_inside, write_inside
+from openenv_cli.safe_files import UnsafePathError, read_inside, write_inside
 
 from .python_imports import (
     NotRewritable,
@@ -115,7 +115,9 @@ def _read(plan: MigrationPlan, relative: str) -> str | None:
     when it is a link, leaves the project or is not a regular file."""
     try:
         return read_inside(plan.root, relative).decode("utf-8")
-    except OutsideProjectError:
+    except FileNotFoundError:
+        return None
+    except UnsafePathError:
         plan.notes.append(
             f"{relative}: a symbolic link or not a regular file; left as is (migrate never "
             "reads or writes through a link)"
@@ -263,8 +265,8 @@ def apply_migration(plan: MigrationPlan) -> None:
         relative = path.relative_to(plan.root).as_posix()
         try:
             write_inside(plan.root, relative, text)
-        except OutsideProjectError as exc:
+        except UnsafePathError as exc:
             raise OpenEnvError(
-                f"Did not write {relative}: {exc}.",
+                f"Did not write {relative}: {exc.message}",
                 hint="Remove the link (migrate never writes through one) and run migrate again.",
             ) from exc

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openenv_cli.safe_files import UnsafePathError, write_inside
 from openenv_cli.validation.constraints import constraint_shifts
 from openenv_cli.validation.example import resolve_ref
 from openenv_cli.validation.results import CheckResult, failed, passed, warned
@@ -48,11 +49,9 @@ def build_lock(schemas: dict[str, Any], name: str, version: str | None) -> dict[
 
 
 def write_lock(project_dir: Path, lock: dict[str, Any]) -> Path:
-    path = project_dir / LOCK_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write the lock file atomically, never through a link."""
+    write_inside(project_dir, LOCK_FILE, json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    return project_dir / LOCK_FILE
 
 
 class LockError(ValueError):
@@ -277,6 +276,8 @@ def check_contract(
         changes = diff_schemas(previous["schemas"], schemas) if previous else []
         try:
             write_lock(project_dir, build_lock(schemas, name, version))
+        except UnsafePathError as exc:
+            return failed("contract", exc.message, exc.hint or "", file=LOCK_FILE)
         except OSError as exc:
             return failed(
                 "contract",

@@ -75,6 +75,18 @@ def test_a_linked_file_or_subfolder_is_not_written_through(project: Path, outsid
     assert snapshot(outside) == {"kustomization.yaml": "precious\n"}
 
 
+def test_a_linked_record_is_refused_before_anything_is_written(
+    project: Path, outside: Path
+) -> None:
+    target = project / "deploy" / "kubernetes"
+    target.mkdir(parents=True)
+    (target / ".openenv-deploy.json").symlink_to(outside / "kustomization.yaml")
+    with pytest.raises(OpenEnvError, match=r"\.openenv-deploy\.json"):
+        deploy(project)
+    assert [p.name for p in target.iterdir()] == [".openenv-deploy.json"]
+    assert snapshot(outside) == {"kustomization.yaml": "precious\n"}
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [("SESSION_TIMEOUT", "inf"), ("DRAIN_TIMEOUT", "nan"), ("WORKERS", "-inf")],

@@ -152,7 +152,7 @@ def test_reads_refuse_links_anywhere_in_the_path(project: Path, tmp_path: Path) 
     (project / "sub").symlink_to(outside, target_is_directory=True)
     for relative in ("environ", "sub/app.py", "../outside/app.py", "/etc/passwd"):
         with pytest.raises(OutsideProjectError):
-            copy_inside(root, relative, tmp_path / "copy")
+            copy_inside(root, relative, tmp_path, "copy")
     assert not (tmp_path / "copy").exists()
 
 

@@ -280,8 +280,10 @@ def test_the_record_of_written_files_is_never_written_through_a_link(
     outside.write_text("keep\n")
     (out / ".openenv-deploy.json").symlink_to(outside)
     plan = plan_deploy("envoy", project, out=out, backends=["127.0.0.1:8001"])
-    assert write_files(plan.files, out, force=False).written
+    with pytest.raises(UsageError, match=r"\.openenv-deploy\.json"):
+        write_files(plan.files, out, force=False)
     assert outside.read_text() == "keep\n"
+    assert sorted(p.name for p in out.iterdir()) == [".openenv-deploy.json"]  # nothing written
 
 
 def test_a_burst_past_the_backlog_is_not_taken_for_a_dead_replica(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from openenv_cli import project_writer
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.project_writer import write_project
 from openenv_cli.scaffold import render_project
@@ -57,16 +58,16 @@ def test_force_overwrites_generated_files_and_keeps_others(tmp_path: Path) -> No
 
 
 def test_failure_half_way_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = Path.write_text
+    real = project_writer.write_inside
     calls = {"n": 0}
 
-    def flaky(self: Path, *args, **kwargs):
+    def flaky(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 4:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, *args, **kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(Path, "write_text", flaky)
+    monkeypatch.setattr(project_writer, "write_inside", flaky)
     with pytest.raises(OpenEnvError) as exc:
         write_project(render_project("my_env"), tmp_path / "deep" / "my_env")
     assert exc.value.exit_code == 1 and "Nothing was written" in exc.value.message
