@@ -12,7 +12,7 @@ from openenv_cli.errors import OpenEnvError
 from openenv_cli.hub.upload import prepare_push
 from openenv_cli.image.context import stage_context
 from openenv_cli.image.plan import plan_build
-from openenv_cli.image.secret_scan import MAX_SCANNED_BYTES, scan_file, scan_text
+from openenv_cli.image.secret_scan import CHUNK_BYTES, Finding, scan_file, scan_text
 from openenv_cli.image.selection import select_files, typed_includes
 from openenv_cli.manifest import load_manifest
 from openenv_cli.scaffold import render_project, write_project
@@ -96,17 +96,19 @@ def test_a_false_alarm_ships_when_named_and_is_listed(project: Path) -> None:
     ]
 
 
-def test_large_and_binary_files_are_searched_for_private_keys_only(project: Path) -> None:
+def test_large_and_binary_files_are_scanned_whole(project: Path) -> None:
     root = project.resolve()
-    _plant(project, {"data/big.txt": "x" * MAX_SCANNED_BYTES + "\n" + PRIVATE_KEY})
+    _plant(project, {"data/big.txt": "x " * CHUNK_BYTES + "\n" + PRIVATE_KEY})
     (project / "data" / "blob.bin").write_bytes(b"\0\1\2" * 500_000 + PRIVATE_KEY.encode())
     (project / "data" / "tokens.bin").write_bytes(b"\0" + HF_TOKEN.encode())
-    _plant(project, {"data/big_tokens.txt": "x" * MAX_SCANNED_BYTES + "\n" + HF_TOKEN})
+    _plant(project, {"data/big_tokens.txt": "x " * CHUNK_BYTES + "\n" + HF_TOKEN})
     for name in ("data/big.txt", "data/blob.bin"):
         finding = scan_file(root, name)
-        assert finding is not None and finding.describe() == "Private Key", name
-    assert scan_file(root, "data/tokens.bin") is None  # binary: key blocks only
-    assert scan_file(root, "data/big_tokens.txt") is None  # over the bound: key blocks only
+        assert finding is not None and finding.kind == "Private Key", name
+    for name in ("data/tokens.bin", "data/big_tokens.txt"):
+        finding = scan_file(root, name)
+        assert finding is not None and finding.kind == "Hugging Face Token", name
+    assert scan_file(root, "data/big_tokens.txt") == Finding("Hugging Face Token", 2)
 
 
 def test_hard_links_are_left_out_unless_named(project: Path, tmp_path: Path) -> None:
