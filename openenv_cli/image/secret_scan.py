@@ -17,7 +17,9 @@ detectors of ``detect-secrets`` that recognise a credential by its own shape, pl
   zip are opened and every member searched (its name against the deny list of
   :mod:`.secret_rules` too), and so are the cells and outputs of a Jupyter notebook
   (``.ipynb``). Opening is bounded: at most :data:`MAX_NESTING` containers deep,
-  :data:`MAX_EXPANDED_BYTES` read out of containers and :data:`MAX_MEMBERS` members per file.
+  :data:`MAX_EXPANDED_BYTES` decompressed (and nothing expanding more than :data:`MAX_RATIO`
+  times) and :data:`MAX_MEMBERS` members per file; a zip's declared sizes are checked before
+  anything is decompressed.
   A file past a bound, an encrypted member or a broken archive cannot be scanned; it gives a
   :class:`Finding` with ``unscanned`` set, and is left out like a secret (named with
   ``--include-secret``, it ships).
@@ -42,12 +44,12 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from detect_secrets.plugins.base import RegexBasedDetector
 
@@ -58,7 +60,9 @@ from openenv_cli.image.secret_rules import secret_pattern
 CHUNK_BYTES = 1 << 20
 OVERLAP_CHARS = 4096
 MAX_NESTING = 5
-MAX_EXPANDED_BYTES = 256 << 20
+MAX_EXPANDED_BYTES = 64 << 20
+MAX_RATIO = 100
+_RATIO_FLOOR = 1 << 20  # what a small file expands to is never a bomb
 MAX_MEMBERS = 10_000
 MIN_BASE64_CHARS = 32
 MAX_BASE64_BYTES = 32 << 20
@@ -116,12 +120,34 @@ class _Budget:
             raise _Unscannable(f"holds more than {MAX_MEMBERS} files")
 
 
-class _Counted(io.RawIOBase):
-    """The bytes out of a decompressor or an archive member, counted against the budget."""
+class _Tally(io.RawIOBase):
+    """The compressed bytes a decompressor reads, counted (to know how far it expands them)."""
 
-    def __init__(self, source: IO[bytes], budget: _Budget) -> None:
+    def __init__(self, source: IO[bytes]) -> None:
+        self._source = source
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._source.read(len(buffer))
+        self.count += len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _Counted(io.RawIOBase):
+    """The bytes out of a decompressor, counted against the budget; ``compressed`` says how
+    many bytes went in, for the ratio bound."""
+
+    def __init__(
+        self, source: io.BufferedIOBase | IO[bytes], budget: _Budget, compressed: Callable[[], int]
+    ) -> None:
         self._source = source
         self._budget = budget
+        self._compressed = compressed
+        self._out = 0
 
     def readable(self) -> bool:
         return True
@@ -129,8 +155,15 @@ class _Counted(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         data = self._source.read(len(buffer))
         self._budget.expand(len(data))
+        self._out += len(data)
+        _check_ratio(self._out, self._compressed())
         buffer[: len(data)] = data
         return len(data)
+
+
+def _check_ratio(expanded: int, compressed: int) -> None:
+    if expanded > _RATIO_FLOOR and expanded > MAX_RATIO * max(compressed, 1):
+        raise _Unscannable(f"expands more than {MAX_RATIO} times (a decompression bomb?)")
 
 
 class _Prefixed(io.RawIOBase):
@@ -309,6 +342,14 @@ def _container(head: bytes) -> str | None:
     return None
 
 
+def _decompressor(kind: str, source: io.RawIOBase) -> io.BufferedIOBase:
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=source, mode="rb")
+    if kind == "bzip2":
+        return bz2.BZ2File(source, "rb")
+    return lzma.LZMAFile(cast(IO[bytes], source), "rb")
+
+
 def _scan_stream(stream: IO[bytes], name: str, budget: _Budget, depth: int) -> Finding | None:
     """Whatever ``stream`` holds: a container is opened, anything else searched as text."""
     seekable = stream.seekable()
@@ -327,9 +368,10 @@ def _scan_stream(stream: IO[bytes], name: str, budget: _Budget, depth: int) -> F
         if kind == "tar":
             return _scan_tar(whole, budget, depth + 1)
         if kind is not None:
-            opened = {"gzip": gzip.GzipFile, "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
-            inner = io.BufferedReader(_Counted(opened(fileobj=whole, mode="rb"), budget))
-            return _scan_stream(inner, PurePosixPath(name).stem, budget, depth + 1)
+            tally = _Tally(whole)
+            with _decompressor(kind, tally) as decompressed:
+                inner = io.BufferedReader(_Counted(decompressed, budget, lambda: tally.count))
+                return _scan_stream(inner, PurePosixPath(name).stem, budget, depth + 1)
     except (
         tarfile.TarError,
         zipfile.BadZipFile,
@@ -383,6 +425,8 @@ def _scan_zip(stream: IO[bytes], seekable: bool, budget: _Budget, depth: int) ->
         declared = sum(info.file_size for info in infos)
         if budget.expanded + declared > MAX_EXPANDED_BYTES:
             raise _Unscannable(f"expands past {MAX_EXPANDED_BYTES >> 20} MiB")
+        for info in infos:
+            _check_ratio(info.file_size, info.compress_size)
         if archive.comment:
             found = _detected(archive.comment.decode("utf-8", errors="replace"), "")
             if found is not None:
@@ -394,7 +438,8 @@ def _scan_zip(stream: IO[bytes], seekable: bool, budget: _Budget, depth: int) ->
             if info.flag_bits & 0x1:
                 raise _Unscannable(f"an encrypted member ({info.filename})")
             with archive.open(info) as member:
-                counted = io.BufferedReader(_Counted(member, budget), CHUNK_BYTES)
+                size = partial(int, info.compress_size)
+                counted = io.BufferedReader(_Counted(member, budget, size), CHUNK_BYTES)
                 found = _scan_member(counted, info.filename, budget, depth)
             if found is not None:
                 return found
