@@ -26,8 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from openenv_cli.collect.hub import push_dataset
+from openenv_cli.errors import OpenEnvError
 from openenv_cli.scaffold import render_project, write_project
-from tests.support.hub_server import ALICE_TOKEN, HubHandle, running_hub
+from tests.support.hub_server import ALICE_TOKEN, HubHandle, isolated_hub, running_hub
 
 pytestmark = [pytest.mark.integration, pytest.mark.hub]
 
@@ -46,7 +48,17 @@ HF = "hf" + "_" + _alnum(34, "hf")
 ANTHROPIC = "sk-" + "ant-" + "api03-" + _alnum(93, "ant") + "AA"
 GOOGLE = "AI" + "za" + _alnum(35, "google")
 GITHUB_PAT = "github" + "_pat_" + _alnum(22, "gh") + "_" + _alnum(59, "pat")
-OPENAI_PROJECT = "sk-" + "proj-" + _alnum(74, "proj") + "T3Blbk" + "FJ" + _alnum(74, "oai")
+OPENAI_PROJECT = (
+    "sk-"
+    + "proj-"
+    + _alnum(64, "proj")
+    + "_"
+    + _alnum(9, "p")
+    + "T3Blbk"
+    + "FJ"
+    + "-"
+    + _alnum(74, "o")
+)
 AWS_ID = "AK" + "IA" + _alnum(16, "aws").upper()
 PEM = (
     "-----BEGIN "
@@ -199,3 +211,51 @@ def test_no_value_reaches_the_space_and_harmless_archives_ship(
     leaked = [(n, v) for n, data in files.items() for v in VALUES if v.encode() in data]
     assert leaked == []
     assert not any(v in done.stdout + done.stderr for v in VALUES)
+
+
+def _collection(root: Path, rows: list[dict[str, object]], extra: dict[str, bytes]) -> Path:
+    (root / "data").mkdir(parents=True)
+    (root / "run.json").write_text(json.dumps({"options": {"seed": 1}}))
+    (root / "README.md").write_text("# A collection\n")
+    lines = "".join(json.dumps(row) + "\n" for row in rows)
+    (root / "data" / "shard-00000.jsonl").write_text(lines)
+    for relative, data in extra.items():
+        (root / relative).write_bytes(data)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra"),
+    [
+        # a shard-named archive the rows never read, holding an AWS key
+        ([{"episode_id": "ep-1"}], {"data/shard-00009.tar.gz": _tar({"c": AWS_FILE.encode()})}),
+        # an episode that echoes a base64-encoded private key
+        ([{"episode_id": "ep-1", "obs": base64.b64encode(PEM.encode()).decode()}], {}),
+        # an episode that echoes an Anthropic key
+        ([{"episode_id": "ep-1", "obs": f"key={ANTHROPIC}"}], {}),
+    ],
+    ids=["archive-shard", "base64-row", "anthropic-row"],
+)
+def test_collect_push_refuses_what_the_push_scan_finds(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    rows: list[dict[str, object]],
+    extra: dict[str, bytes],
+) -> None:
+    out = _collection(tmp_path / "out", rows, extra)
+    with isolated_hub(monkeypatch, tmp_path / "hf_home") as hub:
+        with pytest.raises(OpenEnvError, match="Not pushed"):
+            push_dataset(out, "alice/episodes", private=True, token=ALICE_TOKEN)
+        assert hub.state.calls("POST", "/commit/") == []
+
+
+def test_collect_push_uploads_exactly_what_it_scanned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = _collection(tmp_path / "out", [{"episode_id": "ep-1", "reward": 1.0}], {})
+    (out / "notes.txt").write_text("not part of the dataset\n")
+    with isolated_hub(monkeypatch, tmp_path / "hf_home") as hub:
+        push_dataset(out, "alice/episodes", private=True, token=ALICE_TOKEN)
+        files = set(hub.state.repo("alice/episodes", kind="dataset").files)
+    assert files >= {"README.md", "run.json", "data/shard-00000.jsonl"}
+    assert "notes.txt" not in files
