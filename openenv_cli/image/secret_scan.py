@@ -217,9 +217,10 @@ def _decoded_base64(run: str) -> bytes | None:
     clean = re.sub(r"\\n|\s", "", run).rstrip("=").replace("-", "+").replace("_", "/")
     if len(clean) < MIN_BASE64_CHARS:
         return None
-    clean = clean[: len(clean) - len(clean) % 4]
+    if len(clean) % 4 == 1:  # one character too many for whole bytes
+        clean = clean[:-1]
     try:
-        return base64.b64decode(clean, validate=True)
+        return base64.b64decode(clean + "=" * (-len(clean) % 4), validate=True)
     except binascii.Error:
         return None
 
