@@ -10,16 +10,18 @@ detectors of ``detect-secrets`` that recognise a credential by its own shape, pl
   :data:`OVERLAP_CHARS` characters of one chunk are searched again with the next, so a token
   across the boundary is still found): memory stays bounded whatever the size.
 - **Encodings.** UTF-16 and UTF-32 text (with a byte-order mark, or UTF-16 recognised by its
-  zero bytes) is decoded first; other files are read as UTF-8 (binary files too: a token in
-  them is still ASCII). Runs of base64 (:data:`MIN_BASE64_CHARS` or more, wrapped or not) are
-  decoded and the result searched as well, up to :data:`MAX_BASE64_BYTES` per file.
+  zero bytes) is decoded first; other text as UTF-8. In a binary file (a zero byte near the
+  start) the runs of printable ASCII are searched, where a key or a token would be. Runs of
+  base64 (:data:`MIN_BASE64_CHARS` or more, wrapped or not) are decoded and the result
+  searched as well, up to :data:`MAX_BASE64_BYTES` per file.
 - **Containers.** Recognised by their first bytes, not their names: gzip, bzip2, xz, tar and
   zip are opened and every member searched (its name against the deny list of
   :mod:`.secret_rules` too), and so are the cells and outputs of a Jupyter notebook
   (``.ipynb``). Opening is bounded: at most :data:`MAX_NESTING` containers deep,
   :data:`MAX_EXPANDED_BYTES` decompressed (and nothing expanding more than :data:`MAX_RATIO`
   times) and :data:`MAX_MEMBERS` members per file; a zip's declared sizes are checked before
-  anything is decompressed.
+  anything is decompressed. (Bytes stored without compression, as in a plain tar or a
+  PyTorch checkpoint, cost what the file itself does and are not counted.)
   A file past a bound, an encrypted member or a broken archive cannot be scanned; it gives a
   :class:`Finding` with ``unscanned`` set, and is left out like a secret (named with
   ``--include-secret``, it ships).
@@ -76,6 +78,7 @@ _HEAD = 512
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}(?:(?:\r?\n|\\n)[A-Za-z0-9+/_-]{16,}={0,2})*")
 _BASE64_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-=\r\n\\"
 _PRINTABLE = bytes(range(32, 127)) + b"\t\r\n"
+_PRINTABLE_RUN = re.compile(rb"[\t\n\r\x20-\x7e]{12,}")
 _IMAGES = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"RIFF")
 
 
@@ -296,7 +299,10 @@ def _scan_text_stream(
     stream: IO[bytes], head: bytes, name: str, budget: _Budget, depth: int
 ) -> Finding | None:
     """A file of any size as text, chunk by chunk; a window keeps the end of the one before."""
-    decoder = codecs.getincrementaldecoder(_encoding(head))(errors="replace")
+    encoding = _encoding(head)
+    if encoding == "utf-8" and b"\0" in head:
+        return _scan_binary_stream(stream, name, budget, depth)
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
     tail = ""
     lines_before = 0
     final = False
@@ -319,6 +325,23 @@ def _scan_text_stream(
             keep = run if run >= floor else floor + (run - floor) % 4
         lines_before += window.count("\n", 0, keep)
         tail = window[keep:]
+    return None
+
+
+def _scan_binary_stream(
+    stream: IO[bytes], name: str, budget: _Budget, depth: int
+) -> Finding | None:
+    """A binary file (a NUL byte near the start): only its runs of printable ASCII, where a
+    key or a token would be, are searched (as ``strings`` shows them), one per line; a
+    finding has no line number."""
+    tail = b""
+    while chunk := stream.read(CHUNK_BYTES):
+        window = tail + chunk
+        text = "\n".join(run.decode("ascii") for run in _PRINTABLE_RUN.findall(window))
+        found = _scan_window(text, name, budget, depth) if text else None
+        if found is not None:
+            return replace(found, line=0)
+        tail = window[-OVERLAP_CHARS:]
     return None
 
 
@@ -423,11 +446,12 @@ def _scan_zip(stream: IO[bytes], seekable: bool, budget: _Budget, depth: int) ->
         infos = archive.infolist()
         if budget.members + len(infos) > MAX_MEMBERS:
             raise _Unscannable(f"holds more than {MAX_MEMBERS} files")
-        declared = sum(info.file_size for info in infos)
+        declared = sum(i.file_size for i in infos if i.compress_type != zipfile.ZIP_STORED)
         if budget.expanded + declared > MAX_EXPANDED_BYTES:
             raise _Unscannable(f"expands past {MAX_EXPANDED_BYTES >> 20} MiB")
         for info in infos:
-            _check_ratio(info.file_size, info.compress_size)
+            if info.compress_type != zipfile.ZIP_STORED:
+                _check_ratio(info.file_size, info.compress_size)
         if archive.comment:
             found = _detected(archive.comment.decode("utf-8", errors="replace"), "")
             if found is not None:
@@ -439,9 +463,12 @@ def _scan_zip(stream: IO[bytes], seekable: bool, budget: _Budget, depth: int) ->
             if info.flag_bits & 0x1:
                 raise _Unscannable(f"an encrypted member ({info.filename})")
             with archive.open(info) as member:
-                size = partial(int, info.compress_size)
-                counted = io.BufferedReader(_Counted(member, budget, size), CHUNK_BYTES)
-                found = _scan_member(counted, info.filename, budget, depth)
+                if info.compress_type == zipfile.ZIP_STORED:  # read as it is on disk
+                    found = _scan_member(member, info.filename, budget, depth)
+                else:
+                    size = partial(int, info.compress_size)
+                    counted = io.BufferedReader(_Counted(member, budget, size), CHUNK_BYTES)
+                    found = _scan_member(counted, info.filename, budget, depth)
             if found is not None:
                 return found
     return None

@@ -403,3 +403,19 @@ def test_an_archive_that_cannot_be_scanned_is_left_out_unless_named(project: Pat
     named = select_files(project, include_secrets=["data/deep.gz"])
     assert "data/deep.gz" in named.paths
     assert "cannot be scanned" in named.secrets_shipped[0].reason
+
+
+def test_stored_members_are_read_not_counted_as_expansion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(secret_scan, "MAX_EXPANDED_BYTES", 1 << 20)
+    weights = os.urandom(2 << 20)  # a checkpoint's tensors: stored, as torch.save writes them
+    for method, refused in ((zipfile.ZIP_STORED, False), (zipfile.ZIP_DEFLATED, True)):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", method) as archive:
+            archive.writestr("model/data/0", weights)
+            archive.writestr("model/data.pkl", b"\x80\x02X\x05token" + HF_TOKEN.encode())
+        finding = _scan_bytes(tmp_path, "model.pt", buffer.getvalue())
+        assert finding is not None and finding.unscanned is refused, method
+        if not refused:
+            assert (finding.kind, finding.inside) == ("Hugging Face Token", "model/data.pkl")
