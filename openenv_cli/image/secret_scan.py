@@ -433,6 +433,8 @@ def _scan_tar(stream: IO[bytes], budget: _Budget, depth: int) -> Finding | None:
             if not info.isfile():
                 budget.member()
                 continue
+            if info.issparse():  # its holes read as zeros, as many as it claims: a bomb
+                raise _Unscannable(f"a sparse member ({info.name})")
             member = archive.extractfile(info)
             if member is not None:
                 found = _scan_member(member, info.name, budget, depth)
