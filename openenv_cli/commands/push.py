@@ -131,7 +131,7 @@ def command(
 ) -> None:
     """Deploy the project to a Hugging Face Docker Space.
 
-    Uploads the project (honouring .gitignore, .dockerignore and --exclude; never .git, virtualenvs, caches, other tools' lock files, symbolic links leading out of the project, hard links, or secrets: files such as .env*, .netrc, .aws/, .ssh/, *.pem, id_rsa* or terraform.tfstate, and any file holding a private key or a token, unless named with --include-secret) with its Dockerfile at the root, the runtime this CLI uses in [bold]_openenv_runtime/[/], and a README whose front matter configures the Space.
+    Uploads the project (honouring .gitignore, .dockerignore and --exclude; never .git, virtualenvs, caches, other tools' lock files, symbolic links leading out of the project, hard links, or secrets: files such as .env*, .netrc, .aws/, .ssh/, *.pem, id_rsa* or terraform.tfstate, and any file holding a private key or a token, inside archives and notebooks too, or an archive too large to scan, unless named with --include-secret) with its Dockerfile at the root, the runtime this CLI uses in [bold]_openenv_runtime/[/], and a README whose front matter configures the Space.
 
     Creates the Space when needed, sets its variables and secrets on every push, and commits only what changed (files no longer shipped are deleted). The Hub is [bold]$HF_ENDPOINT[/] (default https://huggingface.co).
     """

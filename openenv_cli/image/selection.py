@@ -5,7 +5,9 @@ is reported with its reason (``openenv push --dry-run`` and ``openenv build`` pr
 Then two more that only ``--include-secret PATH`` (typed at the command) can override:
 a **hard link** (a file with more than one name, one of which may lie outside the project)
 is left out, and so is a file whose **content** holds a secret (:mod:`.secret_scan`: a private
-key, an AWS, Hugging Face or GitHub token, ...) whatever its name. Every secret that ships
+key, an AWS, Hugging Face, Anthropic, Google or GitHub token, a Docker login, ..., also inside
+archives and notebooks, base64-encoded or in UTF-16) whatever its name, or that cannot be
+scanned (an archive past the scan's bounds, encrypted or broken). Every secret that ships
 because it was named is listed in :attr:`Selection.secrets_shipped`.
 
 1. **Never shipped**: version control, caches, build output, other tools' lock files, an old
@@ -332,16 +334,19 @@ def _check_files(
         # A token can hide in a file's name too (the name travels as the path on the Hub).
         finding = scan_text(item.path) or scan_file(root, item.source)
         if finding is not None:
+            what = (
+                f"cannot be scanned for secrets: {finding.describe()}"
+                if finding.unscanned
+                else f"holds what looks like a secret ({finding.describe()})"
+            )
             if not named:
                 left_out.append(
                     LeftOut(
-                        item.path,
-                        "secret",
-                        f"holds what looks like a secret ({finding.describe()}); name it with --include-secret to ship it",
+                        item.path, "secret", f"{what}; name it with --include-secret to ship it"
                     )
                 )
                 continue
-            why.append(f"holds what looks like a secret ({finding.describe()})")
+            why.append(what)
         if why:
             shipped.append(ShippedSecret(item.path, "; ".join(why)))
         kept.append(item)

@@ -89,7 +89,7 @@ def test_a_push_with_a_secret_in_an_episode_is_refused(tmp_path: Path) -> None:
     leaked = "AKIA" + "IOSFODNN7EXAMPLE"  # an AWS access key id, as an environment might echo it
     row["observations"] = [json.dumps({"text": f"key={leaked}"})]
     store.write_shard([row])
-    assert scan_collection(tmp_path) == ["episode ep-0000000: AWS Access Key"]
+    assert "episode ep-0000000: AWS Access Key" in scan_collection(tmp_path)
     with pytest.raises(OpenEnvError, match="Not pushed"):
         push_dataset(tmp_path, "alice/leak", private=True, token="unused")
 
