@@ -20,6 +20,50 @@ if TYPE_CHECKING:
 # alone in its file needs an engine carries its marker itself.
 MARKED_PATHS: dict[str, tuple[str, ...]] = {
     "integration": ("integration/",),
+    # Left out of a bare `pytest` (see pytest_collection_modifyitems): every engine's tests, and
+    # files that build virtualenvs or images, train, or run minutes of load. `.ci/run` runs them.
+    "heavy": (
+        *(
+            f"integration/{name}.py"
+            for name in (
+                "test_auto_install",  # a throwaway virtualenv, pip installs from a git "Hub"
+                "test_balancer_full",  # the reference's virtualenvs, Envoy, load
+                "test_bench",
+                "test_bench_action",
+                "test_bench_study",
+                "test_bench_token",
+                "test_build",
+                "test_build_secrets",
+                "test_collect",  # hundreds of episodes through real servers and a model stand-in
+                "test_compat",
+                "test_containers_runtime",
+                "test_deploy_envoy",
+                "test_deploy_kubernetes",
+                "test_deploy_slurm",
+                "test_deploy_swarm",
+                "test_docker_support",
+                "test_docs_site",
+                "test_docs_train_with_trl",
+                "test_init_install",  # fresh virtualenvs
+                "test_init_project",
+                "test_providers_docker",
+                "test_providers_ray",
+                "test_providers_swarm",
+                "test_push",
+                "test_python310",
+                "test_readme",  # the Quickstart in a fresh virtualenv
+                "test_reference_envs",
+                "test_reference_harness",
+                "test_reference_openenv",
+                "test_release",
+                "test_resume_envoy",
+                "test_checkpoints_envoy",
+                "test_trl_training",
+                "test_validate_project",  # a server per project, many projects
+                "test_web_ui",
+            )
+        ),
+    ),
     "docker": (
         "integration/test_build.py",
         "integration/test_build_secrets.py",

@@ -2,12 +2,15 @@
 
 The Hub endpoint is ``HF_ENDPOINT=file://...``, where a git repository stands in for the
 Space ``org/tiny-env`` (pip installs ``git+file://.../spaces/org/tiny-env``). Everything runs in
-a throwaway virtualenv that sees this interpreter's packages, so nothing is installed here.
+a throwaway virtualenv that sees this interpreter's packages (this virtualenv's, not the base
+Python's, which on a fresh machine has none of the runtime's dependencies), so nothing is
+installed here.
 """
 
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import venv
 from pathlib import Path
@@ -72,8 +75,19 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture()
 def python(tmp_path: Path) -> Path:
-    venv.create(tmp_path / "venv", system_site_packages=True, with_pip=True)
-    return tmp_path / "venv" / "bin" / "python"
+    venv.create(tmp_path / "venv", with_pip=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    own = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # After its own site-packages (where pip installs), this interpreter's: a .pth line that
+    # starts with "import" is run at start-up, and addsitedir also reads that folder's .pth files.
+    lines = [f"import site; site.addsitedir({folder!r})" for folder in site.getsitepackages()]
+    (Path(own) / "zz_parent_site.pth").write_text("\n".join(lines) + "\n")
+    return python
 
 
 def _run(python: Path, hub: Path, *args: str, trust_env: str | None = None) -> str:
