@@ -60,7 +60,9 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     reset_discovery()
     yield tmp_path
     reset_discovery()
-    for name in [m for m in sys.modules if m.split(".")[0] in {"lantern_env", "tiny"}]:
+    for name in [
+        m for m in sys.modules if m.split(".")[0] in {"lantern_env", "lamplight_env", "tiny"}
+    ]:
         del sys.modules[name]
 
 
@@ -127,17 +129,21 @@ def test_the_installed_package_is_read_from_pip_or_uv_output(output: str) -> Non
 def test_from_env_runs_the_image_openenv_build_tags(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One naming rule: the image AutoEnv starts is one of the tags `openenv build` applies."""
+    """One naming rule: the image AutoEnv starts is one of the tags `openenv build` applies.
+
+    (Not named my_env: the Quickstart's project of that name may be installed beside the tests.)"""
     from openenv_cli.image.plan import plan_build
     from openenv_cli.scaffold import render_project, write_project
 
     for variable in ("OPENENV_IMAGE_TAG", "OPENENV_BASE_IMAGE"):
         monkeypatch.delenv(variable, raising=False)
-    write_project(render_project("my_env"), site / "my_env", force=False)
-    info = site / "my_env-0.1.0.dist-info"
+    write_project(render_project("lamplight_env"), site / "lamplight_env", force=False)
+    info = site / "lamplight_env-0.1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my_env\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text("[openenv.environments]\nmy_env = my_env\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lamplight_env\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[openenv.environments]\nlamplight_env = lamplight_env\n"
+    )
     started: list[str] = []
 
     def from_docker_image(cls: type, image: str, provider: object = None, **_: object) -> None:
@@ -146,6 +152,6 @@ def test_from_env_runs_the_image_openenv_build_tags(
     from openenv_runtime import EnvClient
 
     monkeypatch.setattr(EnvClient, "from_docker_image", classmethod(from_docker_image))
-    AutoEnv.from_env("my_env")
-    assert started == ["my_env:latest"]
-    assert started[0] in plan_build(site / "my_env").tags
+    AutoEnv.from_env("lamplight_env")
+    assert started == ["lamplight_env:latest"]
+    assert started[0] in plan_build(site / "lamplight_env").tags
