@@ -118,8 +118,8 @@ def space_from_json(data: Mapping[str, Any]) -> Any:
     if kind == "Box":
         dtype = np.dtype(data["dtype"])
         shape = tuple(data["shape"])
-        low = np.asarray(_unbound(data["low"]), dtype=dtype)
-        high = np.asarray(_unbound(data["high"]), dtype=dtype)
+        low = np.broadcast_to(np.asarray(_unbound(data["low"]), dtype=dtype), shape)
+        high = np.broadcast_to(np.asarray(_unbound(data["high"]), dtype=dtype), shape)
         return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)  # type: ignore[arg-type]
     if kind == "Discrete":
         return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
