@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -42,7 +42,7 @@ def spaces_of(url: str, *, token: str | None = None, timeout: float = 30.0) -> t
     request = urllib.request.Request(f"{url.rstrip('/')}/schema")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 (http(s) URL)
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
         schema = json.loads(answer.read())
     try:
         obs = schema["observation"]["properties"]["observation"][SPACE_KEY]
@@ -80,7 +80,7 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
     ) -> tuple[Any, dict[str, Any]]:
         """The server's ``env.reset(seed=seed, options=options)``."""
         super().reset(seed=seed)
-        extra = {"options": options} if options is not None else {}
+        extra: dict[str, Any] = {"options": options} if options is not None else {}
         return self._unpack(self._client.reset(seed=seed, **extra))
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -148,7 +148,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         )
         self._pool: SyncEnvPool[GenericEnvClient] = pool.sync()
         self._pool.open()
-        self._obs = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)
+        self._obs: Any = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
 
     def _gather(self, indices: list[int]) -> dict[int, StepResult[Any]]:
@@ -157,7 +157,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             for slot, result in self._pool.recv(len(indices) - len(results)):
                 if isinstance(result, EnvError):
                     raise result
-                results[slot] = cast(StepResult[Any], result)
+                results[slot] = result
         return results
 
     def _reset_slots(

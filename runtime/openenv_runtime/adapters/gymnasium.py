@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import version
 from typing import Annotated, Any, ClassVar, cast
 from uuid import uuid4
@@ -96,8 +96,8 @@ def space_to_json(space: Any) -> dict[str, Any]:
             "dtype": str(space.dtype),
         }
     if isinstance(space, spaces.MultiBinary):
-        n = space.n
-        return {"type": "MultiBinary", "n": int(n) if np.ndim(n) == 0 else list(np.asarray(n))}
+        n: Any = space.n
+        return {"type": "MultiBinary", "n": int(n) if np.ndim(n) == 0 else [int(k) for k in n]}
     if isinstance(space, spaces.Text):
         return {
             "type": "Text",
@@ -120,7 +120,7 @@ def space_from_json(data: Mapping[str, Any]) -> Any:
         shape = tuple(data["shape"])
         low = np.broadcast_to(np.asarray(_unbound(data["low"]), dtype=dtype), shape)
         high = np.broadcast_to(np.asarray(_unbound(data["high"]), dtype=dtype), shape)
-        return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)  # type: ignore[arg-type]
+        return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
     if kind == "Discrete":
         return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
     if kind == "MultiDiscrete":
@@ -174,10 +174,11 @@ def space_type(space: Any) -> Any:
                     f"Dict space key {key!r} is not a Python identifier: the adapter names a "
                     "field after each key."
                 )
-            fields[key] = (space_type(sub), Field(json_schema_extra={SPACE_KEY: space_to_json(sub)}))
-        return create_model(  # type: ignore[call-overload]
-            "DictSpace", __config__=ConfigDict(extra="forbid"), **fields
-        )
+            fields[key] = (
+                space_type(sub),
+                Field(json_schema_extra={SPACE_KEY: space_to_json(sub)}),
+            )
+        return create_model("DictSpace", __config__=ConfigDict(extra="forbid"), **fields)
     if isinstance(space, spaces.Tuple):
         return tuple[tuple(space_type(s) for s in space.spaces)]  # type: ignore[misc]
     raise unsupported(space)
@@ -251,7 +252,7 @@ def _make(name: str, kwargs: Mapping[str, Any]) -> Any:
         return gymnasium.make(name, **kwargs)
     except gymnasium.error.Error as exc:
         raise AdapterError(
-            f"gymnasium.make({name!r}) failed: {exc}. Use a registered id "
+            f"gymnasium.make({name!r}) failed: {str(exc).rstrip('.?')}. Use a registered id "
             "(gymnasium.pprint_registry() lists them) and make()'s keyword arguments as options."
         ) from None
     except TypeError as exc:
@@ -271,7 +272,9 @@ def load(name: str, options: Mapping[str, str]) -> AdaptedEnvironment:
         probe.close()
     action_field = (
         space_type(action_space),
-        Field(description="The action.", json_schema_extra={SPACE_KEY: space_to_json(action_space)}),
+        Field(
+            description="The action.", json_schema_extra={SPACE_KEY: space_to_json(action_space)}
+        ),
     )
     obs_field = (
         space_type(observation_space),
@@ -280,16 +283,22 @@ def load(name: str, options: Mapping[str, str]) -> AdaptedEnvironment:
             json_schema_extra={SPACE_KEY: space_to_json(observation_space)},
         ),
     )
-    action_cls = create_model(  # type: ignore[call-overload]
+    action_cls = create_model(
         "GymnasiumAction", __base__=Action, __doc__=f"An action of {name}.", action=action_field
     )
-    observation_cls = create_model(  # type: ignore[call-overload]
+    observation_cls = create_model(
         "GymnasiumObservation",
         __base__=Observation,
         __doc__=f"An observation of {name}.",
         observation=obs_field,
-        terminated=(bool, Field(default=False, description="The episode reached a terminal state.")),
-        truncated=(bool, Field(default=False, description="The episode was cut short (time limit).")),
+        terminated=(
+            bool,
+            Field(default=False, description="The episode reached a terminal state."),
+        ),
+        truncated=(
+            bool,
+            Field(default=False, description="The episode was cut short (time limit)."),
+        ),
         info=(dict[str, Any], Field(default_factory=dict, description="The step's info dict.")),
         frame=(
             list[Any] | None,
@@ -343,7 +352,8 @@ class GymnasiumEnvironment(Environment[Action, Observation, GymnasiumState]):
     ) -> Observation:
         frame = plain(self._env.render()) if self._frames else None
         # The values come from the library itself: built without validation (the hot path).
-        return self._observation_cls.model_construct(
+        build: Callable[..., Observation] = self._observation_cls.model_construct
+        return build(
             observation=to_wire(self._obs_space, obs),
             terminated=terminated,
             truncated=truncated,
