@@ -33,17 +33,18 @@ def served_app(target: FamilyTarget) -> str:
 
 
 @functools.cache
-def _app() -> FastAPI:
-    target = os.environ.get(FAMILY_TARGET_VARIABLE)
-    if not target:
-        raise AdapterError(
-            f"{APP_PATH} serves the family target in {FAMILY_TARGET_VARIABLE}, which is unset: "
-            "run `python -m openenv_runtime.serve FAMILY:NAME` or `openenv serve FAMILY:NAME`."
-        )
+def _app(target: str) -> FastAPI:
     return create_family_app(target)
 
 
 def __getattr__(name: str) -> Any:
     if name == "app":
-        return _app()
+        target = os.environ.get(FAMILY_TARGET_VARIABLE)
+        if not target:
+            raise AdapterError(
+                f"{APP_PATH} serves the family target in {FAMILY_TARGET_VARIABLE}, which is "
+                "unset: run `python -m openenv_runtime.serve FAMILY:NAME` or "
+                "`openenv serve FAMILY:NAME`."
+            )
+        return _app(target)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
