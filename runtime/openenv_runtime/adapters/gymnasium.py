@@ -2,7 +2,9 @@
 
 The target's name is any registered Gymnasium id and its query options are ``gymnasium.make``
 keyword arguments (values read as JSON when they parse, else as strings:
-``max_episode_steps=200``, ``is_slippery=false``, ``render_mode=rgb_array``).
+``max_episode_steps=200``, ``is_slippery=false``, ``render_mode=rgb_array``). Gymnasium's
+passive environment checker is off unless ``disable_env_checker=false`` is given: it only
+warns, and its one slow first step per instance would keep every step off the fast path.
 
 Each space becomes a typed field: the action is ``{"action": ...}`` and the observation carries
 ``observation``, ``terminated`` and ``truncated`` apart (``done`` is either), ``info`` and,
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib.metadata import version
 from typing import Annotated, Any, ClassVar, cast
 from uuid import uuid4
@@ -248,6 +250,10 @@ def make_options(options: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _make(name: str, kwargs: Mapping[str, Any]) -> Any:
+    # Gymnasium's passive checker only warns, on each instance's first reset and step; that one
+    # slow first step would keep every later step of the class off the event loop
+    # (server/step_placement.py). `disable_env_checker=false` turns it back on.
+    kwargs = {"disable_env_checker": True, **kwargs}
     try:
         return gymnasium.make(name, **kwargs)
     except gymnasium.error.Error as exc:
@@ -340,7 +346,10 @@ class GymnasiumEnvironment(Environment[Action, Observation, GymnasiumState]):
         self._act_space = self._env.action_space
         self._observation_cls = observation_cls
         self._frames = frames
-        self._state = GymnasiumState(env_id=env_id)
+        self._env_id = env_id
+        self._episode_id: str | None = None
+        self._seed: int | None = None
+        self._steps = 0  # a plain int: a pydantic attribute write costs more than the step
 
     def _observation(
         self,
@@ -351,9 +360,7 @@ class GymnasiumEnvironment(Environment[Action, Observation, GymnasiumState]):
         info: Mapping[str, Any],
     ) -> Observation:
         frame = plain(self._env.render()) if self._frames else None
-        # The values come from the library itself: built without validation (the hot path).
-        build: Callable[..., Observation] = self._observation_cls.model_construct
-        return build(
+        return self._observation_cls(
             observation=to_wire(self._obs_space, obs),
             terminated=terminated,
             truncated=truncated,
@@ -361,7 +368,6 @@ class GymnasiumEnvironment(Environment[Action, Observation, GymnasiumState]):
             reward=reward,
             info=plain(info) if info else {},
             frame=frame,
-            metadata={},
         )
 
     def reset(
@@ -373,21 +379,24 @@ class GymnasiumEnvironment(Environment[Action, Observation, GymnasiumState]):
     ) -> Observation:
         """``env.reset(seed=seed, options=options)``: the same seed, the same episode."""
         obs, info = self._env.reset(seed=seed, options=options)
-        self._state = GymnasiumState(
-            env_id=self._state.env_id, episode_id=episode_id or str(uuid4()), seed=seed
-        )
+        self._episode_id, self._seed, self._steps = episode_id or str(uuid4()), seed, 0
         return self._observation(obs, None, False, False, info)
 
     def step(self, action: Action, **kwargs: Any) -> Observation:
         """``env.step(action)``, the action turned into the space's own type."""
         native = from_wire(self._act_space, cast(Any, action).action)
         obs, reward, terminated, truncated, info = self._env.step(native)
-        self._state.step_count += 1
+        self._steps += 1
         return self._observation(obs, float(reward), bool(terminated), bool(truncated), info)
 
     @property
     def state(self) -> GymnasiumState:
-        return self._state
+        return GymnasiumState(
+            env_id=self._env_id,
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            seed=self._seed,
+        )
 
     def close(self) -> None:
         self._env.close()
