@@ -30,9 +30,10 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from .adapters.gymnasium import SPACE_KEY, from_wire, space_from_json, to_wire
+from .blocking import run_blocking
 from .client.generic import GenericEnvClient
 from .client.pool import EnvPool
-from .client.sync import SyncEnvClient, SyncEnvPool
+from .client.sync import SyncEnvClient
 from .errors import AdapterError, EnvError
 from .models import StepResult
 
@@ -147,25 +148,47 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             token=token,
             **client_kwargs,
         )
-        self._pool: SyncEnvPool[GenericEnvClient] = pool.sync()
-        self._pool.open()
+        self._pool = pool
+        run_blocking(pool.open())
         self._obs: Any = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
 
-    def _gather(self, indices: list[int]) -> dict[int, StepResult[Any]]:
+    async def _exchange(
+        self,
+        resets: list[int],
+        seeds: Sequence[int | None],
+        steps: list[int],
+        actions: Sequence[Any],
+        same_step: bool = False,
+    ) -> tuple[dict[int, StepResult[Any]], dict[int, StepResult[Any]]]:
+        """Reset ``resets`` (with ``seeds``) and step ``steps`` (with ``actions``), all at once.
+
+        Returns the results, and with ``same_step`` the first observations of the episodes
+        that just ended, reset at once. A whole vector step is one coroutine: one hop to the
+        client's loop and back.
+        """
+        pool = self._pool
+        if resets:
+            await pool.send_reset(resets, seeds)
+        if steps:
+            await pool.send(steps, actions)
+        results = await self._collect(len(resets) + len(steps))
+        fresh: dict[int, StepResult[Any]] = {}
+        if same_step:
+            ended = [i for i in steps if _ended(results[i])]
+            if ended:
+                await pool.send_reset(ended, [None] * len(ended))
+                fresh = await self._collect(len(ended))
+        return results, fresh
+
+    async def _collect(self, wanted: int) -> dict[int, StepResult[Any]]:
         results: dict[int, StepResult[Any]] = {}
-        while len(results) < len(indices):
-            for slot, result in self._pool.recv(len(indices) - len(results)):
+        while len(results) < wanted:
+            for slot, result in await self._pool.recv(wanted - len(results)):
                 if isinstance(result, EnvError):
                     raise result
                 results[slot] = result
         return results
-
-    def _reset_slots(
-        self, indices: list[int], seeds: Sequence[int | None]
-    ) -> dict[int, StepResult[Any]]:
-        self._pool.send_reset(indices, seeds)
-        return self._gather(indices)
 
     def reset(
         self,
@@ -187,7 +210,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         options = dict(options or {})
         mask = np.asarray(options.pop("reset_mask", np.ones(n, dtype=np.bool_)), dtype=np.bool_)
         indices = [i for i in range(n) if mask[i]]
-        results = self._reset_slots(indices, [seeds[i] for i in indices])
+        results, _ = run_blocking(self._exchange(indices, [seeds[i] for i in indices], [], []))
         infos: dict[str, Any] = {}
         env_obs = list(iterate(self.single_observation_space, self._obs))
         for i in indices:
@@ -209,11 +232,16 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
                 "(reset(options={'reset_mask': mask}))"
             )
         stepping = [i for i in range(n) if not self._autoreset[i]]
-        if resetting:
-            self._pool.send_reset(resetting, [None] * len(resetting))
-        if stepping:
-            self._pool.send(stepping, [{"action": wire[i]} for i in stepping])
-        results = self._gather(list(range(n)))
+        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        results, fresh = run_blocking(
+            self._exchange(
+                resetting,
+                [None] * len(resetting),
+                stepping,
+                [{"action": wire[i]} for i in stepping],
+                same_step,
+            )
+        )
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
@@ -229,8 +257,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
                 truncated[i] = bool(body["truncated"])
         infos: dict[str, Any] = {}
         ended = [i for i in stepping if terminated[i] or truncated[i]]
-        if ended and self.autoreset_mode == AutoresetMode.SAME_STEP:
-            fresh = self._reset_slots(ended, [None] * len(ended))
+        if same_step:
             for i in ended:
                 final = {"final_obs": env_obs[i], "final_info": env_infos[i]}
                 infos = self._add_info(infos, final, i)
@@ -246,7 +273,12 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
 
     def close_extras(self, **kwargs: Any) -> None:
         """End every session."""
-        self._pool.close()
+        run_blocking(self._pool.close())
+
+
+def _ended(result: StepResult[Any]) -> bool:
+    body = result.observation
+    return bool(body["terminated"]) or bool(body["truncated"])
 
 
 def make_vec(
