@@ -236,8 +236,9 @@ def test_a_family_target_is_served_by_its_own_app(
     from openenv_cli.serving import check_app_imports
     from openenv_runtime.adapters import served
 
-    for name in (*ENV_VARS, served.FAMILY_TARGET_VARIABLE):
+    for name in ENV_VARS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(served.FAMILY_TARGET_VARIABLE, "")  # restored (unset) after the test
     monkeypatch.chdir(tmp_path)
     # `gymnasium` is importable, so this is also MODULE:APP: the family wins
     plan = plan_serve(Path("gymnasium:CartPole-v1?max_episode_steps=5"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import version
 from typing import Annotated, Any, ClassVar, cast
 from uuid import uuid4
@@ -344,7 +344,8 @@ class GymnasiumEnvironment(Environment[Action, Observation, GymnasiumState]):
         self._env = _make(env_id, kwargs)
         self._obs_space = self._env.observation_space
         self._act_space = self._env.action_space
-        self._observation_cls = observation_cls
+        # built with the fields of its space: typed as a plain callable of keywords
+        self._observation_cls: Callable[..., Observation] = observation_cls
         self._frames = frames
         self._env_id = env_id
         self._episode_id: str | None = None
