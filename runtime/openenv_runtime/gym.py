@@ -153,6 +153,11 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         self._obs: Any = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
 
+    def _batch(self, env_obs: list[Any]) -> Any:
+        """The observations as one batch, in new arrays: a batch handed out is never rewritten."""
+        space = self.single_observation_space
+        return concatenate(space, env_obs, create_empty_array(space, n=self.num_envs))
+
     async def _exchange(
         self,
         resets: list[int],
@@ -218,7 +223,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             env_obs[i] = from_wire(self.single_observation_space, body["observation"])
             infos = self._add_info(infos, dict(body.get("info") or {}), i)
             self._autoreset[i] = False
-        self._obs = concatenate(self.single_observation_space, env_obs, self._obs)
+        self._obs = self._batch(env_obs)
         return self._obs, infos
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -266,7 +271,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
                 env_infos[i] = dict(body.get("info") or {})
         for i in range(n):
             infos = self._add_info(infos, env_infos[i], i)
-        self._obs = concatenate(self.single_observation_space, env_obs, self._obs)
+        self._obs = self._batch(env_obs)
         if self.autoreset_mode != AutoresetMode.SAME_STEP:  # same-step ones were reset above
             self._autoreset = np.logical_or(terminated, truncated)
         return self._obs, rewards, terminated, truncated, infos

@@ -91,6 +91,18 @@ def test_reset_mid_episode_reseeds_exactly(urls: dict[str, str]) -> None:
         remote.close()
 
 
+def test_reset_options_reach_the_environment(urls: dict[str, str]) -> None:
+    remote, native = gym.make(urls["CartPole-v1"]), gymnasium.make("CartPole-v1")
+    try:
+        options = {"low": -0.01, "high": 0.01}  # CartPole's own reset options
+        got, want = remote.reset(seed=2, options=options), native.reset(seed=2, options=options)
+        assert same(got[0], want[0])
+        assert float(np.max(np.abs(got[0]))) <= 0.01
+    finally:
+        remote.close()
+        native.close()
+
+
 def test_discrete_observations_are_ints(urls: dict[str, str]) -> None:
     remote = gym.make(urls["FrozenLake-v1"])
     try:
@@ -118,6 +130,7 @@ def test_make_vec_follows_gymnasiums_vector_conventions(
         assert remote.action_space == native.action_space
         got, want = remote.reset(seed=seeds), native.reset(seed=seeds)
         assert same(got[0], want[0])  # env i seeded with seeds[i]
+        first, kept = got[0], got[0].copy()
         rng = np.random.default_rng(1)
         ended = 0
         for _ in range(150):
@@ -140,6 +153,7 @@ def test_make_vec_follows_gymnasiums_vector_conventions(
                 for i in np.flatnonzero(mask):
                     assert same(got_step[4]["final_obs"][i], want_step[4]["final_obs"][i])
         assert ended > 0  # the autoreset path was taken
+        assert np.array_equal(first, kept)  # a batch handed out is not rewritten later
     finally:
         remote.close()
         native.close()
