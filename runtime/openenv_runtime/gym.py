@@ -156,7 +156,8 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
     def _batch(self, env_obs: list[Any]) -> Any:
         """The observations as one batch, in new arrays: a batch handed out is never rewritten."""
         space = self.single_observation_space
-        return concatenate(space, env_obs, create_empty_array(space, n=self.num_envs))
+        out: Any = create_empty_array(space, n=self.num_envs)
+        return concatenate(space, env_obs, out)
 
     async def _exchange(
         self,
