@@ -44,3 +44,11 @@ class EnvError(RuntimeError):
 
 class EnvConnectionError(EnvError, ConnectionError):
     """``EnvError`` with code ``CONNECTION_ERROR``: catchable as ``ConnectionError`` too."""
+
+
+class AdapterError(ValueError):
+    """A ``FAMILY:NAME`` target cannot be served: its package is missing, its name is unknown,
+    or the environment uses something the adapter cannot type (a space, an option).
+
+    The message names what to install or change.
+    """
