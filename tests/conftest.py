@@ -102,13 +102,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _HEAVY_LEFT_OUT = pytest.StashKey[int]()
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     """Say how many heavy tests a bare run left out, and how to run them."""
     left_out = config.stash.get(_HEAVY_LEFT_OUT, 0)
     if left_out:
         terminalreporter.write_line(
             f"{left_out} engine and heavy tests deselected (Docker, Swarm, Slurm, Envoy, the "
-            'browser, the reference virtualenvs, training): run them with `pytest -m heavy` '
+            "browser, the reference virtualenvs, training): run them with `pytest -m heavy` "
             "(.ci/run does, after starting the engines)"
         )
 

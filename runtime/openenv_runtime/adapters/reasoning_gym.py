@@ -115,7 +115,7 @@ class ReasoningGymEnvironment(
 
     def __init__(self, source: DatasetSource) -> None:
         super().__init__()
-        self._source = source
+        self.source = source
         self._entry: dict[str, Any] | None = None
         self._state = ReasoningGymState(dataset=source.name, attempts=source.attempts)
         self._done = True
@@ -124,7 +124,7 @@ class ReasoningGymEnvironment(
         self,
         seed: int | None = None,
         episode_id: str | None = None,
-        task_index: int | None = None,
+        task_index: int | str | None = None,
         split: str | None = None,
         **kwargs: Any,
     ) -> ReasoningGymObservation:
@@ -132,21 +132,21 @@ class ReasoningGymEnvironment(
         if task_index is not None:
             index = as_index(task_index)
         elif seed is not None:
-            index = as_index(seed) % self._source.size
+            index = as_index(seed) % self.source.size
         else:
-            index = self._source.next_index()
-        self._entry = self._source.entry(index)
+            index = self.source.next_index()
+        self._entry = self.source.entry(index)
         self._state = ReasoningGymState(
             episode_id=episode_id or str(uuid4()),
-            dataset=self._source.name,
+            dataset=self.source.name,
             task_index=index,
-            attempts=self._source.attempts,
+            attempts=self.source.attempts,
         )
         self._done = False
         return ReasoningGymObservation(
             question=str(self._entry["question"]),
             task_index=index,
-            attempts_left=self._source.attempts,
+            attempts_left=self.source.attempts,
             metadata=shared_metadata(self._entry),
         )
 
@@ -154,7 +154,7 @@ class ReasoningGymEnvironment(
         if self._entry is None or self._done:
             raise RuntimeError("The episode is over (or never started): call reset() first.")
         entry = self._entry
-        score = float(self._source.dataset.score_answer(action.answer, entry))
+        score = float(self.source.dataset.score_answer(action.answer, entry))
         state = self._state
         state.step_count += 1
         state.best_score = max(state.best_score, score)
@@ -186,17 +186,17 @@ class ReasoningGymEnvironment(
 
     def num_tasks(self, split: str) -> int:
         check_split(split)
-        return self._source.size
+        return self.source.size
 
     def get_task(self, split: str, index: int) -> dict[str, Any]:
         check_split(split)
-        return self._source.task(index)
+        return self.source.task(index)
 
     def get_task_range(
         self, split: str, start: int | None = None, stop: int | None = None
     ) -> list[dict[str, Any]]:
         check_split(split)
-        return [self._source.task(i) for i in range(self._source.size)[start:stop]]
+        return [self.source.task(i) for i in range(self.source.size)[start:stop]]
 
     def list_tasks(self, split: str) -> list[dict[str, Any]]:
         return self.get_task_range(split)
