@@ -20,7 +20,9 @@ from typing import Any
 
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.manifest import MANIFEST_FILE, Manifest, is_app_path, load_manifest
-from openenv_runtime.errors import EnvironmentContractError
+from openenv_runtime.adapters.served import served_app
+from openenv_runtime.adapters.target import parse_family_target
+from openenv_runtime.errors import AdapterError, EnvironmentContractError
 from openenv_runtime.server.settings import ResolvedSettings, ServerSettings, load_settings
 
 # What `openenv serve` shows in its settings table, in this order.
@@ -48,7 +50,7 @@ class ServePlan:
     resolved: ResolvedSettings
     reload: bool
     capacity: int | None = None  # sessions per worker the imported app really holds
-    single_file: bool = False  # MODULE:APP given instead of a project folder
+    single_file: bool = False  # MODULE:APP (or FAMILY:NAME) given instead of a project folder
 
     @property
     def settings(self) -> ServerSettings:
@@ -136,10 +138,24 @@ def plan_serve(
 def single_file_app(target: Path) -> tuple[Path, Manifest] | None:
     """``MODULE:APP`` (or ``path/to/file.py:APP``) given instead of a project folder: the
     folder to import it from and a manifest for it (that folder's ``openenv.yaml`` when it
-    has one, its ``app`` replaced). None when ``target`` is a folder or not of that form."""
+    has one, its ``app`` replaced). None when ``target`` is a folder or not of that form.
+
+    A family target (``gymnasium:CartPole-v1``, see :mod:`openenv_runtime.adapters.target`)
+    wins over ``MODULE:APP``: it is recorded for the server's workers and served from the
+    current folder.
+    """
     text = str(target)
     if target.is_dir() or ":" not in text:
         return None
+    family = parse_family_target(text)
+    if family is not None:
+        try:
+            app = served_app(family)
+        except AdapterError as exc:
+            raise UsageError(
+                str(exc), hint="Install the extra named above, or fix the target."
+            ) from None
+        return Path.cwd(), Manifest(name=family.name, app=app)
     left, _, attribute = text.rpartition(":")
     if left.endswith(".py"):
         file = Path(left)
@@ -198,7 +214,13 @@ def check_app_imports(plan: ServePlan, import_paths: list[str]) -> Any:
             f"The app {plan.manifest.app} (openenv.yaml: app) does not import: {type(exc).__name__}: {exc}{where}",
             hint=hint,
         ) from None
-    if not hasattr(module, attribute):
+    try:
+        found = hasattr(module, attribute)
+    except AdapterError as exc:  # a family target's app is built here, on first access
+        raise UsageError(
+            str(exc), hint="Fix the target: the library's name of the environment, its options."
+        ) from None
+    if not found:
         raise OpenEnvError(
             f"{module_name} has no attribute {attribute!r} (openenv.yaml: app is {plan.manifest.app}).",
             hint=f"Define `{attribute} = create_app(...)` in {module_name.replace('.', '/')}.py or fix `app:`.",

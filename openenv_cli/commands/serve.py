@@ -19,7 +19,7 @@ def command(
     path: Annotated[
         Path,
         typer.Argument(
-            help="The project folder (with openenv.yaml), or MODULE:APP / FILE.py:APP for a single-file environment."
+            help="The project folder (with openenv.yaml), MODULE:APP / FILE.py:APP for a single-file environment, or FAMILY:NAME (e.g. gymnasium:CartPole-v1) for another library's environment."
         ),
     ] = Path("."),
     host: Annotated[
@@ -205,8 +205,9 @@ def command(
 ) -> None:
     """Serve the environment in PATH on uvicorn until Ctrl-C.
 
-    PATH is a project folder (with openenv.yaml), or MODULE:APP (FILE.py:APP) for a
-    single-file environment such as guess:app.
+    PATH is a project folder (with openenv.yaml), MODULE:APP (FILE.py:APP) for a
+    single-file environment such as guess:app, or a family target FAMILY:NAME[?key=value&...]
+    for another library's environment, e.g. gymnasium:CartPole-v1 (quote it in a shell).
 
     Each setting comes from its flag, else its environment variable, else openenv.yaml, else
     the default; the summary says which. Capacity is per worker: --workers 8

@@ -29,7 +29,9 @@ from typing import Any
 
 import uvicorn
 
-from .errors import EnvironmentContractError
+from .adapters.served import served_app
+from .adapters.target import parse_family_target
+from .errors import AdapterError, EnvironmentContractError
 from .server import connections, drain
 from .server.logs import install_redaction
 from .server.settings import (
@@ -350,7 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("app", help="import path of the ASGI app, e.g. my_env.server.app:app")
+    parser.add_argument(
+        "app",
+        help="import path of the ASGI app, e.g. my_env.server.app:app, or a family target "
+        "FAMILY:NAME[?key=value&...], e.g. gymnasium:CartPole-v1",
+    )
     parser.add_argument("--app-dir", help="folder put first on sys.path")
     parser.add_argument("--manifest", help="openenv.yaml to read (default: ./openenv.yaml)")
     for name, key in KEYS.items():
@@ -376,8 +382,11 @@ def main(argv: list[str] | None = None) -> None:
     args = vars(parser.parse_args(argv))
     app, app_dir, manifest = args.pop("app"), args.pop("app_dir"), args.pop("manifest")
     try:
+        target = parse_family_target(app)
+        if target is not None:
+            app = served_app(target)
         settings = hand_over(args, manifest)
-    except EnvironmentContractError as exc:
+    except (EnvironmentContractError, AdapterError) as exc:
         parser.error(str(exc))  # one line and exit status 2, no traceback
     run_server(Launch(app, app_dir=app_dir), settings)
 

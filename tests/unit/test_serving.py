@@ -1,3 +1,5 @@
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -5,6 +7,7 @@ import pytest
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.scaffold import render_project, write_project
 from openenv_cli.serving import check_port_free, open_file_advice, plan_serve
+from tests.support.optional import require
 
 ENV_VARS = (
     "HOST",
@@ -224,3 +227,41 @@ def test_an_unmigrated_project_is_told_to_run_migrate(
     assert f"openenv migrate {project.resolve()}" in (info.value.hint or "")
     for name in [m for m in sys.modules if m == "server" or m.startswith("server.")]:
         monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_family_target_is_served_by_its_own_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require("gymnasium")
+    from openenv_cli.serving import check_app_imports
+    from openenv_runtime.adapters import served
+
+    for name in (*ENV_VARS, served.FAMILY_TARGET_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    # `gymnasium` is importable, so this is also MODULE:APP: the family wins
+    plan = plan_serve(Path("gymnasium:CartPole-v1?max_episode_steps=5"))
+    assert plan.manifest.app == served.APP_PATH
+    assert plan.manifest.name == "CartPole-v1"
+    # the workers find the target in the environment they inherit
+    assert os.environ[served.FAMILY_TARGET_VARIABLE] == "gymnasium:CartPole-v1?max_episode_steps=5"
+    app = check_app_imports(plan, [])
+    assert app.state.openenv_sessions.capacity == plan.settings.max_concurrent_envs
+
+
+def test_a_family_target_that_cannot_be_served_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openenv_cli.serving import check_app_imports
+    from openenv_runtime.adapters import served
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(served.FAMILY_TARGET_VARIABLE, "")
+    monkeypatch.setitem(sys.modules, "gymnasium", None)
+    with pytest.raises(UsageError, match=r'pip install "openenv-runtime\[gymnasium\]"'):
+        plan_serve(Path("gymnasium:CartPole-v1"))
+    monkeypatch.delitem(sys.modules, "gymnasium")
+    require("gymnasium")
+    plan = plan_serve(Path("gymnasium:NoSuchEnv-v0"))
+    with pytest.raises(UsageError, match=r"gymnasium.make\('NoSuchEnv-v0'\) failed"):
+        check_app_imports(plan, [])
