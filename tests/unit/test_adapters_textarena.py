@@ -163,7 +163,7 @@ def test_listed_moves_reads_the_latest_line_and_skips_role_tags() -> None:
     ("name", "options", "message"),
     [
         ("GuessTheNumbr-v0", {}, "Did you mean GuessTheNumber-v0"),
-        ("TicTacToe-v0", {"opponent": "nonsense"}, "neither 'random' nor MODULE:FUNCTION"),
+        ("TicTacToe-v0", {"opponent": "nonsense"}, "neither .random., .model. nor MODULE:FUNCTION"),
         ("TicTacToe-v0", {"opponent": "no_such_module_xyz:f"}, "cannot be imported"),
         ("TicTacToe-v0", {"player": "2"}, "not a seat of a 2-player game"),
         ("GuessTheNumber-v0", {"no_such_option": "1"}, "could not make"),
@@ -179,3 +179,26 @@ def test_a_step_after_the_end_asks_for_a_reset() -> None:
     served_game(env, 0, scripted(GUESSES))
     with pytest.raises(RuntimeError, match="reset"):
         env.step(TextArenaAction(action="[1]"))
+
+
+def test_a_model_opponent_is_asked_for_each_move_with_its_seats_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("openai")
+    from openenv_runtime.testing.stub_llm import StubLLM
+
+    monkeypatch.setenv("OPENENV_OPPONENT_API_KEY", "opponent-key")
+    stub = StubLLM(lambda messages: "[4]", api_key="opponent-key")
+    with stub.serve() as url:
+        options = {"opponent": "model", "opponent_model": "m", "opponent_endpoint": url}
+        env = load("TicTacToe-v0", {**options, "player": "1"}).factory()
+        observation = env.reset(seed=0)
+    assert "placed their symbol (O) in cell 4" in observation.text
+    (request,) = stub.requests
+    assert request["model"] == "m"
+    assert "You are Player 0 in Tic Tac Toe" in request["messages"][-1]["content"]
+
+
+def test_a_model_opponent_needs_its_model_and_endpoint() -> None:
+    with pytest.raises(AdapterError, match="opponent_model=NAME and opponent_endpoint=URL"):
+        load("TicTacToe-v0", {"opponent": "model", "opponent_model": "m"})

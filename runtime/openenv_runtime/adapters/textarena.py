@@ -13,9 +13,12 @@ Options (the rest go to the game's constructor, JSON-typed: ``max_turns=5``):
 * ``player``: the agent's seat (default 0); the other seats are played by the opponent.
 * ``opponent``: the policy of the other seats: ``random`` (default; a move picked at random
   among the bracketed moves, e.g. ``'[4]'``, of the latest line of its observation that lists
-  some) or ``MODULE:FUNCTION``, a callable imported from the server's path that takes the
+  some), ``MODULE:FUNCTION``, a callable imported from the server's path that takes the
   seat's observation text and returns its move (a class is instantiated first, so TextArena's
-  ``Agent`` classes fit; an LLM opponent is such a callable wrapping your client).
+  ``Agent`` classes fit), or ``model``: a chat model asked for each move, at
+  ``opponent_endpoint`` (any OpenAI-compatible server, through the runtime's ``OpenAIClient``;
+  the ``llm`` extra) with ``opponent_model``; its API key, if it needs one, is read from the
+  ``OPENENV_OPPONENT_API_KEY`` environment variable, never from the target.
 
 Seeds: ``reset(seed=s)`` gives the game the seed ``s`` as ``env.reset(num_players, seed=s)``
 does, and the random opponent a generator seeded with ``s``, so a seeded episode is the same
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import random
 import re
 import threading
@@ -45,7 +49,9 @@ from ..models import Action, Observation, State
 from .options import convert_option
 from .target import AdaptedEnvironment
 
-_OWN_OPTIONS = frozenset({"players", "player", "opponent"})
+_OWN_OPTIONS = frozenset({"players", "player", "opponent", "opponent_model", "opponent_endpoint"})
+# Where an LLM opponent's API key is read from (never from the target, which may be logged).
+OPPONENT_KEY_VARIABLE = "OPENENV_OPPONENT_API_KEY"
 # Opponent moves in a row before the adapter gives up on a game that never returns the turn.
 MAX_OPPONENT_MOVES = 10_000
 # A bracketed move such as '[4]' or [move north]; role tags at a line's start are skipped.
@@ -124,15 +130,50 @@ def listed_moves(observation: str) -> list[str]:
     return []
 
 
-def resolve_policy(spec: str) -> Callable[[int | None], Policy]:
+class ModelMoves:
+    """An opponent that asks a chat model (any OpenAI-compatible endpoint) for each move.
+
+    The seat's observation text is the user message; the reply is the move. The game runs
+    in a worker thread, so each move runs its request on an event loop of its own.
+    """
+
+    def __init__(self, model: str, endpoint: str, api_key: str | None) -> None:
+        self.model, self.endpoint, self.api_key = model, endpoint, api_key
+
+    def __call__(self, observation: str) -> str:
+        import asyncio
+
+        return asyncio.run(self._ask(observation))
+
+    async def _ask(self, observation: str) -> str:
+        from ..llm import OpenAIClient
+
+        client = OpenAIClient(self.endpoint, None, self.model, api_key=self.api_key)
+        return await client.complete(observation)
+
+
+def resolve_policy(
+    spec: str, options: Mapping[str, str] | None = None
+) -> Callable[[int | None], Policy]:
     """A maker of opponent policies (given the episode's seed) for the ``opponent`` option."""
     if spec == "random":
         return RandomMoves
+    if spec == "model":
+        given = options or {}
+        model, endpoint = given.get("opponent_model"), given.get("opponent_endpoint")
+        if not model or not endpoint:
+            raise AdapterError(
+                "opponent=model needs opponent_model=NAME and opponent_endpoint=URL (an "
+                f"OpenAI-compatible server); its API key, if any, goes in ${OPPONENT_KEY_VARIABLE}."
+            )
+
+        moves = ModelMoves(model, endpoint, os.environ.get(OPPONENT_KEY_VARIABLE))
+        return lambda _seed: moves
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise AdapterError(
-            f"opponent={spec!r} is neither 'random' nor MODULE:FUNCTION (a callable taking the "
-            "observation text and returning a move), e.g. opponent=my_agents:greedy."
+            f"opponent={spec!r} is neither 'random', 'model' nor MODULE:FUNCTION (a callable "
+            "taking the observation text and returning a move), e.g. opponent=my_agents:greedy."
         )
     try:
         found: Any = getattr(importlib.import_module(module_name), attr)
@@ -292,7 +333,7 @@ def load(name: str, options: Mapping[str, str]) -> AdaptedEnvironment:
     player = _int_option(options, "player") or 0
     if player >= players:
         raise AdapterError(f"player={player} is not a seat of a {players}-player game.")
-    opponent = resolve_policy(options.get("opponent", "random"))
+    opponent = resolve_policy(options.get("opponent", "random"), options)
     return AdaptedEnvironment(
         factory=lambda: TextArenaEnvironment(name, make_kwargs, players, player, opponent),
         action_cls=TextArenaAction,
