@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
@@ -202,3 +203,16 @@ def test_a_model_opponent_is_asked_for_each_move_with_its_seats_text(
 def test_a_model_opponent_needs_its_model_and_endpoint() -> None:
     with pytest.raises(AdapterError, match="opponent_model=NAME and opponent_endpoint=URL"):
         load("TicTacToe-v0", {"opponent": "model", "opponent_model": "m"})
+
+
+def test_a_game_whose_data_is_missing_is_refused_when_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from textarena.envs.GuessTheNumber.env import GuessTheNumberEnv
+
+    def missing(self: Any, num_players: int, seed: int | None = None) -> None:
+        raise LookupError("**********\n  Resource 'words' not found.\n**********")
+
+    monkeypatch.setattr(GuessTheNumberEnv, "reset", missing)
+    with pytest.raises(AdapterError, match=re.escape("with {}: Resource 'words' not found.")):
+        load("GuessTheNumber-v0", {})

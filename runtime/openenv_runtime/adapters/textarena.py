@@ -329,7 +329,8 @@ def load(name: str, options: Mapping[str, str]) -> AdaptedEnvironment:
     except AdapterError:
         raise
     except Exception as exc:  # the library's own error: a bad option, a missing data file
-        raise AdapterError(f"TextArena could not make {name!r} with {options}: {exc}") from None
+        said = " ".join(str(exc).replace("*", " ").split())  # nltk's banners, on one line
+        raise AdapterError(f"TextArena could not make {name!r} with {options}: {said}") from None
     player = _int_option(options, "player") or 0
     if player >= players:
         raise AdapterError(f"player={player} is not a seat of a {players}-player game.")
