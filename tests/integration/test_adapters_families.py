@@ -110,3 +110,17 @@ def test_a_textarena_game_through_the_server_is_the_librarys_own() -> None:
             assert result.observation.rewards == {0: expected_reward}
         # a reset with empty data starts a one-player game
         assert "Guess The Number" in env.reset().observation.text
+
+
+def test_an_answer_after_the_end_is_a_clear_error_and_the_session_goes_on() -> None:
+    from openenv_runtime import EnvError
+
+    app = create_family_app("reasoning_gym:leg_counting?size=5&seed=1")
+    with running_server(app) as url, ReasoningGymClient(base_url=url).sync() as env:
+        env.reset(task_index=0)
+        env.step(ReasoningGymAction(answer="1"))
+        with pytest.raises(EnvError, match=r"call reset\(\) first"):
+            env.step(ReasoningGymAction(answer="1"))
+        with pytest.raises(EnvError, match="outside dataset 'leg_counting'"):
+            env.reset(task_index=5)
+        assert env.reset(task_index=2).observation.task_index == 2

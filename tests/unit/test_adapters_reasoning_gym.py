@@ -151,3 +151,11 @@ def test_a_family_target_builds_an_app() -> None:
     assert target is not None
     app = create_family_app(target)
     assert app.title
+
+
+def test_one_task_api_request_generates_a_bounded_number_of_entries() -> None:
+    env = load("leg_counting", {"size": "1000000", "seed": "1"}).factory()
+    assert isinstance(env, ReasoningGymEnvironment)
+    with pytest.raises(IndexError, match="pages of at most 10000"):
+        env.list_tasks("train")
+    assert len(env.get_task_range("train", 500_000, 500_002)) == 2

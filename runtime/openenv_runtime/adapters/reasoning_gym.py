@@ -40,6 +40,8 @@ from .target import AdaptedEnvironment
 # Options the adapter reads itself; every other one goes to ``create_dataset``.
 ATTEMPTS_OPTION = "attempts"
 SPLIT = "train"
+# Entries one Task API request may generate (each is built on demand).
+MAX_LISTED = 10_000
 # Entry metadata keys a trainer may want that give away no answer.
 _SHARED_METADATA = ("source_dataset", "source_index", "difficulty")
 
@@ -196,7 +198,14 @@ class ReasoningGymEnvironment(
         self, split: str, start: int | None = None, stop: int | None = None
     ) -> list[dict[str, Any]]:
         check_split(split)
-        return [self.source.task(i) for i in range(self.source.size)[start:stop]]
+        indices = range(self.source.size)[start:stop]
+        if len(indices) > MAX_LISTED:
+            # IndexError: answered 400, like an index out of range.
+            raise IndexError(
+                f"{len(indices)} entries asked at once; ask task_range in pages of at most "
+                f"{MAX_LISTED} (start, stop)"
+            )
+        return [self.source.task(i) for i in indices]
 
     def list_tasks(self, split: str) -> list[dict[str, Any]]:
         return self.get_task_range(split)
