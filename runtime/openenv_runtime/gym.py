@@ -108,11 +108,10 @@ def make(url: str, *, token: str | None = None, **client_kwargs: Any) -> RemoteE
     return RemoteEnv(url, token=token, **client_kwargs)
 
 
-_MODES = {
-    AutoresetMode.NEXT_STEP: AutoresetMode.NEXT_STEP,
-    AutoresetMode.SAME_STEP: AutoresetMode.SAME_STEP,
-    AutoresetMode.DISABLED: AutoresetMode.DISABLED,
-    "next_step": AutoresetMode.NEXT_STEP,
+_MODES: dict[Any, AutoresetMode] = {
+    **{mode: mode for mode in AutoresetMode},
+    **{mode.value: mode for mode in AutoresetMode},  # "NextStep", ...
+    "next_step": AutoresetMode.NEXT_STEP,  # the runtime pool's names
     "same_step": AutoresetMode.SAME_STEP,
     "disabled": AutoresetMode.DISABLED,
 }
@@ -131,7 +130,9 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         **client_kwargs: Any,
     ) -> None:
         if autoreset_mode not in _MODES:
-            raise ValueError(f"autoreset_mode must be one of {', '.join(map(str, AutoresetMode))}")
+            raise ValueError(
+                f"autoreset_mode must be an AutoresetMode or one of {', '.join(map(str, _MODES))}"
+            )
         self.autoreset_mode = _MODES[autoreset_mode]
         self.num_envs = num_envs
         self.single_observation_space, self.single_action_space = spaces_of(urls[0], token=token)
@@ -239,7 +240,8 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         for i in range(n):
             infos = self._add_info(infos, env_infos[i], i)
         self._obs = concatenate(self.single_observation_space, env_obs, self._obs)
-        self._autoreset = np.logical_or(terminated, truncated)
+        if self.autoreset_mode != AutoresetMode.SAME_STEP:  # same-step ones were reset above
+            self._autoreset = np.logical_or(terminated, truncated)
         return self._obs, rewards, terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:

@@ -1,0 +1,145 @@
+"""Gymnasium environments served by a real server, compared step by step with the library.
+
+The server is ``python -m openenv_runtime.serve gymnasium:ID`` (what ``openenv serve`` runs);
+the client side is :mod:`openenv_runtime.gym`, which must give back the library's own spaces,
+types and trajectories on the same seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from openenv_runtime import gym
+from openenv_runtime.testing import free_port
+from tests.support.servers import spawn_server, stop_process
+
+IDS = ("CartPole-v1", "FrozenLake-v1", "Pendulum-v1")
+
+
+@pytest.fixture(scope="module")
+def urls() -> Iterator[dict[str, str]]:
+    started = {}
+    try:
+        for env_id in IDS:
+            port = free_port()
+            started[env_id] = (spawn_server(f"gymnasium:{env_id}", port), port)
+        yield {env_id: f"http://127.0.0.1:{port}" for env_id, (_, port) in started.items()}
+    finally:
+        for process, _ in started.values():
+            stop_process(process)
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and np.array_equal(a, b)
+        )
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_trajectories_equal_the_librarys_on_the_same_seeds(
+    urls: dict[str, str], env_id: str
+) -> None:
+    remote, native = gym.make(urls[env_id]), gymnasium.make(env_id)
+    try:
+        assert remote.observation_space == native.observation_space
+        assert remote.action_space == native.action_space
+        actions = native.action_space
+        actions.seed(0)
+        steps = 0
+        episode = 0
+        while steps < 300:
+            # a seeded reset mid-run of the same session; every third episode unseeded
+            given = None if episode % 3 == 2 else episode
+            episode += 1
+            got, want = remote.reset(seed=given), native.reset(seed=given)
+            assert same(got[0], want[0]) and got[1] == want[1]
+            for _ in range(120):
+                action = actions.sample()  # numpy ints / float32 arrays, as the library gives
+                got_step, want_step = remote.step(action), native.step(action)
+                steps += 1
+                assert same(got_step[0], want_step[0]), (env_id, steps)
+                assert got_step[1] == float(want_step[1])
+                assert got_step[2] is bool(want_step[2]) and got_step[3] is bool(want_step[3])
+                if want_step[2] or want_step[3]:
+                    break
+    finally:
+        remote.close()
+        native.close()
+
+
+def test_reset_mid_episode_reseeds_exactly(urls: dict[str, str]) -> None:
+    remote = gym.make(urls["CartPole-v1"])
+    try:
+        first, _ = remote.reset(seed=11)
+        for _ in range(5):
+            remote.step(1)  # a Python int
+        remote.step(np.int64(0))  # a numpy int
+        again, _ = remote.reset(seed=11)
+        assert np.array_equal(first, again)
+    finally:
+        remote.close()
+
+
+def test_discrete_observations_are_ints(urls: dict[str, str]) -> None:
+    remote = gym.make(urls["FrozenLake-v1"])
+    try:
+        obs, _ = remote.reset(seed=0)
+        assert type(obs) is int
+        obs, reward, terminated, truncated, _ = remote.step(2)
+        assert type(obs) is int and type(reward) is float
+        assert type(terminated) is bool and type(truncated) is bool
+    finally:
+        remote.close()
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_make_vec_follows_gymnasiums_vector_conventions(
+    urls: dict[str, str], mode: AutoresetMode
+) -> None:
+    n, seeds = 4, [7, 8, 9, 10]
+    remote = gym.make_vec(urls["CartPole-v1"], num_envs=n, autoreset_mode=mode)
+    native = SyncVectorEnv(
+        [lambda: gymnasium.make("CartPole-v1") for _ in range(n)], autoreset_mode=mode
+    )
+    try:
+        assert remote.single_observation_space == native.single_observation_space
+        assert remote.observation_space == native.observation_space
+        assert remote.action_space == native.action_space
+        got, want = remote.reset(seed=seeds), native.reset(seed=seeds)
+        assert same(got[0], want[0])  # env i seeded with seeds[i]
+        rng = np.random.default_rng(1)
+        ended = 0
+        for _ in range(150):
+            actions = rng.integers(0, 2, size=n)
+            got_step, want_step = remote.step(actions), native.step(actions)
+            for a, b in zip(got_step[:4], want_step[:4], strict=True):
+                assert same(np.asarray(a), np.asarray(b))
+            done = want_step[2] | want_step[3]
+            ended += int(np.sum(done))
+            if mode == AutoresetMode.DISABLED and done.any():
+                with pytest.raises(RuntimeError, match="reset them first"):
+                    remote.step(actions)
+                got, want = (
+                    env.reset(options={"reset_mask": done.copy()}) for env in (remote, native)
+                )
+                assert same(got[0], want[0])
+            if mode == AutoresetMode.SAME_STEP and "final_obs" in want_step[4]:
+                mask = want_step[4]["_final_obs"]
+                assert np.array_equal(got_step[4]["_final_obs"], mask)
+                for i in np.flatnonzero(mask):
+                    assert same(got_step[4]["final_obs"][i], want_step[4]["final_obs"][i])
+        assert ended > 0  # the autoreset path was taken
+    finally:
+        remote.close()
+        native.close()
