@@ -47,6 +47,8 @@ RUN_ELSEWHERE = {
     "migrating.md": "tests/unit/test_docs_migrating.py",
     "first-hour.md": "tests/unit/test_docs_migrating.py",
     "train-with-trl.md": "tests/integration/test_docs_train_with_trl.py",
+    "env-reasoning-gym.md": "tests/integration/test_docs_adapters.py",
+    "env-textarena.md": "tests/integration/test_docs_adapters.py",
 }
 
 # First line of a block → why it is not run here. (A page may instead say why right above
