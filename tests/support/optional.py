@@ -44,9 +44,11 @@ OPTIONAL = {
     "playwright": "playwright",
     "pyarrow": "pyarrow",
     "pypiserver": "pypiserver",
+    "reasoning_gym": "reasoning-gym",  # reasoning_gym: targets (the runtime's extra, in `ci`)
     "ray": "ray",
     "scipy": "scipy",
     "smolagents": "smolagents",
+    "textarena": "textarena",  # textarena: targets (the runtime's extra, in `ci`)
     "torch": "torch",
     "transformers": "transformers",
     "trl": "trl",
