@@ -35,6 +35,7 @@ SHOWN = (
     "web_interface",
     "max_message_bytes",
     "forwarded_allow_ips",
+    "inline_frames",
 )
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[2]
+SOURCES = os.pathsep.join((str(REPO / "runtime"), str(REPO)))
+"""``PYTHONPATH`` of a server process: this checkout's runtime and tests, whatever is installed."""
 
 
 def get_json(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
@@ -88,7 +90,7 @@ def spawn_server(
             *("--port", str(port), "--workers", str(workers), *args),
         ],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), "LOG_LEVEL": "warning", **(env or {})},
+        env={**os.environ, "PYTHONPATH": SOURCES, "LOG_LEVEL": "warning", **(env or {})},
         stdout=output,
         stderr=subprocess.STDOUT if output is not subprocess.DEVNULL else subprocess.DEVNULL,
     )
