@@ -118,13 +118,15 @@ class Flood:
 def ticks_server() -> Iterator[tuple[int, ClientConnection, int]]:
     """The server's port, a client whose plain steps are answered inline, the server's pid."""
     port = free_port()
-    with server_process(APP, port) as process:
-        with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=WAIT) as other:
-            other.send('{"type": "reset"}')
-            other.recv(timeout=WAIT)
-            for _ in range(WARM_UP):
-                tick(other)
-            yield port, other, process.pid
+    with (
+        server_process(APP, port) as process,
+        connect(f"ws://127.0.0.1:{port}/ws", open_timeout=WAIT) as other,
+    ):
+        other.send('{"type": "reset"}')
+        other.recv(timeout=WAIT)
+        for _ in range(WARM_UP):
+            tick(other)
+        yield port, other, process.pid
 
 
 def tick(conn: ClientConnection) -> int:

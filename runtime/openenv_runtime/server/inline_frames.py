@@ -35,13 +35,14 @@ read, any frame the handler declines, and a payload that is not UTF-8 go to ``we
 untouched, which then parses them exactly as before (close codes 1002, 1007 and 1009 included).
 
 **Sharing the loop.** uvicorn stops reading a connection while a message waits for its task,
-and that bounds what one client costs the loop. Answered here, nothing waits, so the same
-bound is kept another way: a read of :data:`TURN_BYTES` or more (uvloop reads a socket again
-and again in one turn while each read fills its buffer, megabytes of small frames) stops
-reading until the loop's next turn, so one connection's work per turn is at most one read and
-every other connection (``/health`` too) gets its turn in between. And while the transport's
-write buffer is over its high-water mark (a client that does not read), reading stops until it
-drains: pongs to its pings obey the same backpressure as replies.
+and that bounds what one client costs the loop. Answered here, nothing waits: uvloop read a
+pipelining client's socket again and again in one turn (each read filling its 256 kB buffer,
+up to 32 times) and every frame was answered meanwhile, seconds of work while every other
+connection (``/health`` too) waited. So at most :data:`TURN_BYTES` of one connection are parsed
+and answered per turn: the rest of a larger read is kept, reading stops, and the next part is
+taken on the loop's next turn, after the other connections had theirs. And while the
+transport's write buffer is over its high-water mark (a client that does not read), reading
+stops until it drains: pongs to its pings obey the same backpressure as replies.
 
 **Where it applies.** The shortcut reads private parts of uvicorn's protocol, of ``websockets``'
 parser and of asyncio's queue. :data:`TESTED` names the versions it is tested with; with any
@@ -78,13 +79,15 @@ except ImportError:  # pragma: no cover - a build without the extension
 logger = logging.getLogger("openenv_runtime.server")
 
 TESTED: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
-    "uvicorn": ((0, 50), (0, 54)),
+    "uvicorn": ((0, 53), (0, 54)),
     "websockets": ((15, 0), (17, 4)),
 }
-"""The versions (major, minor; first and last, inclusive) the shortcut is tested with."""
+"""The versions (major, minor; first and last, inclusive) the shortcut is tested with: its
+tests passed with uvicorn 0.53 and 0.54, websockets 15.0, 16.0 and 17.4 (uvicorn 0.50 to 0.52
+failed two: a client that does not read was still read from)."""
 
-TURN_BYTES = 64 << 10
-"""A read at least this large stops reading until the loop's next turn."""
+TURN_BYTES = 32 << 10
+"""Bytes of one connection parsed (and answered) in one turn of the loop, at most."""
 
 UTF8_LOG_INTERVAL = 60.0
 """Seconds between two log lines about text messages that are not UTF-8."""
@@ -242,7 +245,8 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
 
     _handler: FrameHandler | None = None
     _between = False  # websockets' parser is known to wait for a new frame, nothing buffered
-    _yielding = False  # reading stopped until the loop's next turn (a large read)
+    _pending: bytes | None = None  # read, not parsed yet: parsed on the loop's next turns
+    _yielding = False  # the next turn's _next_turn is scheduled
     inline_replies = 0  # messages answered here (tests and benchmarks read it)
     raw_replies = 0  # of which the frame was also read and written here
 
@@ -294,14 +298,17 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
         )
 
     def data_received(self, data: bytes) -> None:
+        if self._pending is not None or len(data) > TURN_BYTES:
+            self._defer(data)
+            return
         # uvloop keeps this bound method from the start: it cannot be swapped per connection,
         # so the way through for a connection without a handler is kept short.
         handler = self._handler
         if handler is None or not self._may_answer():
             self._between = False
             _SansIO.data_received(self, data)
-            if len(data) >= TURN_BYTES or not self.writable.is_set():
-                self._hold_reading()
+            if not self.writable.is_set():  # uvicorn's receive() may have resumed reading
+                self.transport.pause_reading()
             return
         conn = self.conn
         if (
@@ -331,26 +338,41 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
                 return
         self._between = False
         _SansIO.data_received(self, data)
-        if len(data) >= TURN_BYTES or not self.writable.is_set():
-            self._hold_reading()
+        if not self.writable.is_set():
+            self.transport.pause_reading()
 
-    def _hold_reading(self) -> None:
-        """Stop reading: until the loop's next turn, and after it while the transport's write
-        buffer is over its high-water mark (then :meth:`resume_writing` reads again)."""
+    def _defer(self, data: bytes) -> None:
+        """Keep ``data`` for a later turn, after the bytes kept before it; stop reading meanwhile."""
+        pending = self._pending
+        self._pending = data if pending is None else pending + data
         self.transport.pause_reading()
         if not self._yielding:
             self._yielding = True
             self.loop.call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
+        """The loop's next turn: the next :data:`TURN_BYTES` kept, or reading again."""
         self._yielding = False
-        self._read_if_free()
+        pending = self._pending
+        if pending is None:
+            self._read_if_free()
+            return
+        self._pending = None
+        if self.transport.is_closing():
+            return
+        self.data_received(pending[:TURN_BYTES])
+        if len(pending) > TURN_BYTES:
+            self._defer(pending[TURN_BYTES:])
+        else:
+            self._read_if_free()
 
     def _read_if_free(self) -> None:
-        # Nothing else holds reading: uvicorn's queue (read_paused), the write buffer, a turn.
+        # Nothing else holds reading: bytes kept for a later turn, uvicorn's queue
+        # (read_paused), the write buffer.
         if (
-            not self.read_paused
+            self._pending is None
             and not self._yielding
+            and not self.read_paused
             and self.writable.is_set()
             and not self.transport.is_closing()
         ):
