@@ -265,6 +265,27 @@ def test_frames_in_one_read_are_answered_in_order(server: Server, client: RawCli
     assert replies[5]["data"]["observation"]["count"] == 2  # counted from the reset
 
 
+def test_a_batch_larger_than_a_turn_is_answered_once_in_order(client: RawClient) -> None:
+    # ~200 kB in one write: parsed a part per loop turn (TURN_BYTES), frames cut between parts
+    messages: list[dict[str, Any]] = [
+        {"type": "step", "data": {"message": f"batch {i}"}} for i in range(4000)
+    ]
+    messages[1500] = {"type": "state"}  # through ASGI, between inline answers
+    client.sock.sendall(b"".join(client.frame(json.dumps(m)) for m in messages))
+    count = WARM_UP
+    for i, message in enumerate(messages):
+        reply = client.reply()
+        if message["type"] == "state":
+            assert reply["data"]["step_count"] == count
+            continue
+        count += 1
+        assert reply["data"]["observation"] == {
+            "metadata": {"step": count},
+            "message": f"batch {i}",
+            "count": count,
+        }
+
+
 def test_a_frame_cut_across_reads_is_answered_once(server: Server, client: RawClient) -> None:
     data = client.frame(json.dumps({"type": "step", "data": {"message": "split"}}))
     for cut in (1, 2, 6, len(data) - 1):
