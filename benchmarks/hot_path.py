@@ -72,7 +72,9 @@ def generated_server(workdir: Path) -> ServerProcess:
         "--port",
         str(port),
     ]
-    env = {**BENCH_ENV, "PYTHONPATH": str(workdir), "MAX_CONCURRENT_ENVS": "1000"}
+    # this checkout's runtime, whatever an editable install points at
+    sources = os.pathsep.join((str(workdir), str(ROOT / "runtime")))
+    env = {**BENCH_ENV, "PYTHONPATH": sources, "MAX_CONCURRENT_ENVS": "1000"}
     return ServerProcess(argv, port, env=env, name="generated")
 
 

@@ -37,6 +37,7 @@ SHOWN = (
     "web_interface",
     "max_message_bytes",
     "forwarded_allow_ips",
+    "inline_frames",
 )
 
 

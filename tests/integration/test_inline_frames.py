@@ -10,9 +10,12 @@ import base64
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +28,8 @@ from openenv_runtime import Action, Environment, Observation, State, create_app
 from openenv_runtime.serve import uvicorn_options
 from openenv_runtime.server.inline_frames import InlineFrames
 from openenv_runtime.server.settings import load_settings
+from openenv_runtime.testing import free_port
+from tests.support.servers import REPO, SOURCES, healthy, stop_process, wait_until
 
 WARM_UP = 40  # steps before a plain step() is proven cheap and runs inline (32 trials)
 MAX_BYTES = 64 << 10
@@ -260,6 +265,27 @@ def test_frames_in_one_read_are_answered_in_order(server: Server, client: RawCli
     assert replies[5]["data"]["observation"]["count"] == 2  # counted from the reset
 
 
+def test_a_batch_larger_than_a_turn_is_answered_once_in_order(client: RawClient) -> None:
+    # ~200 kB in one write: parsed a part per loop turn (TURN_BYTES), frames cut between parts
+    messages: list[dict[str, Any]] = [
+        {"type": "step", "data": {"message": f"batch {i}"}} for i in range(4000)
+    ]
+    messages[1500] = {"type": "state"}  # through ASGI, between inline answers
+    client.sock.sendall(b"".join(client.frame(json.dumps(m)) for m in messages))
+    count = WARM_UP
+    for i, message in enumerate(messages):
+        reply = client.reply()
+        if message["type"] == "state":
+            assert reply["data"]["step_count"] == count
+            continue
+        count += 1
+        assert reply["data"]["observation"] == {
+            "metadata": {"step": count},
+            "message": f"batch {i}",
+            "count": count,
+        }
+
+
 def test_a_frame_cut_across_reads_is_answered_once(server: Server, client: RawClient) -> None:
     data = client.frame(json.dumps({"type": "step", "data": {"message": "split"}}))
     for cut in (1, 2, 6, len(data) - 1):
@@ -386,3 +412,59 @@ def test_a_declined_frame_is_asked_about_once(server: Server, client: RawClient)
     assert client.reply()["type"] == "state"
     assert client.step("then")["type"] == "observation"
     assert [json.loads(f)["type"] for f in asked] == ["state", "step"]
+
+
+def test_with_the_shortcut_turned_off_every_frame_goes_through_asgi(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENENV_INLINE_FRAMES", "0")
+    with Server() as off:
+        raw = RawClient(off.port)
+        raw.send({"type": "reset"})
+        assert raw.reply()["type"] == "observation"
+        for i in range(WARM_UP + 10):
+            assert raw.step(f"m{i}")["data"]["observation"]["count"] == i + 1
+        assert off.inline_replies() == 0
+        assert all(p.frame_handler is None for p in off.protocols())
+        raw.close()
+
+
+# The server of ``python -m openenv_runtime.serve``, told that uvicorn and websockets are of a
+# version the shortcut is not tested with.
+UNTESTED = (
+    "import sys\n"
+    "from openenv_runtime.server import inline_frames\n"
+    "inline_frames.installed_version = lambda distribution: '0.1.0'\n"
+    "from openenv_runtime.serve import main\n"
+    "main(sys.argv[1:])\n"
+)
+
+
+def test_an_untested_version_serves_every_frame_through_asgi_and_says_so_once(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", UNTESTED, "tests.fixtures.ticks:app", "--port", str(port)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": SOURCES, "LOG_LEVEL": "warning"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            assert wait_until(lambda: healthy(url) or process.poll() is not None, timeout=60)
+            for _ in range(2):  # connections work, steps past the warm-up included
+                with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=30) as ws:
+                    ws.send('{"type":"reset"}')
+                    ws.recv(timeout=30)
+                    for _ in range(WARM_UP + 10):
+                        ws.send('{"type":"step","data":{}}')
+                        assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+        finally:
+            stop_process(process)
+    text = log.read_text(errors="replace")
+    assert text.count("through ASGI") == 1, text
+    assert "uvicorn 0.1.0, websockets 0.1.0" in text, text

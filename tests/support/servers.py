@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[2]
+SOURCES = os.pathsep.join((str(REPO / "runtime"), str(REPO)))
+"""``PYTHONPATH`` of a server process: this checkout's runtime and tests, whatever is installed."""
 
 
 def get_json(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
@@ -123,6 +125,6 @@ def server_process(app: str, port: int, **env: str) -> Iterator[subprocess.Popen
 
 
 def _python_path() -> str:
-    """This checkout first, then what the caller had (a worktree's runtime, say) after it."""
+    """:data:`SOURCES` first, then what the caller had after it."""
     inherited = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join(p for p in (str(REPO), inherited) if p)
+    return os.pathsep.join(p for p in (SOURCES, inherited) if p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -9,13 +10,15 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.frames import Frame, Opcode
 from websockets.protocol import OPEN, Protocol, Side
 
-from openenv_runtime.server import connections
+from openenv_runtime.server import connections, inline_frames
 from openenv_runtime.server.inline_frames import (
+    TESTED,
     InlineFrames,
     between_frames,
     frame_header,
     supports,
     text_frame,
+    untested_versions,
 )
 
 
@@ -124,3 +127,31 @@ def test_the_server_protocol_takes_the_shortcut_with_the_installed_uvicorn() -> 
     assert issubclass(connections.GuardedWebSocketProtocol, InlineFrames)
     assert not supports(type("Changed", (WebSocketsSansIOProtocol,), {}))
     assert not supports(object)
+
+
+def test_the_installed_uvicorn_and_websockets_are_among_the_tested_versions() -> None:
+    assert untested_versions() == []
+    assert set(TESTED) == {"uvicorn", "websockets"}
+
+
+@pytest.mark.parametrize(
+    ("name", "found"),
+    [("uvicorn", "0.99.0"), ("uvicorn", "1.0"), ("websockets", "14.2"), ("websockets", "18.0")],
+)
+def test_an_untested_version_turns_the_shortcut_off_with_one_log_line(
+    name: str, found: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = inline_frames.installed_version
+    monkeypatch.setattr(
+        inline_frames, "installed_version", lambda dist: found if dist == name else real(dist)
+    )
+    with caplog.at_level(logging.WARNING, logger="openenv_runtime.server"):
+        assert not supports(WebSocketsSansIOProtocol)
+    [record] = caplog.records
+    assert f"{name} {found}" in record.getMessage()
+    assert "through ASGI" in record.getMessage()
+
+
+def test_a_version_that_cannot_be_read_is_untested(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inline_frames, "installed_version", lambda dist: None)
+    assert untested_versions() == ["uvicorn None", "websockets None"]

@@ -117,6 +117,13 @@ def test_booleans_parse_one_way() -> None:
         assert load_settings(environ={"ENABLE_WEB_INTERFACE": raw}).values.web_interface is value
 
 
+def test_the_inline_frame_path_is_on_unless_turned_off() -> None:
+    assert load_settings(environ={}).values.inline_frames is True
+    resolved = load_settings(environ={"OPENENV_INLINE_FRAMES": "0"})
+    assert resolved.values.inline_frames is False
+    assert str(resolved.origin("inline_frames")) == "OPENENV_INLINE_FRAMES"
+
+
 def test_checkpoint_settings_resolve_flag_then_env_then_manifest(tmp_path: Path) -> None:
     yaml = manifest(tmp_path, "server:\n  checkpoint_dir: /from/yaml\n  checkpoint_ttl: 0\n")
     resolved = load_settings(environ={}, manifest=yaml)

@@ -18,6 +18,7 @@ ENV_VARS = (
     "ENABLE_WEB_INTERFACE",
     "OPENENV_SERVER_FLAGS",
     "OPENENV_MANIFEST",
+    "OPENENV_INLINE_FRAMES",
 )
 
 
@@ -53,6 +54,16 @@ def test_flag_beats_env_beats_manifest(project: Path, monkeypatch: pytest.Monkey
     assert (plan.settings.port, plan.resolved.origin("port").source) == (9001, "env")
     assert (plan.settings.workers, str(plan.resolved.origin("workers"))) == (8, "--workers")
     assert plan.total_capacity == 8 * plan.settings.max_concurrent_envs
+
+
+def test_the_summary_shows_whether_frames_are_answered_below_asgi(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = {name: (value, source) for name, value, source in plan_serve(project).rows()}
+    assert rows["inline_frames"] == ("true", "default")
+    monkeypatch.setenv("OPENENV_INLINE_FRAMES", "0")
+    rows = {name: (value, source) for name, value, source in plan_serve(project).rows()}
+    assert rows["inline_frames"] == ("false", "OPENENV_INLINE_FRAMES")
 
 
 def test_bad_environment_value_is_a_usage_error(

@@ -267,6 +267,7 @@ def create_app(
         config.max_message_bytes,
         auth_required=bool(api_key),
         capacity_refusal=config.capacity_refusal,
+        inline_frames=config.inline_frames,
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
     checkpointer = Checkpointer(

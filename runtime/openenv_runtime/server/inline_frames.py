@@ -33,12 +33,31 @@ the size limit) and ``websockets``' parser sits between frames with nothing buff
 is unmasked here and its reply framed here (:func:`text_frame`, :func:`frame_header`); any other
 read, any frame the handler declines, and a payload that is not UTF-8 go to ``websockets``
 untouched, which then parses them exactly as before (close codes 1002, 1007 and 1009 included).
+
+**Sharing the loop.** uvicorn stops reading a connection while a message waits for its task,
+and that bounds what one client costs the loop. Answered here, nothing waits: uvloop read a
+pipelining client's socket again and again in one turn (each read filling its 256 kB buffer,
+up to 32 times) and every frame was answered meanwhile, seconds of work while every other
+connection (``/health`` too) waited. So at most :data:`TURN_BYTES` of one connection are parsed
+and answered per turn: the rest of a larger read is kept, reading stops, and the next part is
+taken on the loop's next turn, after the other connections had theirs. And while the
+transport's write buffer is over its high-water mark (a client that does not read), reading
+stops until it drains: pongs to its pings obey the same backpressure as replies.
+
+**Where it applies.** The shortcut reads private parts of uvicorn's protocol, of ``websockets``'
+parser and of asyncio's queue. :data:`TESTED` names the versions it is tested with; with any
+other, :func:`supports` says no (one log line) and the server uses uvicorn's own protocol, every
+frame through ASGI. ``OPENENV_INLINE_FRAMES=0`` (``inline_frames`` in the server settings)
+keeps this protocol but never gives it a frame handler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from time import monotonic
 from typing import Any
 
 from websockets.exceptions import InvalidState
@@ -57,6 +76,22 @@ try:  # websockets' C unmasking, as its own parser uses it
 except ImportError:  # pragma: no cover - a build without the extension
     from websockets.utils import apply_mask
 
+logger = logging.getLogger("openenv_runtime.server")
+
+TESTED: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "uvicorn": ((0, 53), (0, 54)),
+    "websockets": ((15, 0), (17, 4)),
+}
+"""The versions (major, minor; first and last, inclusive) the shortcut is tested with: its
+tests passed with uvicorn 0.53 and 0.54, websockets 15.0, 16.0 and 17.4 (uvicorn 0.50 to 0.52
+failed two: a client that does not read was still read from)."""
+
+TURN_BYTES = 32 << 10
+"""Bytes of one connection parsed (and answered) in one turn of the loop, at most."""
+
+UTF8_LOG_INTERVAL = 60.0
+"""Seconds between two log lines about text messages that are not UTF-8."""
+
 EXTENSION = "openenv.inline_frames"
 """The scope extension under which the protocol offers itself to the endpoint."""
 
@@ -64,7 +99,14 @@ FrameHandler = Callable[[str], "str | None"]
 """A complete text message → its reply, or ``None`` to send the message through ASGI."""
 
 # What the protocol below overrides of uvicorn's.
-_REQUIRED = ("send_receive_event_to_app", "handle_connect", "data_received")
+_REQUIRED = (
+    "send_receive_event_to_app",
+    "handle_connect",
+    "data_received",
+    "pause_writing",
+    "resume_writing",
+    "handle_parser_exception",
+)
 
 # websockets 16 renamed two attributes the shortcut reads (cur_size, max_size before).
 _PROBE = Protocol(Side.SERVER)
@@ -79,10 +121,43 @@ _BETWEEN_FRAMES = getattr(StreamReader.at_eof, "__code__", None)
 _FIN_TEXT = 0x81  # FIN set, no extension bits, opcode 1 (text)
 
 
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, or ``None``."""
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def untested_versions() -> list[str]:
+    """``name version`` of each installed package outside :data:`TESTED` (empty: all tested)."""
+    untested = []
+    for name, (first, last) in TESTED.items():
+        found = installed_version(name)
+        try:
+            major, minor = (int(part) for part in (found or "").split(".")[:2])
+        except ValueError:
+            untested.append(f"{name} {found}")
+            continue
+        if not first <= (major, minor) <= last:
+            untested.append(f"{name} {found}")
+    return untested
+
+
 def supports(protocol_cls: Any) -> bool:
     """Whether ``protocol_cls`` is uvicorn's sans-I/O WebSocket protocol, with what we use of it
-    and of asyncio's queue (a uvicorn or Python that changed them turns the shortcut off)."""
+    and of asyncio's queue, in a version the shortcut is tested with (else one log line says
+    why the server answers every frame through ASGI)."""
     if _SansIO is None or protocol_cls is not _SansIO:
+        return False
+    untested = untested_versions()
+    if untested:
+        logger.warning(
+            "WebSocket frames all go through ASGI: the inline frame path is tested with %s, "
+            "not with %s",
+            ", ".join(f"{n} {a[0]}.{a[1]}-{b[0]}.{b[1]}" for n, (a, b) in TESTED.items()),
+            ", ".join(untested),
+        )
         return False
     queue = asyncio.Queue[Any]()
     return (
@@ -90,6 +165,32 @@ def supports(protocol_cls: Any) -> bool:
         and hasattr(queue, "_getters")
         and hasattr(queue, "_queue")
     )
+
+
+class _Utf8Refusals:
+    """Connections closed (1007) for a text message that is not UTF-8: one log line at most
+    every :data:`UTF8_LOG_INTERVAL` seconds, with the count since the last."""
+
+    def __init__(self) -> None:
+        self.unlogged = 0
+        self.logged_at: float | None = None
+
+    def count(self, client: Any) -> None:
+        self.unlogged += 1
+        now = monotonic()
+        if self.logged_at is not None and now - self.logged_at < UTF8_LOG_INTERVAL:
+            return
+        where = f"{client[0]}:{client[1]}" if isinstance(client, tuple) else "a client"
+        logger.warning(
+            "closed %d WebSocket connection(s) with 1007: a text message was not UTF-8 "
+            "(latest from %s)",
+            self.unlogged,
+            where,
+        )
+        self.unlogged, self.logged_at = 0, now
+
+
+utf8_refusals = _Utf8Refusals()
 
 
 def text_frame(data: bytes, max_size: int | None) -> bytes | None:
@@ -144,6 +245,8 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
 
     _handler: FrameHandler | None = None
     _between = False  # websockets' parser is known to wait for a new frame, nothing buffered
+    _pending: bytes | None = None  # read, not parsed yet: parsed on the loop's next turns
+    _yielding = False  # the next turn's _next_turn is scheduled
     inline_replies = 0  # messages answered here (tests and benchmarks read it)
     raw_replies = 0  # of which the frame was also read and written here
 
@@ -154,7 +257,10 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
     conn: Any
     writable: Any
     close_sent: bool
+    read_paused: bool
     transport: Any
+    loop: Any
+    client: Any
 
     @property
     def frame_handler(self) -> FrameHandler | None:
@@ -168,7 +274,7 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
         if handler is None:
             self.__dict__.pop("send_receive_event_to_app", None)
         else:
-            self.send_receive_event_to_app = self._answer_or_queue
+            self.__dict__["send_receive_event_to_app"] = self._answer_or_queue
 
     def handle_connect(self, event: Any) -> None:
         _SansIO.handle_connect(self, event)
@@ -192,12 +298,17 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
         )
 
     def data_received(self, data: bytes) -> None:
+        if self._pending is not None or len(data) > TURN_BYTES:
+            self._defer(data)
+            return
         # uvloop keeps this bound method from the start: it cannot be swapped per connection,
         # so the way through for a connection without a handler is kept short.
         handler = self._handler
         if handler is None or not self._may_answer():
             self._between = False
             _SansIO.data_received(self, data)
+            if not self.writable.is_set():  # uvicorn's receive() may have resumed reading
+                self.transport.pause_reading()
             return
         conn = self.conn
         if (
@@ -223,10 +334,75 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
                     _SansIO.data_received(self, data)
                 finally:
                     if self._handler is not None:
-                        self.send_receive_event_to_app = self._answer_or_queue
+                        self.__dict__["send_receive_event_to_app"] = self._answer_or_queue
                 return
         self._between = False
         _SansIO.data_received(self, data)
+        if not self.writable.is_set():
+            self.transport.pause_reading()
+
+    def _defer(self, data: bytes) -> None:
+        """Keep ``data`` for a later turn, after the bytes kept before it; stop reading meanwhile."""
+        pending = self._pending
+        self._pending = data if pending is None else pending + data
+        self.transport.pause_reading()
+        if not self._yielding:
+            self._yielding = True
+            self.loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        """The loop's next turn: the next :data:`TURN_BYTES` kept, or reading again."""
+        self._yielding = False
+        pending = self._pending
+        if pending is None:
+            self._read_if_free()
+            return
+        self._pending = None
+        if self.transport.is_closing():
+            return
+        self.data_received(pending[:TURN_BYTES])
+        if len(pending) > TURN_BYTES:
+            self._defer(pending[TURN_BYTES:])
+        else:
+            self._read_if_free()
+
+    def _read_if_free(self) -> None:
+        # Nothing else holds reading: bytes kept for a later turn, uvicorn's queue
+        # (read_paused), the write buffer.
+        if (
+            self._pending is None
+            and not self._yielding
+            and not self.read_paused
+            and self.writable.is_set()
+            and not self.transport.is_closing()
+        ):
+            self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        _SansIO.pause_writing(self)
+        # A client that does not read gets nothing more read from it either (pongs included)
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        _SansIO.resume_writing(self)
+        self._read_if_free()
+
+    def send_receive_event_to_app(self) -> None:
+        """uvicorn's, with a text message that is not UTF-8 refused (close 1007) with one
+        rate-limited log line instead of a traceback each."""
+        if self.curr_msg_data_type == "text" and not self.close_sent:
+            frames = self.frames
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            if not data.isascii():
+                try:
+                    data.decode()
+                except UnicodeDecodeError:
+                    self.frames = []
+                    utf8_refusals.count(self.client)
+                    self.conn.send_close(1007)
+                    self.handle_parser_exception()
+                    return
+        _SansIO.send_receive_event_to_app(self)
 
     def _reply_to(self, handler: FrameHandler, payload: bytes) -> bytes | None:
         """The handler's reply to a text message, encoded; ``None`` when it declines or the
@@ -257,4 +433,4 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
                     return  # the client's close frame arrived first: nobody to answer
                 self.transport.write(b"".join(self.conn.data_to_send()))
                 return
-        _SansIO.send_receive_event_to_app(self)
+        InlineFrames.send_receive_event_to_app(self)

@@ -112,6 +112,11 @@ class ServerSettings(BaseSettings):
     gc_tuning: bool = _setting(
         True, env="OPENENV_GC_TUNING", description="Freeze start-up objects out of the collector's sight."
     )  # fmt: skip
+    inline_frames: bool = _setting(
+        True, env="OPENENV_INLINE_FRAMES",
+        description="Answer a cheap plain step in the WebSocket protocol, below ASGI "
+        "(0: every frame takes the ASGI trip).",
+    )  # fmt: skip
 
     # -- sessions ------------------------------------------------------------------------------
     max_concurrent_envs: int = _setting(

@@ -74,6 +74,7 @@ class WebSocketEndpoint(SessionOpening):
         max_message_bytes: int,
         auth_required: bool = False,
         capacity_refusal: str = "auto",
+        inline_frames: bool = True,
     ) -> None:
         self.manager = manager
         self.runner = manager.runner
@@ -83,6 +84,7 @@ class WebSocketEndpoint(SessionOpening):
         self.max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
         self.auth_required = auth_required
         self.capacity_refusal = capacity_refusal  # auto | http | message (see settings.py)
+        self.inline_frames = inline_frames  # cheap plain steps answered below ASGI
         # Reference features wired by create_app (server/mcp.py): {"type": "mcp"} frames and
         # /ws?session_id= attaching to a session opened over HTTP.
         self.mcp: Any = None
@@ -120,7 +122,7 @@ class WebSocketEndpoint(SessionOpening):
         ended_by_client = False
         # The protocol under ASGI answers cheap plain steps itself when it can (inline_frames.py).
         protocol = None
-        if type(session.step) is PlainStep:
+        if self.inline_frames and type(session.step) is PlainStep:
             protocol = (scope.get("extensions") or {}).get(INLINE_FRAMES)
             if protocol is not None:
                 protocol.frame_handler = self._inline_handler(session, state, generation)
