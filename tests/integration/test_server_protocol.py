@@ -109,6 +109,7 @@ def test_validation_error_lists_the_field(server: str) -> None:
     with ws(server) as conn:
         reply = ask(conn, {"type": "step", "data": {"message": 5}})
         assert reply["data"]["errors"][0]["loc"] == ["message"]
+        assert reply["data"]["message"].startswith("Invalid action: message: ")
 
 
 def test_wrong_return_type_says_what_to_return(server: str) -> None:

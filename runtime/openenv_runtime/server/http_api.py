@@ -200,7 +200,7 @@ def build_http_router(
         try:
             action = validate_action(request.action)
         except ValidationError as exc:
-            return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc))
+            return _error(422, ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
 
         async def call() -> Any:
             session.stepped = True

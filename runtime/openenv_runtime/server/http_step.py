@@ -139,7 +139,7 @@ class HttpStep:
         try:
             action = self.validate_action(data)
         except ValidationError as exc:
-            return _error(422, ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc))
+            return _error(422, ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
         runner = self.runner
 
         async def call() -> bytes:

@@ -20,6 +20,8 @@ MAX_REPORTED_ERRORS = 20
 """Validation errors quoted in one reply; the rest are only counted."""
 EXTRA_FIELDS_ALLOWED = 64
 """Keys beyond an action's own fields that are still validated (and reported one by one)."""
+MAX_NAME_CHARS = 200
+"""Characters of a field's path or an error's text quoted in an error message."""
 
 
 class BodyTooLarge(HTTPException):
@@ -103,6 +105,18 @@ def validation_errors(exc: ValidationError) -> tuple[list[dict[str, Any]], int]:
         ]
     ]
     return shown, total
+
+
+def invalid_action_text(errors: list[dict[str, Any]], total: int) -> str:
+    """ "Invalid action: message: Field required (and 1 more error)": the first wrong field by name."""
+    if not errors:
+        return "Invalid action"
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])[:MAX_NAME_CHARS] or "the action"
+    text = f"Invalid action: {where}: {str(first['msg'])[:MAX_NAME_CHARS]}"
+    if total > 1:
+        text += f" (and {total - 1} more error{'s' if total > 2 else ''})"
+    return text
 
 
 def too_many_fields(data: Any, limit: int) -> str | None:

@@ -30,7 +30,7 @@ from .adapter import ContractViolation, PlainStep, StepTimeout
 from .drain import CLOSE_SERVICE_RESTART
 from .inline_frames import EXTENSION as INLINE_FRAMES
 from .inline_frames import FrameHandler
-from .limits import EXTRA_FIELDS_ALLOWED, too_many_fields
+from .limits import EXTRA_FIELDS_ALLOWED, invalid_action_text, too_many_fields
 from .limits import validation_errors as bounded_validation_errors
 from .sessions import Session, SessionManager
 from .ws_handshake import (
@@ -59,9 +59,10 @@ class _Final(str):
 
 
 def invalid_action(exc: ValidationError) -> dict[str, Any]:
-    """The ``errors`` (the first few) and ``error_count`` of an invalid action's reply."""
+    """An invalid action's reply: a ``message`` naming the first wrong field, the ``errors``
+    (the first few) and ``error_count``."""
     errors, total = bounded_validation_errors(exc)
-    return {"errors": errors, "error_count": total}
+    return {"message": invalid_action_text(errors, total), "errors": errors, "error_count": total}
 
 
 class WebSocketEndpoint(SessionOpening):
@@ -318,9 +319,7 @@ class WebSocketEndpoint(SessionOpening):
         try:
             action = self.validate_action(data)
         except ValidationError as exc:
-            return error_message(
-                ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc)
-            )
+            return error_message(ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
         try:
             obs = step.placement.call_inline(step.func, action)
             if not isinstance(obs, Observation):
@@ -339,9 +338,7 @@ class WebSocketEndpoint(SessionOpening):
         try:
             return self.validate_action(data)
         except ValidationError as exc:
-            return error_message(
-                ErrorCode.VALIDATION_ERROR, "Invalid action", **invalid_action(exc)
-            )
+            return error_message(ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
 
     def _failure(self, session: Session, kind: Any, exc: Exception) -> str:
         """The reply when handling a ``kind`` message raised ``exc`` (logged here)."""
