@@ -258,3 +258,15 @@ def open_file_advice(soft_limit: int, plan: ServePlan) -> str | None:
             "sessions per worker need; raise it (`ulimit -n 65536`) or lower --max-concurrent-envs."
         )
     return None
+
+
+def workers_advice(workers: int, cores: int | None) -> str | None:
+    """A hint when more worker processes are asked for than the machine has cores."""
+    if cores and workers > cores:
+        return (
+            f"--workers {workers} on a machine with {cores} cores: workers beyond the cores "
+            "only compete for them (each worker is one process on one core at a time); "
+            f"--workers {cores} serves as much, and --max-concurrent-envs sets the sessions "
+            "per worker."
+        )
+    return None

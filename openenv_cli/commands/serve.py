@@ -218,6 +218,7 @@ def command(
         check_app_imports,
         check_port_free,
         open_file_advice,
+        workers_advice,
         plan_serve,
     )
     from openenv_cli.validation.isolation import import_layout
@@ -264,9 +265,12 @@ def command(
         app = check_app_imports(plan, layout.env["PYTHONPATH"].split(os.pathsep))
         plan = adopt_app_settings(plan, app)
         soft, _ = raise_open_file_limit()
-        advice = open_file_advice(soft, plan)
-        if advice:
-            err_console.print(f"[yellow]Warning:[/] {escape(advice)}", highlight=False)
+        for advice in (
+            open_file_advice(soft, plan),
+            workers_advice(settings.workers, os.cpu_count()),
+        ):
+            if advice:
+                err_console.print(f"[yellow]Warning:[/] {escape(advice)}", highlight=False)
         print_summary(plan)
         run_server(
             Launch(

@@ -6,7 +6,7 @@ import pytest
 
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.scaffold import render_project, write_project
-from openenv_cli.serving import check_port_free, open_file_advice, plan_serve
+from openenv_cli.serving import check_port_free, open_file_advice, plan_serve, workers_advice
 from tests.support.optional import require
 
 ENV_VARS = (
@@ -277,3 +277,9 @@ def test_a_family_target_that_cannot_be_served_is_a_usage_error(
     plan = plan_serve(Path("gymnasium:NoSuchEnv-v0"))
     with pytest.raises(UsageError, match=r"gymnasium.make\('NoSuchEnv-v0'\) failed"):
         check_app_imports(plan, [])
+
+
+def test_workers_past_the_cores_get_a_hint() -> None:
+    hint = workers_advice(8, 2) or ""
+    assert "--workers 8" in hint and "2 cores" in hint and "--workers 2" in hint
+    assert workers_advice(2, 2) is None and workers_advice(4, None) is None
