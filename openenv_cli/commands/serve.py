@@ -218,8 +218,8 @@ def command(
         check_app_imports,
         check_port_free,
         open_file_advice,
-        workers_advice,
         plan_serve,
+        workers_advice,
     )
     from openenv_cli.validation.isolation import import_layout
     from openenv_runtime.serve import Launch, hand_over, raise_open_file_limit, run_server
