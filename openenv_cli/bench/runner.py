@@ -137,10 +137,19 @@ def adopt_health(settings: BenchSettings, health: dict[str, Any] | None) -> list
     if health is None:
         return ["the server's /health did not answer: its capacity and pid are unknown"]
     lines = []
-    capacity = health.get("max_sessions")
-    if isinstance(capacity, int) and not isinstance(capacity, bool):
-        settings.server_capacity = capacity
-        lines.append(f"server capacity: {capacity:,} sessions at once (from /health)")
+    per_worker = health.get("max_sessions")
+    workers = health.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        workers = 1
+    if isinstance(per_worker, int) and not isinstance(per_worker, bool):
+        settings.server_capacity = capacity = per_worker * workers
+        if workers > 1:
+            lines.append(
+                f"server capacity: {workers} workers × {per_worker:,} sessions = {capacity:,} "
+                "sessions at once (from /health; a worker refuses past its own share)"
+            )
+        else:
+            lines.append(f"server capacity: {capacity:,} sessions at once (from /health)")
     pid = health.get("pid")
     if not settings.server_pids and isinstance(pid, int) and procstat.available():
         root = _local_server(settings.url, pid)

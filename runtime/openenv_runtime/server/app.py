@@ -302,7 +302,8 @@ def create_app(
             "active_sessions": manager.active,
             "detached_sessions": manager.detached,
             "warm_instances": len(manager.warm),
-            "max_sessions": manager.capacity,
+            "max_sessions": manager.capacity,  # of this worker
+            "workers": config.workers,
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
             "sessions_opened": manager.total_opened,
