@@ -26,19 +26,6 @@ from openenv_runtime.errors import AdapterError, EnvironmentContractError
 from openenv_runtime.server.settings import ResolvedSettings, ServerSettings, load_settings
 
 # What `openenv serve` shows in its settings table, in this order.
-SHOWN = (
-    "host",
-    "port",
-    "workers",
-    "max_concurrent_envs",
-    "session_timeout",
-    "step_timeout",
-    "max_sessions_per_client",
-    "web_interface",
-    "max_message_bytes",
-    "forwarded_allow_ips",
-    "inline_frames",
-)
 
 
 @dataclass(frozen=True)
@@ -85,18 +72,7 @@ class ServePlan:
 
     def rows(self) -> list[tuple[str, str, str]]:
         """``(setting, value, from)`` for the summary table."""
-        shown = []
-        for name in SHOWN:
-            value = getattr(self.settings, name)
-            text = (
-                "off"
-                if value is None
-                else str(value).lower()
-                if isinstance(value, bool)
-                else str(value)
-            )
-            shown.append((name, text, str(self.resolved.origin(name))))
-        return shown
+        return self.resolved.summary()
 
 
 def plan_serve(

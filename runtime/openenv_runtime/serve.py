@@ -388,7 +388,17 @@ def main(argv: list[str] | None = None) -> None:
         settings = hand_over(args, manifest)
     except (EnvironmentContractError, AdapterError) as exc:
         parser.error(str(exc))  # one line and exit status 2, no traceback
+    print(settings_summary(app), file=sys.stderr, flush=True)
     run_server(Launch(app, app_dir=app_dir), settings)
+
+
+def settings_summary(app: str) -> str:
+    """What a container's log starts with: the app and each stated setting with its source."""
+    rows = load_settings().summary()
+    width = max(len(name) for name, _, _ in rows)
+    lines = [f"openenv_runtime.serve {app}: settings (create_app's arguments fill the defaults)"]
+    lines += [f"  {name:<{width}}  {value}  ({origin})" for name, value, origin in rows]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,17 @@ def test_the_summary_shows_whether_frames_are_answered_below_asgi(
     assert rows["inline_frames"] == ("false", "OPENENV_INLINE_FRAMES")
 
 
+def test_the_summary_shows_the_checkpoint_settings(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHECKPOINT_DIR", "/tmp/checkpoints")
+    rows = {name: (value, source) for name, value, source in plan_serve(project).rows()}
+    assert rows["checkpoint_dir"] == ("/tmp/checkpoints", "CHECKPOINT_DIR")
+    assert rows["max_checkpoints"][1] == "default"
+    total, _ = rows["max_checkpoint_total_bytes"]
+    assert total.isdigit() and int(total) > 0  # worked out from max_checkpoint_bytes, not "off"
+
+
 def test_bad_environment_value_is_a_usage_error(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

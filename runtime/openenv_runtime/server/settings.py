@@ -56,6 +56,28 @@ class Origin:
         return self.name
 
 
+SUMMARY = (
+    "host",
+    "port",
+    "workers",
+    "max_concurrent_envs",
+    "session_timeout",
+    "step_timeout",
+    "max_sessions_per_client",
+    "web_interface",
+    "max_message_bytes",
+    "forwarded_allow_ips",
+    "inline_frames",
+    "checkpoint_dir",
+    "checkpoint_ttl",
+    "max_checkpoints",
+    "max_checkpoint_total_bytes",
+)
+"""The settings a server states when it starts (``openenv serve``'s table, the server's log)."""
+_DERIVED = {"max_checkpoint_total_bytes": "checkpoint_total_bytes"}
+"""A setting whose unset value is worked out from others: the property that says what it is."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedSettings:
     """The settings and, for each, where its value came from."""
@@ -66,6 +88,23 @@ class ResolvedSettings:
 
     def origin(self, name: str) -> Origin:
         return self.origins[name]
+
+    def summary(self) -> list[tuple[str, str, str]]:
+        """``(setting, value, from)`` for each of :data:`SUMMARY` (None reads "off")."""
+        rows = []
+        for name in SUMMARY:
+            value = getattr(self.values, name)
+            if value is None and name in _DERIVED:
+                value = getattr(self.values, _DERIVED[name])
+            text = (
+                "off"
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
+            rows.append((name, text, str(self.origins[name])))
+        return rows
 
     def overrides(self) -> list[str]:
         """One line per ``create_app`` argument that a flag, variable or ``openenv.yaml`` replaced."""
