@@ -15,6 +15,8 @@ Coming from the reference OpenEnv: its ``openenv.core`` lives, path for path, in
 :mod:`openenv_runtime.compat` (``openenv migrate`` renames the imports).
 """
 
+from typing import TYPE_CHECKING
+
 from ._version import __version__
 from .client import DictObservation, EnvClient, GenericEnvClient, SyncEnvClient
 from .client.checkpoint import Checkpoint
@@ -23,7 +25,20 @@ from .client.sync import SyncEnvPool
 from .environment import Environment
 from .errors import EnvError, EnvironmentContractError
 from .models import Action, Observation, State, StepResult
-from .server import create_app
+
+if TYPE_CHECKING:
+    from .server import create_app
+
+
+def __getattr__(name: str) -> object:
+    # The server (FastAPI, uvicorn) loads on first use of create_app: a trainer that only
+    # connects never imports it.
+    if name == "create_app":
+        from .server import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Action",
