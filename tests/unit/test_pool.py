@@ -46,7 +46,8 @@ def test_forks_spread_by_free_capacity_without_counting_as_slots() -> None:
     from openenv_runtime.client.placement import spread
 
     pool = pool_with(a=1, b=3)
-    assert Counter(spread(pool._servers.values(), 6)) == {"a": 2, "b": 4}
+    assert Counter(spread(pool._servers.values(), 4)) == {"a": 1, "b": 3}
+    assert Counter(spread(pool._servers.values(), 6)) == {"a": 3, "b": 3}  # then the fewest
     assert [(s.free, s.sessions) for s in pool._servers.values()] == [(1, 0), (3, 0)]
     assert Counter(spread(pool_with(a=UNLIMITED, b=UNLIMITED)._servers.values(), 5)) == {
         "a": 3,
