@@ -146,6 +146,8 @@ class CheckpointStore:
         self._lock = threading.Lock()  # one writer at a time counts and makes room
         self._listing: dict[str, tuple[float, int]] = {}  # the folder: id -> (modified, bytes)
         self._listed_at = -RELIST_S
+        # the folder's blob verified last: (id, the file's identity and times, the blob)
+        self._last_read: tuple[str, tuple[int, ...], Blob] | None = None
         if self.directory is not None:
             _private_folder(self.directory)
         if key:
@@ -338,7 +340,10 @@ class CheckpointStore:
                 kept = self.memory.get(ident)
             blob = kept[1] if kept is not None else None
         else:
-            blob = await asyncio.to_thread(self._read, ident)
+            read = await asyncio.to_thread(self._read, ident)  # verified there
+            if read is not None:
+                return self._checked_digest(read, ident, digest)
+            blob = None
         if blob is None:
             where = f"in {self.directory}" if self.directory else "in this server's memory"
             raise CheckpointError(
@@ -351,6 +356,10 @@ class CheckpointStore:
         # Memory holds only blobs this process made and verified in put(): no need to hash
         # them again (a fork of n sessions reads one checkpoint n times).
         parsed = self.parse(blob, ident, trusted=self.directory is None)
+        return self._checked_digest(parsed, ident, digest)
+
+    @staticmethod
+    def _checked_digest(parsed: Blob, ident: str, digest: str | None) -> Blob:
         if digest is not None and digest != parsed.header["digest"]:
             raise CheckpointError(
                 "CHECKPOINT_MISMATCH",
@@ -360,7 +369,11 @@ class CheckpointStore:
             )
         return parsed
 
-    def _read(self, ident: str) -> bytes | None:
+    def _read(self, ident: str) -> Blob | None:
+        """The verified checkpoint in the file ``ident`` (None: there is none). The file read
+        and verified last is kept: while it is unchanged (same inode, size, modification and
+        change times) it is not read and hashed again, so forking n sessions from one
+        checkpoint verifies it once."""
         assert self.directory is not None
         path = self.directory / (ident + SUFFIX)
         try:
@@ -384,7 +397,15 @@ class CheckpointStore:
                     f"{self.max_bytes} (MAX_CHECKPOINT_BYTES).",
                     413,
                 )
-            return f.read()
+            # ctime cannot be set back by a writer: any change to the file misses this
+            seen = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            last = self._last_read
+            if last is not None and last[0] == ident and last[1] == seen:
+                return last[2]
+            blob = f.read()
+        parsed = self.parse(blob, ident)
+        self._last_read = (ident, seen, parsed)  # one blob at most: bounded by max_bytes
+        return parsed
 
     def parse(self, blob: bytes, ident: str | None, *, trusted: bool = False) -> Blob:
         """Check a blob through and through; raises CheckpointError saying what is wrong.
