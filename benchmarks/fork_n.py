@@ -9,8 +9,9 @@
   WebSocket, restored from the checkpoint and checked at its step), timed at the client;
   the forks are closed between rounds. Beside it: ``fork(n=32)`` without a checkpoint (it
   takes one first), the same 32 forks opened one after another (what ``fork()`` alone
-  gives), and ``EnvPool.fork`` over two server processes sharing a ``CHECKPOINT_DIR`` (every
-  read of a folder's blob is verified again).
+  gives), the floor (32 fresh sessions opened at once, each answering one ``state``: what
+  any 32 sessions cost, with no restore), and ``EnvPool.fork`` over two server processes
+  sharing a ``CHECKPOINT_DIR``.
 * **reset_group** — two server processes of ``tests/fixtures/dice.py`` (12 dice rolled from
   the seed at reset), an ``EnvPool`` of ``--group-size`` (8) sessions spread over both;
   ``--groups`` (1,000) calls of ``reset_group(8, seed=g)``. Counted: groups whose first
@@ -83,7 +84,12 @@ async def close_all(clients: list[Any]) -> None:
 
 
 async def fork_times(url: str, rounds: int, state_bytes: int) -> dict[str, Any]:
-    times: dict[str, list[float]] = {"fork_n": [], "fork_n_with_checkpoint": [], "one_by_one": []}
+    times: dict[str, list[float]] = {
+        "fork_n": [],
+        "fork_n_with_checkpoint": [],
+        "new_sessions": [],
+        "one_by_one": [],
+    }
     async with WalkClient(url) as env:
         await env.reset(seed=1, ballast=state_bytes)
         await env.step({"move": 1})
@@ -97,6 +103,13 @@ async def fork_times(url: str, rounds: int, state_bytes: int) -> dict[str, Any]:
             forks = await env.fork(n=FORKS)
             times["fork_n_with_checkpoint"].append((time.perf_counter() - started) * 1000)
             await close_all(forks)
+            # the floor: as many fresh sessions (connect, then one state request), no restore
+            started = time.perf_counter()
+            fresh = [WalkClient(url) for _ in range(FORKS)]
+            await asyncio.gather(*(c.connect() for c in fresh))
+            await asyncio.gather(*(c.state() for c in fresh))
+            times["new_sessions"].append((time.perf_counter() - started) * 1000)
+            await close_all(fresh)
         for _ in range(max(1, rounds // 4)):  # the sequential baseline is slow: fewer rounds
             started = time.perf_counter()
             forks = [await env.fork(ckpt) for _ in range(FORKS)]
@@ -197,6 +210,7 @@ def main() -> None:
         [f"fork(ckpt, n={FORKS}), one server: p50 / p95 / min", ms(forks["fork_n"])],
         [f"fork(n={FORKS}) (takes the checkpoint too)", ms(forks["fork_n_with_checkpoint"])],
         [f"{FORKS} × fork(ckpt), one after another", ms(forks["one_by_one"])],
+        [f"floor: {FORKS} fresh sessions at once (connect + state)", ms(forks["new_sessions"])],
         [
             f"pool.fork(0, n={FORKS}), 2 servers sharing a folder "
             f"(forks per server {pooled['forks_per_server']})",
