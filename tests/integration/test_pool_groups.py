@@ -79,6 +79,8 @@ def test_reset_group_reports_an_environment_that_ignores_its_seed() -> None:
                 assert info.value.code == "GROUP_MISMATCH"
                 assert "openenv validate" in info.value.message
                 assert info.value.details["slots"]
+                unchecked = await pool.reset_group(8, seed=1, check=False)
+                assert all(isinstance(r, StepResult) for r in unchecked)
 
         run(go())
 
@@ -114,3 +116,19 @@ def test_pool_fork_spreads_over_the_servers(
                     await asyncio.gather(*(f.close() for f in forks))
 
         run(go())
+
+
+def test_sync_pool_fork(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
+    with (
+        running_server(walk_app()) as one,
+        running_server(walk_app()) as two,
+        EnvPool(WalkClient, urls=[one, two], size=1).sync() as pool,
+    ):
+        pool.reset()
+        forks = pool.fork(0, n=2)
+        try:
+            assert sorted(f.base_url for f in forks) == sorted([one, two])
+        finally:
+            for f in forks:
+                f.sync().close()

@@ -95,7 +95,11 @@ class CheckpointMixin:
 
     @overload
     async def fork(
-        self, checkpoint: Checkpoint | None = None, *, n: None = None, base_urls: None = None
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: None = None,
+        base_urls: Sequence[str] | None = None,
     ) -> Self: ...
 
     @overload
@@ -119,8 +123,9 @@ class CheckpointMixin:
         Without ``checkpoint``, one is taken now, so the forks have this session's current
         state. ``fork()`` returns one client; ``fork(n=32)`` a list of 32, all from the same
         checkpoint, opened at once. ``base_urls``: servers to spread the forks over, in turn
-        (they must read this server's checkpoints: the same ``CHECKPOINT_DIR`` and key);
-        default this client's server. ``EnvPool.fork`` spreads them over a pool's servers.
+        (without ``n``, the first); they must read this server's checkpoints (the same
+        ``CHECKPOINT_DIR`` and key). Default: this client's server. ``EnvPool.fork``
+        spreads them over a pool's servers.
 
         A fork opens a session like any other (it counts against the server's capacity and
         the per-client cap); close each when done. If any of the ``n`` cannot be opened, the

@@ -174,6 +174,7 @@ class EnvPool(Generic[ClientT]):
         seed: int,
         slots: Sequence[int] | None = None,
         timeout: float | None = None,
+        check: bool = True,
     ) -> list[Result]:
         """Reset ``group_size`` sessions with the same ``seed``: a group whose episodes start alike.
 
@@ -182,8 +183,10 @@ class EnvPool(Generic[ClientT]):
         gives every member the same first observation (what GRPO-style groups compare their
         answers from). When the first observations differ, the environment does not start
         from its seed alone: ``EnvError`` ``GROUP_MISMATCH`` names the slots that differ
-        (``openenv validate`` reports such an environment). A slot that fails holds its
-        ``EnvError`` as in :meth:`reset`.
+        (``openenv validate`` reports such an environment); ``check=False`` hands the
+        results back without comparing them (for observations that carry something of
+        their own, an id or a time). A slot that fails holds its ``EnvError`` as in
+        :meth:`reset`.
         """
         chosen = list(range(group_size)) if slots is None else list(slots)
         if len(chosen) != group_size or group_size < 1:
@@ -193,6 +196,8 @@ class EnvPool(Generic[ClientT]):
         await self.open()
         results = await self._batch(_reset_frame, [seed] * self.size, timeout, only=set(chosen))
         group = [results[i] for i in chosen]
+        if not check:
+            return group
         firsts = {
             slot: r.observation.model_dump()
             for slot, r in zip(chosen, group, strict=True)

@@ -47,7 +47,11 @@ class AsyncEnv(Protocol[ActT_contra, ObsT, StateT_co]):
 
     @overload
     async def fork(
-        self, checkpoint: Checkpoint | None = None, *, n: None = None, base_urls: None = None
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: None = None,
+        base_urls: Sequence[str] | None = None,
     ) -> AsyncEnv[ActT_contra, ObsT, StateT_co]: ...
 
     @overload
@@ -76,6 +80,7 @@ class AsyncPool(Protocol[ClientT_co]):
         seed: int,
         slots: Sequence[int] | None = None,
         timeout: float | None = None,
+        check: bool = True,
     ) -> list[Result]: ...
 
     async def step(
@@ -159,7 +164,11 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 
     @overload
     def fork(
-        self, checkpoint: Checkpoint | None = None, *, n: None = None, base_urls: None = None
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: None = None,
+        base_urls: Sequence[str] | None = None,
     ) -> SyncEnvClient[ActT, ObsT, StateT]: ...
 
     @overload
@@ -180,7 +189,7 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     ) -> SyncEnvClient[ActT, ObsT, StateT] | list[SyncEnvClient[ActT, ObsT, StateT]]:
         """Blocking :meth:`EnvClient.fork`; the forks are blocking clients too."""
         if n is None:
-            return SyncEnvClient(self._call(self.client.fork(checkpoint)))
+            return SyncEnvClient(self._call(self.client.fork(checkpoint, base_urls=base_urls)))
         forks = self._call(self.client.fork(checkpoint, n=n, base_urls=base_urls))
         return [SyncEnvClient(f) for f in forks]
 
@@ -241,10 +250,11 @@ class SyncEnvPool(Generic[ClientT]):
         seed: int,
         slots: Sequence[int] | None = None,
         timeout: float | None = None,
+        check: bool = True,
     ) -> list[Result]:
         """Blocking :meth:`EnvPool.reset_group`."""
         return self._call(
-            self.pool.reset_group(group_size, seed=seed, slots=slots, timeout=timeout)
+            self.pool.reset_group(group_size, seed=seed, slots=slots, timeout=timeout, check=check)
         )
 
     def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
