@@ -140,8 +140,9 @@ class CheckpointStore:
         self.bounds = bounds or CheckpointBounds(
             ServerSettings().max_checkpoints, CHECKPOINT_BUDGET_FACTOR * max_bytes
         )
-        # id -> (created, blob), oldest first
-        self.memory: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        # id -> (created, the blob's size in bytes, the blob verified and parsed), oldest
+        # first: put() verified it, so a read (n of them for a fork of n) is not checked again
+        self.memory: OrderedDict[str, tuple[float, int, Blob]] = OrderedDict()
         self.memory_bytes = 0
         self._lock = threading.Lock()  # one writer at a time counts and makes room
         self._listing: dict[str, tuple[float, int]] = {}  # the folder: id -> (modified, bytes)
@@ -215,7 +216,7 @@ class CheckpointStore:
         if self.directory is None:
             with self._lock:
                 self._make_room(ident, len(blob), self._memory_entries())
-                self.memory[ident] = (float(parsed.header["created"]), blob)
+                self.memory[ident] = (float(parsed.header["created"]), len(blob), parsed)
                 self.memory_bytes += len(blob)
         else:
             await asyncio.to_thread(self._write, ident, blob)
@@ -239,7 +240,7 @@ class CheckpointStore:
     def _memory_entries(self) -> list[tuple[float, int, str]]:
         """``(created, bytes, id)`` of what memory keeps, oldest first; expired ones dropped."""
         self._expire_memory()
-        return [(created, len(blob), ident) for ident, (created, blob) in self.memory.items()]
+        return [(created, size, ident) for ident, (created, size, _) in self.memory.items()]
 
     def _expire_memory(self) -> None:
         """Drop expired checkpoints from memory (the oldest come first)."""
@@ -247,7 +248,7 @@ class CheckpointStore:
             return
         deadline = time.time() - self.ttl
         while self.memory:
-            ident, (created, _) = next(iter(self.memory.items()))
+            ident, (created, _, _) = next(iter(self.memory.items()))
             if created >= deadline:
                 break
             self._remove(ident)
@@ -276,8 +277,8 @@ class CheckpointStore:
 
     def _remove(self, ident: str) -> None:
         if self.directory is None:
-            _, blob = self.memory.pop(ident)
-            self.memory_bytes -= len(blob)
+            _, size, _ = self.memory.pop(ident)
+            self.memory_bytes -= size
             return
         self._listing.pop(ident, None)
         try:
@@ -338,13 +339,10 @@ class CheckpointStore:
             with self._lock:
                 self._expire_memory()
                 kept = self.memory.get(ident)
-            blob = kept[1] if kept is not None else None
+            found = kept[2] if kept is not None else None
         else:
-            read = await asyncio.to_thread(self._read, ident)  # verified there
-            if read is not None:
-                return self._checked_digest(read, ident, digest)
-            blob = None
-        if blob is None:
+            found = await asyncio.to_thread(self._read, ident)
+        if found is None:
             where = f"in {self.directory}" if self.directory else "in this server's memory"
             raise CheckpointError(
                 "CHECKPOINT_NOT_FOUND",
@@ -353,21 +351,14 @@ class CheckpointStore:
                 "CHECKPOINT_DIR.",
                 404,
             )
-        # Memory holds only blobs this process made and verified in put(): no need to hash
-        # them again (a fork of n sessions reads one checkpoint n times).
-        parsed = self.parse(blob, ident, trusted=self.directory is None)
-        return self._checked_digest(parsed, ident, digest)
-
-    @staticmethod
-    def _checked_digest(parsed: Blob, ident: str, digest: str | None) -> Blob:
-        if digest is not None and digest != parsed.header["digest"]:
+        if digest is not None and digest != found.header["digest"]:
             raise CheckpointError(
                 "CHECKPOINT_MISMATCH",
-                f"Checkpoint {ident} has digest {parsed.header['digest']}, not the {digest} "
+                f"Checkpoint {ident} has digest {found.header['digest']}, not the {digest} "
                 "the client expected; it was replaced since it was taken.",
                 409,
             )
-        return parsed
+        return found
 
     def _read(self, ident: str) -> Blob | None:
         """The verified checkpoint in the file ``ident`` (None: there is none). The file read
@@ -407,21 +398,15 @@ class CheckpointStore:
         self._last_read = (ident, seen, parsed)  # one blob at most: bounded by max_bytes
         return parsed
 
-    def parse(self, blob: bytes, ident: str | None, *, trusted: bool = False) -> Blob:
-        """Check a blob through and through; raises CheckpointError saying what is wrong.
-
-        ``trusted``: a blob this store verified before (kept in memory): its signature and
-        digest are not computed again.
-        """
+    def parse(self, blob: bytes, ident: str | None) -> Blob:
+        """Check a blob through and through; raises CheckpointError saying what is wrong."""
         if len(blob) < MAC_LINE or blob[MAC_LINE - 1 : MAC_LINE] != b"\n":
             raise _corrupt(
                 ident,
                 "it carries no signature of this server (someone else wrote it, or an older version)",
             )
         signed = memoryview(blob)[MAC_LINE:]
-        if not trusted and not hmac.compare_digest(
-            blob[: MAC_LINE - 1], self._mac(signed).encode()
-        ):
+        if not hmac.compare_digest(blob[: MAC_LINE - 1], self._mac(signed).encode()):
             raise _corrupt(
                 ident,
                 "its signature is not this server's: it was altered, or written by someone "
@@ -462,7 +447,7 @@ class CheckpointStore:
                 f"{self.max_bytes} (MAX_CHECKPOINT_BYTES).",
                 413,
             )
-        if not trusted and header.get("digest") != digest_of(payload):
+        if header.get("digest") != digest_of(payload):
             raise _corrupt(ident, "its SHA-256 digest does not match its contents")
         return Blob(header, payload)
 
