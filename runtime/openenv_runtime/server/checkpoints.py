@@ -14,8 +14,9 @@ signed with the server's key (``CHECKPOINT_KEY``, else one generated on first us
 in the folder as ``.checkpoint-key``, 0600, so every worker and replica sharing the folder
 uses the same one); a blob that someone else planted in the folder is refused. A blob is
 checked before anything uses it: its size against ``MAX_CHECKPOINT_BYTES``, its signature,
-its header, the environment it came from, and the SHA-256 of its payload; a blob that fails
-is refused before a session is started or an instance touched.
+its header, the environment it came from, and the SHA-256 of its payload (in memory once,
+when it is put; from the folder on every read, but for the file checked last while it is
+unchanged); a blob that fails is refused before a session is started or an instance touched.
 
 What is kept is bounded (:class:`CheckpointBounds`): checkpoints expire ``CHECKPOINT_TTL``
 seconds after they were taken; past ``MAX_CHECKPOINTS`` or ``MAX_CHECKPOINT_TOTAL_BYTES`` in
