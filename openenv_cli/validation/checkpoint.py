@@ -9,21 +9,14 @@ does not opt in gets the check skipped, with how to opt in.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
 from openenv_cli.validation.results import CheckResult, failed, passed, skipped
-from openenv_cli.validation.wire import ws_url
+from openenv_cli.validation.wire import Refused, ws_request, ws_url
 
 MAX_STEPS_BEFORE = 5
 NOT_OFFERED = ("CHECKPOINT_UNSUPPORTED", "UNKNOWN_TYPE")
-
-
-class _Refused(Exception):
-    def __init__(self, kind: str, code: str | None, message: str) -> None:
-        super().__init__(f"{kind} answered error {code}: {message}")
-        self.code = code
 
 
 def check_checkpoint(
@@ -49,14 +42,7 @@ def check_checkpoint(
         return connect(url, open_timeout=timeout, additional_headers=headers, max_size=64 << 20)
 
     def request(ws: Any, frame: dict[str, Any], expect: str) -> dict[str, Any]:
-        ws.send(json.dumps(frame))
-        reply = json.loads(ws.recv(timeout=timeout))
-        data: dict[str, Any] = reply.get("data") or {}
-        if reply.get("type") == "error":
-            raise _Refused(frame["type"], data.get("code"), str(data.get("message")))
-        if reply.get("type") != expect:
-            raise _Refused(frame["type"], None, f"type {reply.get('type')!r}, expected {expect!r}")
-        return data
+        return ws_request(ws, frame, expect, timeout)
 
     step = {"type": "step", "data": action}
     try:
@@ -76,7 +62,7 @@ def check_checkpoint(
             request(fresh, restore, "restore")
             got = request(fresh, step, "observation")
             got_state = request(fresh, {"type": "state"}, "state")
-    except _Refused as exc:
+    except Refused as exc:
         if exc.code in NOT_OFFERED:
             return skipped(
                 name,
@@ -97,15 +83,15 @@ def check_checkpoint(
             "Look at the server log.",
             details={"seed": seed},
         )
-    differences = _differences(expected, got) + [
-        f"state.{d}" for d in _differences(expected_state, got_state)
+    found = differences(expected, got) + [
+        f"state.{d}" for d in differences(expected_state, got_state)
     ]
     details = {"seed": seed, "steps_before": taken, "checkpoint_bytes": ckpt.get("size")}
-    if differences:
+    if found:
         return failed(
             name,
             f"After a restore at step {taken} the next step differs from the uninterrupted "
-            f"episode's in: {', '.join(differences[:8])}.",
+            f"episode's in: {', '.join(found[:8])}.",
             "Include every part of the state the next step reads in export_state() (random "
             "generators' state too) and restore all of it in import_state().",
             details={**details, "expected": expected, "got": got},
@@ -118,7 +104,7 @@ def check_checkpoint(
     )
 
 
-def _differences(expected: Any, got: Any, path: str = "") -> list[str]:
+def differences(expected: Any, got: Any, path: str = "") -> list[str]:
     """Dotted paths where two JSON values differ."""
     if isinstance(expected, dict) and isinstance(got, dict):
         out: list[str] = []
@@ -127,6 +113,6 @@ def _differences(expected: Any, got: Any, path: str = "") -> list[str]:
             if key not in expected or key not in got:
                 out.append(where)
             else:
-                out.extend(_differences(expected[key], got[key], where))
+                out.extend(differences(expected[key], got[key], where))
         return out
     return [] if expected == got else [path or "(value)"]

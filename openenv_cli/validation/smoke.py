@@ -16,6 +16,7 @@ from openenv_cli.validation import wire
 from openenv_cli.validation.checkpoint import check_checkpoint
 from openenv_cli.validation.isolation import import_layout
 from openenv_cli.validation.results import CheckResult, failed, passed
+from openenv_cli.validation.seed import check_seeded_reset
 from openenv_runtime.testing import free_port
 
 
@@ -119,6 +120,7 @@ def run_smoke(
             results.append(episode)
             if episode.status.value == "pass":
                 results.append(check_checkpoint("smoke", base_url, action, timeout))
+                results.append(check_seeded_reset("smoke", base_url, action, timeout))
         finally:
             _stop(proc)
             log_path.unlink(missing_ok=True)

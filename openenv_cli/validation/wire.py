@@ -41,6 +41,26 @@ def get_json(
         return status, body.decode("utf-8", "replace")[:300]
 
 
+class Refused(Exception):
+    """A WebSocket request answered with an error (``code``) or a reply of another type."""
+
+    def __init__(self, kind: str, code: str | None, message: str) -> None:
+        super().__init__(f"{kind} answered error {code}: {message}")
+        self.code = code
+
+
+def ws_request(ws: Any, frame: dict[str, Any], expect: str, timeout: float) -> dict[str, Any]:
+    """Send ``frame`` on the open WebSocket ``ws``; the ``data`` of its ``expect`` reply."""
+    ws.send(json.dumps(frame))
+    reply = json.loads(ws.recv(timeout=timeout))
+    data: dict[str, Any] = reply.get("data") or {}
+    if reply.get("type") == "error":
+        raise Refused(frame["type"], data.get("code"), str(data.get("message")))
+    if reply.get("type") != expect:
+        raise Refused(frame["type"], None, f"type {reply.get('type')!r}, expected {expect!r}")
+    return data
+
+
 def check_health(prefix: str, base_url: str, timeout: float, token: str | None) -> CheckResult:
     name = f"{prefix}.health"
     try:

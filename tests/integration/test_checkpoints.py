@@ -106,6 +106,73 @@ def test_fork_is_an_independent_session_with_the_same_state(
         run(go())
 
 
+def test_fork_n_gives_n_independent_sessions_from_one_checkpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with walk_server(monkeypatch) as url:
+
+        async def go() -> None:
+            async with WalkClient(url) as env:
+                await env.reset(seed=7, ballast=1000)
+                for action in moves(3):
+                    await env.step(action)
+                forks = await env.fork(n=8)
+                try:
+                    assert isinstance(forks, list) and len(forks) == 8
+                    assert all(isinstance(f, WalkClient) for f in forks)
+                    assert active_sessions(url) == 9  # a session each
+                    state = await env.state()
+                    assert [await f.state() for f in forks] == [state] * 8
+                    expected = (await env.step(WalkAction(move=1))).observation
+                    for f in forks:  # every fork takes the same next step
+                        assert (await f.step(WalkAction(move=1))).observation == expected
+                    await forks[0].step(WalkAction(move=2))  # one moves on alone
+                    counts = [(await f.state()).step_count for f in forks]
+                    assert counts == [5] + [4] * 7
+                finally:
+                    await asyncio.gather(*(f.close() for f in forks))
+                assert active_sessions(url) == 1
+                # fork() without n still gives one client
+                single = await env.fork()
+                assert isinstance(single, WalkClient)
+                await single.close()
+
+        run(go())
+
+
+def test_fork_n_opens_all_or_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    with walk_server(monkeypatch, MAX_CONCURRENT_ENVS="4") as url:
+
+        async def go() -> None:
+            async with WalkClient(url) as env:
+                await env.reset(seed=1)
+                with pytest.raises(EnvError) as info:
+                    await env.fork(n=5)  # room for 3 more sessions only
+                assert info.value.code == "CAPACITY_REACHED"
+                assert wait_until(lambda: active_sessions(url) == 1)  # the opened ones closed
+                forks = await env.fork(n=3)
+                await asyncio.gather(*(f.close() for f in forks))
+                with pytest.raises(ValueError):
+                    await env.fork(n=0)
+
+        run(go())
+
+
+def test_sync_fork_n(monkeypatch: pytest.MonkeyPatch) -> None:
+    with walk_server(monkeypatch) as url, WalkClient(url).sync() as env:
+        env.reset(seed=2)
+        env.step(WalkAction())
+        forks = env.fork(n=3)
+        try:
+            assert len(forks) == 3
+            assert {f.step(WalkAction()).observation.noise for f in forks} == {
+                env.step(WalkAction()).observation.noise
+            }
+        finally:
+            for f in forks:
+                f.close()
+
+
 def test_sync_forms_and_bytes_state(monkeypatch: pytest.MonkeyPatch) -> None:
     with walk_server(monkeypatch, bytes_state=True) as url, WalkClient(url).sync() as env:
         env.reset(seed=1)

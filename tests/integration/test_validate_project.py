@@ -66,14 +66,16 @@ def test_fresh_project_passes_everything(project: Path, started) -> None:
     report = validate_project(project, timeout=60)
     assert report.ok, [(c.name, c.message) for c in report.checks if c.status is Status.FAIL]
     names = [c.name for c in report.checks]
-    assert names[-5:] == [
+    assert names[-6:] == [
         "smoke.start",
         "smoke.health",
         "smoke.schema",
         "smoke.episode",
         "smoke.checkpoint",
+        "smoke.seed",
     ]
     assert report.get("smoke.checkpoint").status is Status.PASS  # the template opts in
+    assert report.get("smoke.seed").status is Status.PASS  # deterministic: nothing to seed
     episode = report.get("smoke.episode")
     assert episode.status is Status.PASS and "closed with 1000" in episode.message
     latency = episode.details["latency"]

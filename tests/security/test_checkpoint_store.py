@@ -14,6 +14,7 @@ import json
 import logging
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -167,6 +168,35 @@ def test_a_blob_planted_in_the_folder_is_refused(
                 with pytest.raises(EnvError) as info:
                     await env.fork(Checkpoint(ident, 0, "sha256:" + "0" * 64, 0))
                 assert info.value.code == "CHECKPOINT_CORRUPT"  # checked before the digest
+                assert (await env.state()).step_count == 0  # untouched
+
+        run(go())
+
+
+def test_a_blob_altered_after_it_was_read_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The server keeps the folder's blob it verified last (a fork of n reads it n times):
+    a change to the file, even in place and of the same size, is verified again."""
+    with walk_server(monkeypatch, CHECKPOINT_DIR=str(tmp_path)) as url:
+
+        async def go() -> None:
+            async with WalkClient(url) as env:
+                await env.reset(seed=3, ballast=64)
+                ckpt = await env.checkpoint()
+                forks = await env.fork(ckpt, n=3)  # read, verified and kept
+                await asyncio.gather(*(f.close() for f in forks))
+                time.sleep(0.05)  # past the file system's clock tick: the change shows in ctime
+                path = tmp_path / f"{ckpt.id}.ckpt"
+                with path.open("r+b") as f:  # the same file and size, one byte changed
+                    data = f.read()
+                    at = data.rindex(b"x")
+                    f.seek(at)
+                    f.write(b"y")
+                for attempt in (env.restore(ckpt.id), env.fork(ckpt, n=2)):
+                    with pytest.raises(EnvError) as info:
+                        await attempt
+                    assert info.value.code == "CHECKPOINT_CORRUPT"
                 assert (await env.state()).step_count == 0  # untouched
 
         run(go())

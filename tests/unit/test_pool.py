@@ -40,3 +40,16 @@ def test_a_refusal_marks_the_server_full() -> None:
     assert pool._pick_server() == "a"
     pool._release("a", full=True)
     assert pool._servers["a"].free == 0 and pool._pick_server() == "b"
+
+
+def test_forks_spread_by_free_capacity_without_counting_as_slots() -> None:
+    from openenv_runtime.client.placement import spread
+
+    pool = pool_with(a=1, b=3)
+    assert Counter(spread(pool._servers.values(), 4)) == {"a": 1, "b": 3}
+    assert Counter(spread(pool._servers.values(), 6)) == {"a": 3, "b": 3}  # then the fewest
+    assert [(s.free, s.sessions) for s in pool._servers.values()] == [(1, 0), (3, 0)]
+    assert Counter(spread(pool_with(a=UNLIMITED, b=UNLIMITED)._servers.values(), 5)) == {
+        "a": 3,
+        "b": 2,
+    }

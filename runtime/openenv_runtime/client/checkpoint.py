@@ -9,6 +9,7 @@
     branch = await env.fork()              # a second session with the same state, now
     await branch.step(action)
     await branch.close()
+    group = await env.fork(n=32)           # 32 sessions from one checkpoint, opened at once
 
 The environment must opt in (``SUPPORTS_CHECKPOINT = True``); otherwise the server refuses
 with ``EnvError`` code ``CHECKPOINT_UNSUPPORTED``. The messages are in
@@ -17,8 +18,10 @@ docs/protocol-checkpoints.md; a client that never calls these never sees them.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from ..errors import EnvError
 from ..protocol import encode
@@ -90,16 +93,67 @@ class CheckpointMixin:
         reply = await _client(self)._request(encode({"type": "restore", "data": data}))
         return Checkpoint.from_data(reply)
 
-    async def fork(self, checkpoint: Checkpoint | None = None) -> Self:
-        """A new connected client with its own session, starting from ``checkpoint``.
+    @overload
+    async def fork(
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: None = None,
+        base_urls: Sequence[str] | None = None,
+    ) -> Self: ...
 
-        Without ``checkpoint``, one is taken now, so the fork has this session's current
-        state. The fork opens a session like any other (it counts against the server's
-        capacity and the per-client cap) on this client's server; close it when done.
+    @overload
+    async def fork(
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: int,
+        base_urls: Sequence[str] | None = None,
+    ) -> list[Self]: ...
+
+    async def fork(
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: int | None = None,
+        base_urls: Sequence[str] | None = None,
+    ) -> Self | list[Self]:
+        """New connected clients, each with its own session, starting from ``checkpoint``.
+
+        Without ``checkpoint``, one is taken now, so the forks have this session's current
+        state. ``fork()`` returns one client; ``fork(n=32)`` a list of 32, all from the same
+        checkpoint, opened at once. ``base_urls``: servers to spread the forks over, in turn
+        (without ``n``, the first); they must read this server's checkpoints (the same
+        ``CHECKPOINT_DIR`` and key). Default: this client's server. ``EnvPool.fork``
+        spreads them over a pool's servers.
+
+        A fork opens a session like any other (it counts against the server's capacity and
+        the per-client cap); close each when done. If any of the ``n`` cannot be opened, the
+        others are closed and the first error is raised.
         """
+        if n is not None and n < 1:
+            raise ValueError("fork(n=...) needs n of at least 1")
+        if base_urls is not None and not base_urls:
+            raise ValueError("base_urls, when given, must name at least one server")
         if checkpoint is None:
             checkpoint = await self.checkpoint()
-        twin = _client(self)._twin()
+        servers = list(base_urls) if base_urls else [_client(self).base_url]
+        if n is None:
+            return await self._fork_one(checkpoint, servers[0])
+        made = await asyncio.gather(
+            *(self._fork_one(checkpoint, servers[i % len(servers)]) for i in range(n)),
+            return_exceptions=True,
+        )
+        forks = [f for f in made if not isinstance(f, BaseException)]
+        failure = next((f for f in made if isinstance(f, BaseException)), None)
+        if failure is not None:
+            await asyncio.gather(*(_client(f).close() for f in forks), return_exceptions=True)
+            raise failure
+        return forks
+
+    async def _fork_one(self, checkpoint: Checkpoint, base_url: str) -> Self:
+        """One connected client of ``base_url`` whose session starts from ``checkpoint``."""
+        twin = _client(self)._twin(base_url)
         twin.headers[HEADER_RESTORE] = checkpoint.id
         twin.headers[HEADER_RESTORE_DIGEST] = checkpoint.digest
         try:

@@ -234,10 +234,11 @@ class EnvClient(
         """The same client with blocking methods, for plain scripts: ``with env.sync() as e: e.reset()``."""
         return SyncEnvClient(self)
 
-    def _twin(self) -> typing.Self:
-        """A client of the same class, server and options, not connected (for ``fork``)."""
+    def _twin(self, base_url: str | None = None) -> typing.Self:
+        """A client of the same class and options, not connected (for ``fork``), of
+        ``base_url`` (default: this client's server)."""
         return type(self)(
-            self.base_url,
+            self.base_url if base_url is None else base_url,
             token=self.token,
             connect_timeout=self.connect_timeout,
             message_timeout=self.message_timeout,

@@ -53,3 +53,20 @@ def release(server: Server, full: bool = False) -> None:
         server.free = 0
     else:
         server.free += 1
+
+
+def spread(servers: Iterable[Server], n: int) -> list[str]:
+    """The servers for ``n`` new sessions, by free capacity (fewest new ones on a tie).
+
+    Unlike :func:`pick_server` it changes no count: the sessions it places (forks) are not
+    the pool's own.
+    """
+    free = {s.url: s.free for s in servers}
+    placed = dict.fromkeys(free, 0)
+    out = []
+    for _ in range(n):
+        url = max(free, key=lambda u: (free[u], -placed[u]))
+        free[url] = max(0, free[url] - 1)
+        placed[url] += 1
+        out.append(url)
+    return out

@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ..errors import EnvError
 from ..providers.base import Provider, health
 from .batch import CAPACITY_REACHED, Batch, SlotReply
+from .checkpoint import Checkpoint
 from .env_client import EnvClient
 from .first_ready import AutoReset, FirstReady
 from .placement import UNLIMITED as UNLIMITED
 from .placement import Server as _Server
-from .placement import free_sessions, pick_server, release
+from .placement import free_sessions, pick_server, release, spread
 from .port import Result as Result
 from .port import SessionPort, as_env_error
 from .sync import SyncEnvPool
@@ -166,6 +167,56 @@ class EnvPool(Generic[ClientT]):
             _reset_frame, seeds if seeds is not None else [None] * self.size, timeout
         )
 
+    async def reset_group(
+        self,
+        group_size: int,
+        *,
+        seed: int,
+        slots: Sequence[int] | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> list[Result]:
+        """Reset ``group_size`` sessions with the same ``seed``: a group whose episodes start alike.
+
+        ``slots``: which sessions (default the first ``group_size``); the results come in
+        that order. The seed reaches every environment's ``reset``, so a seeded environment
+        gives every member the same first observation (what GRPO-style groups compare their
+        answers from). When the first observations differ, the environment does not start
+        from its seed alone: ``EnvError`` ``GROUP_MISMATCH`` names the slots that differ
+        (``openenv validate`` reports such an environment); ``check=False`` hands the
+        results back without comparing them (for observations that carry something of
+        their own, an id or a time). A slot that fails holds its ``EnvError`` as in
+        :meth:`reset`.
+        """
+        chosen = list(range(group_size)) if slots is None else list(slots)
+        if len(chosen) != group_size or group_size < 1:
+            raise ValueError(f"a group of {group_size} needs as many slots, got {len(chosen)}")
+        if len(set(chosen)) != len(chosen) or not all(0 <= i < self.size for i in chosen):
+            raise ValueError(f"slots must be distinct, from 0 to {self.size - 1}: {chosen}")
+        await self.open()
+        results = await self._batch(_reset_frame, [seed] * self.size, timeout, only=set(chosen))
+        group = [results[i] for i in chosen]
+        if not check:
+            return group
+        firsts = {
+            slot: r.observation.model_dump()
+            for slot, r in zip(chosen, group, strict=True)
+            if not isinstance(r, EnvError)
+        }
+        if firsts:
+            reference_slot, reference = next(iter(firsts.items()))
+            differ = [slot for slot, obs in firsts.items() if obs != reference]
+            if differ:
+                raise EnvError(
+                    "GROUP_MISMATCH",
+                    f"reset(seed={seed}) gave slots {differ} another first observation than "
+                    f"slot {reference_slot}: the environment does not start from its seed "
+                    "alone. Seed every random generator its reset uses from `seed` (and "
+                    "accept `seed` in reset's signature); `openenv validate` checks it.",
+                    {"seed": seed, "slots": differ, "reference_slot": reference_slot},
+                )
+        return group
+
     async def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
         """One action per session, all sent at once; results (or ``EnvError``\\ s) in slot order."""
         await self.open()
@@ -174,9 +225,14 @@ class EnvPool(Generic[ClientT]):
         return await self._batch(_step_frame, actions, timeout)
 
     async def _batch(
-        self, frame: Callable[[Any, Any], str], args: Sequence[Any], timeout: float | None
+        self,
+        frame: Callable[[Any, Any], str],
+        args: Sequence[Any],
+        timeout: float | None,
+        only: Container[int] | None = None,
     ) -> list[Result]:
-        """Send every slot's request at once; each reply is parsed as it arrives."""
+        """Send every slot's request at once (the slots in ``only``, when given); each reply
+        is parsed as it arrives. Slots left out hold None."""
         if self._first_ready.inflight:
             raise RuntimeError(
                 "requests sent with pool.send() are still in flight: recv() them before a "
@@ -190,6 +246,8 @@ class EnvPool(Generic[ClientT]):
         sent: list[str] = [""] * self.size
         errors = self._errors
         for i, client in enumerate(self._clients):
+            if only is not None and i not in only:
+                continue
             error = errors[i]
             if error is not None:
                 results[i] = EnvError(
@@ -325,6 +383,21 @@ class EnvPool(Generic[ClientT]):
         slots = self.failed
         outcomes = await asyncio.gather(*(self.replace(i) for i in slots), return_exceptions=True)
         return [i for i, o in zip(slots, outcomes, strict=True) if not isinstance(o, BaseException)]
+
+    async def fork(
+        self, index: int, *, n: int, checkpoint: Checkpoint | None = None
+    ) -> list[ClientT]:
+        """``n`` new sessions with slot ``index``'s current state (or ``checkpoint``'s),
+        spread over the pool's servers by free capacity.
+
+        The servers must read each other's checkpoints (a shared ``CHECKPOINT_DIR``, or the
+        same ``CHECKPOINT_KEY`` and storage). The forks are not slots of the pool: close them
+        when done. See :meth:`EnvClient.fork`.
+        """
+        await self.open()
+        await self._refresh_capacity()
+        servers = spread(self._servers.values(), n)
+        return await self[index].fork(checkpoint, n=n, base_urls=servers)
 
     # -- closing ---------------------------------------------------------------------------------
     async def close(self) -> None:

@@ -92,8 +92,12 @@ class CheckpointSession(Protocol):
 
     async def _request(self, frame: str) -> dict[str, Any]: ...
 
-    def _twin(self) -> Self:
-        """A client of the same class, server and options (not connected)."""
+    @property
+    def base_url(self) -> str: ...
+
+    def _twin(self, base_url: str | None = None) -> Self:
+        """A client of the same class and options (not connected), of ``base_url`` (default:
+        this client's server)."""
         ...
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import typing
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from ..blocking import async_call, background_loop
 from ..models import Action, Observation, State, StepResult
@@ -45,9 +45,23 @@ class AsyncEnv(Protocol[ActT_contra, ObsT, StateT_co]):
 
     async def restore(self, checkpoint: Checkpoint | str) -> Checkpoint: ...
 
+    @overload
     async def fork(
-        self, checkpoint: Checkpoint | None = None
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: None = None,
+        base_urls: Sequence[str] | None = None,
     ) -> AsyncEnv[ActT_contra, ObsT, StateT_co]: ...
+
+    @overload
+    async def fork(
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: int,
+        base_urls: Sequence[str] | None = None,
+    ) -> Sequence[AsyncEnv[ActT_contra, ObsT, StateT_co]]: ...
 
 
 class AsyncPool(Protocol[ClientT_co]):
@@ -59,9 +73,23 @@ class AsyncPool(Protocol[ClientT_co]):
         self, seeds: Sequence[int | None] | None = None, *, timeout: float | None = None
     ) -> list[Result]: ...
 
+    async def reset_group(
+        self,
+        group_size: int,
+        *,
+        seed: int,
+        slots: Sequence[int] | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> list[Result]: ...
+
     async def step(
         self, actions: Sequence[Any], *, timeout: float | None = None
     ) -> list[Result]: ...
+
+    async def fork(
+        self, index: int, *, n: int, checkpoint: Checkpoint | None = None
+    ) -> Sequence[ClientT_co]: ...
 
     async def send(self, indices: Iterable[int], actions: Sequence[Any]) -> None: ...
 
@@ -134,9 +162,36 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         """Blocking :meth:`EnvClient.restore`."""
         return self._call(self.client.restore(checkpoint))
 
-    def fork(self, checkpoint: Checkpoint | None = None) -> SyncEnvClient[ActT, ObsT, StateT]:
-        """Blocking :meth:`EnvClient.fork`; the fork is a blocking client too."""
-        return SyncEnvClient(self._call(self.client.fork(checkpoint)))
+    @overload
+    def fork(
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: None = None,
+        base_urls: Sequence[str] | None = None,
+    ) -> SyncEnvClient[ActT, ObsT, StateT]: ...
+
+    @overload
+    def fork(
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: int,
+        base_urls: Sequence[str] | None = None,
+    ) -> list[SyncEnvClient[ActT, ObsT, StateT]]: ...
+
+    def fork(
+        self,
+        checkpoint: Checkpoint | None = None,
+        *,
+        n: int | None = None,
+        base_urls: Sequence[str] | None = None,
+    ) -> SyncEnvClient[ActT, ObsT, StateT] | list[SyncEnvClient[ActT, ObsT, StateT]]:
+        """Blocking :meth:`EnvClient.fork`; the forks are blocking clients too."""
+        if n is None:
+            return SyncEnvClient(self._call(self.client.fork(checkpoint, base_urls=base_urls)))
+        forks = self._call(self.client.fork(checkpoint, n=n, base_urls=base_urls))
+        return [SyncEnvClient(f) for f in forks]
 
     def __getattr__(self, name: str) -> Any:
         # Other async methods of the client (MCPToolClient.call_tool, ...) become blocking too.
@@ -188,8 +243,26 @@ class SyncEnvPool(Generic[ClientT]):
     ) -> list[Result]:
         return self._call(self.pool.reset(seeds, timeout=timeout))
 
+    def reset_group(
+        self,
+        group_size: int,
+        *,
+        seed: int,
+        slots: Sequence[int] | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> list[Result]:
+        """Blocking :meth:`EnvPool.reset_group`."""
+        return self._call(
+            self.pool.reset_group(group_size, seed=seed, slots=slots, timeout=timeout, check=check)
+        )
+
     def step(self, actions: Sequence[Any], *, timeout: float | None = None) -> list[Result]:
         return self._call(self.pool.step(actions, timeout=timeout))
+
+    def fork(self, index: int, *, n: int, checkpoint: Checkpoint | None = None) -> list[ClientT]:
+        """Blocking :meth:`EnvPool.fork`; the forks are the pool's (async) client class."""
+        return list(self._call(self.pool.fork(index, n=n, checkpoint=checkpoint)))
 
     def send(self, indices: Iterable[int], actions: Sequence[Any]) -> None:
         self._call(self.pool.send(indices, actions))

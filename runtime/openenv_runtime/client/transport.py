@@ -17,7 +17,9 @@ previous reply has arrived: each call gets the future of its own reply.
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -33,10 +35,17 @@ from websockets.uri import WebSocketURI, parse_uri
 from ..redaction import CLIENT_LOGGERS, install_redaction
 
 USER_AGENT = "openenv-runtime"
+# Where urllib (and so websockets) finds proxies in the environment alone; macOS and Windows
+# also read the system's settings.
+_ENVIRONMENT_PROXIES_ONLY = sys.platform not in ("darwin", "win32")
 
 
 def _proxy_for(uri: WebSocketURI) -> str | None:
     """The proxy the environment configures for ``uri`` (websockets ≥ 15 reads it), or None."""
+    if _ENVIRONMENT_PROXIES_ONLY and not any(k[-6:].lower() == "_proxy" for k in os.environ):
+        # No *_proxy variable: no proxy, known at a tenth of what websockets' lookup costs
+        # (it decodes the whole environment twice; fork(n=32) opens 32 connections)
+        return None
     try:
         from websockets.proxy import get_proxy  # websockets >= 16
     except ImportError:

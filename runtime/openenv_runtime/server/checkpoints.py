@@ -14,8 +14,9 @@ signed with the server's key (``CHECKPOINT_KEY``, else one generated on first us
 in the folder as ``.checkpoint-key``, 0600, so every worker and replica sharing the folder
 uses the same one); a blob that someone else planted in the folder is refused. A blob is
 checked before anything uses it: its size against ``MAX_CHECKPOINT_BYTES``, its signature,
-its header, the environment it came from, and the SHA-256 of its payload; a blob that fails
-is refused before a session is started or an instance touched.
+its header, the environment it came from, and the SHA-256 of its payload (in memory once,
+when it is put; from the folder on every read, but for the file checked last while it is
+unchanged); a blob that fails is refused before a session is started or an instance touched.
 
 What is kept is bounded (:class:`CheckpointBounds`): checkpoints expire ``CHECKPOINT_TTL``
 seconds after they were taken; past ``MAX_CHECKPOINTS`` or ``MAX_CHECKPOINT_TOTAL_BYTES`` in
@@ -140,12 +141,15 @@ class CheckpointStore:
         self.bounds = bounds or CheckpointBounds(
             ServerSettings().max_checkpoints, CHECKPOINT_BUDGET_FACTOR * max_bytes
         )
-        # id -> (created, blob), oldest first
-        self.memory: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        # id -> (created, the blob's size in bytes, the blob verified and parsed), oldest
+        # first: put() verified it, so a read (n of them for a fork of n) is not checked again
+        self.memory: OrderedDict[str, tuple[float, int, Blob]] = OrderedDict()
         self.memory_bytes = 0
         self._lock = threading.Lock()  # one writer at a time counts and makes room
         self._listing: dict[str, tuple[float, int]] = {}  # the folder: id -> (modified, bytes)
         self._listed_at = -RELIST_S
+        # the folder's blob verified last: (id, the file's identity and times, the blob)
+        self._last_read: tuple[str, tuple[int, ...], Blob] | None = None
         if self.directory is not None:
             _private_folder(self.directory)
         if key:
@@ -213,7 +217,7 @@ class CheckpointStore:
         if self.directory is None:
             with self._lock:
                 self._make_room(ident, len(blob), self._memory_entries())
-                self.memory[ident] = (float(parsed.header["created"]), blob)
+                self.memory[ident] = (float(parsed.header["created"]), len(blob), parsed)
                 self.memory_bytes += len(blob)
         else:
             await asyncio.to_thread(self._write, ident, blob)
@@ -237,7 +241,7 @@ class CheckpointStore:
     def _memory_entries(self) -> list[tuple[float, int, str]]:
         """``(created, bytes, id)`` of what memory keeps, oldest first; expired ones dropped."""
         self._expire_memory()
-        return [(created, len(blob), ident) for ident, (created, blob) in self.memory.items()]
+        return [(created, size, ident) for ident, (created, size, _) in self.memory.items()]
 
     def _expire_memory(self) -> None:
         """Drop expired checkpoints from memory (the oldest come first)."""
@@ -245,7 +249,7 @@ class CheckpointStore:
             return
         deadline = time.time() - self.ttl
         while self.memory:
-            ident, (created, _) = next(iter(self.memory.items()))
+            ident, (created, _, _) = next(iter(self.memory.items()))
             if created >= deadline:
                 break
             self._remove(ident)
@@ -274,8 +278,8 @@ class CheckpointStore:
 
     def _remove(self, ident: str) -> None:
         if self.directory is None:
-            _, blob = self.memory.pop(ident)
-            self.memory_bytes -= len(blob)
+            _, size, _ = self.memory.pop(ident)
+            self.memory_bytes -= size
             return
         self._listing.pop(ident, None)
         try:
@@ -336,10 +340,10 @@ class CheckpointStore:
             with self._lock:
                 self._expire_memory()
                 kept = self.memory.get(ident)
-            blob = kept[1] if kept is not None else None
+            found = kept[2] if kept is not None else None
         else:
-            blob = await asyncio.to_thread(self._read, ident)
-        if blob is None:
+            found = await asyncio.to_thread(self._read, ident)
+        if found is None:
             where = f"in {self.directory}" if self.directory else "in this server's memory"
             raise CheckpointError(
                 "CHECKPOINT_NOT_FOUND",
@@ -348,17 +352,20 @@ class CheckpointStore:
                 "CHECKPOINT_DIR.",
                 404,
             )
-        parsed = self.parse(blob, ident)
-        if digest is not None and digest != parsed.header["digest"]:
+        if digest is not None and digest != found.header["digest"]:
             raise CheckpointError(
                 "CHECKPOINT_MISMATCH",
-                f"Checkpoint {ident} has digest {parsed.header['digest']}, not the {digest} "
+                f"Checkpoint {ident} has digest {found.header['digest']}, not the {digest} "
                 "the client expected; it was replaced since it was taken.",
                 409,
             )
-        return parsed
+        return found
 
-    def _read(self, ident: str) -> bytes | None:
+    def _read(self, ident: str) -> Blob | None:
+        """The verified checkpoint in the file ``ident`` (None: there is none). The file read
+        and verified last is kept: while it is unchanged (same inode, size, modification and
+        change times) it is not read and hashed again, so forking n sessions from one
+        checkpoint verifies it once."""
         assert self.directory is not None
         path = self.directory / (ident + SUFFIX)
         try:
@@ -382,7 +389,15 @@ class CheckpointStore:
                     f"{self.max_bytes} (MAX_CHECKPOINT_BYTES).",
                     413,
                 )
-            return f.read()
+            # ctime cannot be set back by a writer: any change to the file misses this
+            seen = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            last = self._last_read
+            if last is not None and last[0] == ident and last[1] == seen:
+                return last[2]
+            blob = f.read()
+        parsed = self.parse(blob, ident)
+        self._last_read = (ident, seen, parsed)  # one blob at most: bounded by max_bytes
+        return parsed
 
     def parse(self, blob: bytes, ident: str | None) -> Blob:
         """Check a blob through and through; raises CheckpointError saying what is wrong."""
