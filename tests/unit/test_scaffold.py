@@ -286,3 +286,18 @@ def test_generated_project_has_pytest_only_as_a_test_extra() -> None:
     assert not any(d.startswith("pytest") for d in project["dependencies"])
     assert project["optional-dependencies"]["test"] == ["pytest>=8"]
     assert project["requires-python"] == ">=3.10"
+
+
+def test_the_project_serves_itself_three_ways() -> None:
+    """`server` / `uv run server`, `python -m NAME.server.app`, `python server/NAME_environment.py`."""
+    files = render_project("heron_env")
+    scripts = tomllib.loads(files["pyproject.toml"])["project"]["scripts"]
+    assert scripts == {"server": "heron_env.server.app:main"}
+    app_tree = ast.parse(files["server/app.py"])
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in app_tree.body)
+    assert 'if __name__ == "__main__":\n    main()' in files["server/app.py"]
+    environment = files["server/heron_env_environment.py"]
+    assert (
+        "from heron_env.server.app import main"
+        in environment.split('if __name__ == "__main__":')[1]
+    )
