@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -233,3 +234,30 @@ def test_the_interpreter_exits_with_or_without_close(tmp_path: Any) -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "done"
+
+
+def test_pause_with_abort_sends_the_cut_calls_again_at_the_new_version(env_url: str) -> None:
+    answering = threading.Event()
+
+    async def held_policy(messages: list[dict[str, Any]]) -> str:
+        while not answering.is_set():  # every call stays in flight until released
+            await asyncio.sleep(0.01)
+        return counting_policy(messages)
+
+    llm = StubLLM(held_policy)
+    with (
+        llm.serve() as url,
+        RolloutService(
+            env_url, prompts=["p"], llm=url, model="m", group_size=2, concurrency=2
+        ) as svc,
+    ):
+        _wait_until(lambda: svc.stats["model_calls_in_flight"] == 2, "two calls in flight")
+        svc.pause(abort=True)
+        assert svc.stats["model_calls_in_flight"] == 0 and svc.stats["calls_aborted"] == 2
+        answering.set()
+        svc.set_policy_version(1)
+        svc.resume()
+        (group,) = svc.get_batch(1, timeout=60)
+    for sample in group:  # the cut first turns were sampled again, at version 1
+        assert sample["policy_versions"][0] == 1 and sample["env_reward"] == 1.0
+        assert len(sample["completion_ids"]) == len(sample["env_mask"]) == len(sample["logprobs"])

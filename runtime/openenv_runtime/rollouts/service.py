@@ -69,6 +69,7 @@ class _Counters:
     turns_sampled: int = 0
     episodes_regenerated: int = 0
     turns_discarded: int = 0
+    calls_aborted: int = 0
 
 
 class _VersionedLLM:
@@ -83,18 +84,27 @@ class _VersionedLLM:
     ) -> LLMResponse:
         service = self._service
         versions = _TURNS.get()
-        while not service._resumed.is_set():
-            await service._resumed.wait()
-        service._raise_if_stale(versions)
-        version = service.policy_version
-        service._in_flight += 1
-        service._idle.clear()
-        try:
-            reply = await self.inner.complete_with_tools(messages, tools, **kwargs)
-        finally:
-            service._in_flight -= 1
-            if service._in_flight == 0:
-                service._idle.set()
+        while True:
+            while not service._resumed.is_set():
+                await service._resumed.wait()
+            service._raise_if_stale(versions)
+            version = service.policy_version
+            call = asyncio.ensure_future(self.inner.complete_with_tools(messages, tools, **kwargs))
+            service._calls.add(call)
+            service._idle.clear()
+            try:
+                reply = await call
+            except asyncio.CancelledError:
+                if call not in service._aborted:
+                    raise  # the episode itself is cancelled
+                service._aborted.discard(call)
+                service._counters.calls_aborted += 1
+                continue  # aborted by pause(abort=True): sent again once resumed
+            finally:
+                service._calls.discard(call)
+                if not service._calls:
+                    service._idle.set()
+            break
         versions.append(version)
         service._counters.turns_sampled += 1
         service._raise_if_stale(versions)  # the version moved on past the bound during the call
@@ -194,7 +204,8 @@ class RolloutService:
         self._ready: deque[_Group] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._active = 0
-        self._in_flight = 0
+        self._calls: set[asyncio.Future[LLMResponse]] = set()
+        self._aborted: set[asyncio.Future[LLMResponse]] = set()
         self._error: BaseException | None = None
         self._closed = False
         self._resumed = asyncio.Event()  # bound to the loop that first waits on it
@@ -262,14 +273,20 @@ class RolloutService:
         """
         self._apply(self._set_version, version)
 
-    def pause(self) -> None:
-        """Start no model call until ``resume()``, and wait for those in flight (plain code)."""
-        self._blocking(self.apause(), "apause")
+    def pause(self, abort: bool = False) -> None:
+        """Start no model call until ``resume()`` (plain code). The calls in flight are waited
+        for, or with ``abort=True`` cancelled and sent again after ``resume()`` (at the new
+        version; the turns before them keep theirs)."""
+        self._blocking(self.apause(abort), "apause")
 
-    async def apause(self) -> None:
+    async def apause(self, abort: bool = False) -> None:
         """The async form of ``pause``."""
         self._check_loop()
         self._resumed.clear()
+        if abort:
+            for call in list(self._calls):
+                self._aborted.add(call)
+                call.cancel()
         await self._idle.wait()
 
     def resume(self) -> None:
@@ -277,10 +294,10 @@ class RolloutService:
         self._apply(self._resumed.set)
 
     @contextmanager
-    def weight_sync(self, version: int) -> Iterator[None]:
-        """``pause()``; your weight push; then ``set_policy_version(version)`` and ``resume()``
-        (resumed with the old version if the push raises)."""
-        self.pause()
+    def weight_sync(self, version: int, *, abort: bool = False) -> Iterator[None]:
+        """``pause(abort)``; your weight push; then ``set_policy_version(version)`` and
+        ``resume()`` (resumed with the old version if the push raises)."""
+        self.pause(abort)
         try:
             yield
             self.set_policy_version(version)
@@ -288,9 +305,9 @@ class RolloutService:
             self.resume()
 
     @asynccontextmanager
-    async def aweight_sync(self, version: int) -> AsyncIterator[None]:
+    async def aweight_sync(self, version: int, *, abort: bool = False) -> AsyncIterator[None]:
         """The async form of ``weight_sync``."""
-        await self.apause()
+        await self.apause(abort)
         try:
             yield
             self.set_policy_version(version)
@@ -300,7 +317,8 @@ class RolloutService:
     @property
     def stats(self) -> dict[str, int]:
         """Counters: groups and samples delivered, turns sampled, episodes played again because
-        they went stale and the turns that threw away, groups ready, model calls in flight."""
+        they went stale and the turns that threw away, model calls aborted by ``pause`` (and sent
+        again), groups ready, model calls in flight."""
         c = self._counters
         return {
             "policy_version": self.policy_version,
@@ -310,7 +328,8 @@ class RolloutService:
             "episodes_regenerated": c.episodes_regenerated,
             "turns_discarded": c.turns_discarded,
             "groups_ready": len(self._ready),
-            "model_calls_in_flight": self._in_flight,
+            "calls_aborted": c.calls_aborted,
+            "model_calls_in_flight": len(self._calls),
         }
 
     def close(self) -> None:
