@@ -261,3 +261,98 @@ def test_pause_with_abort_sends_the_cut_calls_again_at_the_new_version(env_url: 
     for sample in group:  # the cut first turns were sampled again, at version 1
         assert sample["policy_versions"][0] == 1 and sample["env_reward"] == 1.0
         assert len(sample["completion_ids"]) == len(sample["env_mask"]) == len(sample["logprobs"])
+
+
+class WeightServer:
+    """A stand-in for the server ``trl vllm-serve`` runs (vLLM in dev mode): chat completions
+    from ``StubLLM``, and the weight-update endpoints, recorded with the number of chat
+    completions in flight when each arrived."""
+
+    ROUTES = (
+        "/pause",
+        "/resume",
+        "/start_weight_update",
+        "/update_weights",
+        "/finish_weight_update",
+        "/reset_prefix_cache",
+    )
+
+    def __init__(self) -> None:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Mount, Route
+
+        self.in_flight = 0
+        self.calls: list[tuple[str, int, Any]] = []
+
+        async def policy(messages: list[dict[str, Any]]) -> str:
+            self.in_flight += 1
+            try:
+                await asyncio.sleep(0.02)
+            finally:
+                self.in_flight -= 1
+            return wrong_policy(messages)
+
+        async def record(request: Request) -> JSONResponse:
+            body = await request.body()
+            self.calls.append((request.url.path, self.in_flight, json.loads(body or b"null")))
+            return JSONResponse({"success": True})
+
+        async def world_size(request: Request) -> JSONResponse:
+            return JSONResponse({"world_size": 1})
+
+        self.stub = StubLLM(policy)
+        routes: list[Any] = [Route(p, record, methods=["POST"]) for p in self.ROUTES]
+        routes += [Route("/get_world_size", world_size), Mount("/", app=self.stub.app)]
+        self.app = Starlette(routes=routes)
+
+
+def test_weight_sync_through_trl_vllm_clients_while_paused(
+    env_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch", reason="TRL needs torch")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    trl_generation = pytest.importorskip("trl.generation.vllm_client")
+    from trl.experimental.async_grpo.vllm_client import VLLMClient as AsyncVLLMClient
+
+    server = WeightServer()
+    # TRL's client refuses to start without vLLM installed; its HTTP calls need none of it.
+    monkeypatch.setattr(trl_generation, "is_vllm_available", lambda *a, **k: True)
+    update_info = {"names": ["w"], "dtype_names": ["float32"], "shapes": [[2, 2]]}
+    with (
+        running_server(server.app) as url,
+        RolloutService(
+            env_url, prompts=["p"], llm=url, model="m", group_size=2, concurrency=4
+        ) as svc,
+    ):
+        grpo_client = trl_generation.VLLMClient(base_url=url)  # GRPOTrainer's (trl vllm-serve)
+        async_client = AsyncVLLMClient(url)  # AsyncGRPOTrainer's
+        _wait_until(lambda: svc.stats["turns_sampled"] >= 6, "a few turns")
+        with svc.weight_sync(1):  # our calls in flight end first: the server is idle
+            with grpo_client.weight_update():  # update_named_param(s) calls go in here
+                pass
+            grpo_client.reset_prefix_cache()
+        # Cut calls may still run on the server: vLLM's own pause holds them meanwhile.
+        with svc.weight_sync(2, abort=True):
+            async_client.pause()
+            async_client.start_weight_update()
+            async_client.update_weights(update_info)  # the NCCL broadcast runs beside it
+            async_client.finish_weight_update()
+            async_client.resume()
+        batch = svc.get_batch(2, timeout=120)
+    assert [(path, busy) for path, busy, _ in server.calls[:3]] == [
+        ("/start_weight_update", 0),
+        ("/finish_weight_update", 0),
+        ("/reset_prefix_cache", 0),
+    ]
+    assert [path for path, _, _ in server.calls[3:]] == [
+        "/pause",
+        "/start_weight_update",
+        "/update_weights",
+        "/finish_weight_update",
+        "/resume",
+    ]
+    assert server.calls[5][2] == {"update_info": update_info}
+    assert _fresh(batch, 2, 1)
+    assert any(2 in s["policy_versions"] for g in batch for s in g)
