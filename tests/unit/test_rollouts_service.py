@@ -356,3 +356,35 @@ def test_weight_sync_through_trl_vllm_clients_while_paused(
     assert server.calls[5][2] == {"update_info": update_info}
     assert _fresh(batch, 2, 1)
     assert any(2 in s["policy_versions"] for g in batch for s in g)
+
+
+def test_the_service_as_trl_async_grpo_rollout_worker(
+    env_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch", reason="TRL needs torch")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    pytest.importorskip("trl.experimental.async_grpo")
+    from trl.experimental.async_grpo.async_grpo_trainer import RolloutWorkerProtocol
+    from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
+
+    from openenv_runtime.rollouts.trl_async import AsyncGRPOWorker
+
+    members = {n for n in dir(RolloutWorkerProtocol) if not n.startswith("_")}
+    members |= set(RolloutWorkerProtocol.__annotations__)
+    with StubLLM(counting_policy).serve() as url:
+        service = RolloutService(env_url, prompts=["a", "b"], llm=url, model="m", group_size=2)
+        worker = AsyncGRPOWorker(service)
+        assert members <= set(dir(worker))
+        worker.start()
+        try:
+            rows = [worker.rollout_buffer.get(timeout=60) for _ in range(4)]
+            worker.check_health(60)
+            worker.update_model_version(1)
+            assert service.stats["policy_version"] == 1
+        finally:
+            worker.stop()
+    assert all(isinstance(r, RolloutSample) for r in rows)
+    for row in rows:
+        assert len(row.input_ids) == len(row.completion_mask) == len(row.old_log_probs)
+        assert row.model_version == 0 and row.completion[0]["role"] == "assistant"
+    assert [r.group_id for r in rows] == [0, 0, 1, 1]

@@ -315,6 +315,11 @@ class RolloutService:
             self.resume()
 
     @property
+    def started(self) -> bool:
+        """Whether the service was started (``with``, ``async with``)."""
+        return self._loop is not None
+
+    @property
     def stats(self) -> dict[str, int]:
         """Counters: groups and samples delivered, turns sampled, episodes played again because
         they went stale and the turns that threw away, model calls aborted by ``pause`` (and sent
@@ -482,6 +487,7 @@ class RolloutService:
         s = episode.sample
         return {
             "prompt": episode.prompt,
+            "messages": episode.messages,
             "prompt_ids": s.prompt_ids,
             "completion_ids": s.completion_ids,
             "logprobs": s.logprobs,
