@@ -196,15 +196,20 @@ def test_a_server_without_token_ids_stops_get_batch_with_the_fix(env_url: str) -
 
 
 def test_get_batch_times_out_with_the_groups_kept(env_url: str) -> None:
-    llm = StubLLM(counting_policy)
+    answering = threading.Event()
+
+    async def held_policy(messages: list[dict[str, Any]]) -> str:
+        while not answering.is_set():  # no episode can finish until released
+            await asyncio.sleep(0.01)
+        return counting_policy(messages)
+
     with (
-        llm.serve() as url,
+        StubLLM(held_policy).serve() as url,
         RolloutService(env_url, prompts=["p"], llm=url, model="m", group_size=1) as svc,
     ):
-        svc.pause()
         with pytest.raises(TimeoutError, match="stay queued"):
             svc.get_batch(1, timeout=0.2)
-        svc.resume()
+        answering.set()
         assert len(svc.get_batch(1, timeout=60)) == 1
 
 
