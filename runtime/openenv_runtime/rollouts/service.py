@@ -120,7 +120,8 @@ class RolloutService:
 
     Args:
         env: a server URL, a list of URLs or an ``EnvPool`` (not closed by the service).
-        prompts: a list or iterable of prompts (text or messages), cycled.
+        prompts: a list or iterable of prompts (text or messages), cycled (an iterator's
+            prompts are kept to go round again).
         llm: the model server's base URL (it must report token ids), or an ``OpenAIClient``.
         model: the model name sent with each request.
         group_size: episodes per prompt; a group's members reset with the same seed.
