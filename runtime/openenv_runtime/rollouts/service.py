@@ -184,7 +184,9 @@ class RolloutService:
         self._model = self._runner.player.llm
         # The player only calls complete_with_tools, which the wrapper provides.
         self._runner.player.llm = cast(OpenAIClient, _VersionedLLM(self._model, self))
-        self._own_pool = not hasattr(env, "replace_failed")  # a URL or URLs, not an EnvPool
+        from .. import EnvPool
+
+        self._own_pool = not isinstance(env, EnvPool)  # a URL or URLs: sessions of our own
         if isinstance(prompts, (list, tuple)) and not prompts:
             raise ValueError("prompts is empty")
         self._prompts: Iterator[Any] = _cycle(prompts)
