@@ -24,6 +24,10 @@ SKIPPED = {
         "a fragment (model, args, dataset from the example above); "
         "tests/integration/test_trl_training.py runs environment_factory in GRPOTrainer"
     ),
+    "from trl.generation.vllm_client import VLLMClient": (
+        "needs vLLM and a GPU; tests/unit/test_rollouts_service.py sends these calls to a "
+        "stand-in that records them"
+    ),
     "openenv capture --upstream http://127.0.0.1:8000/v1 --port 8300": (
         "a server until Ctrl-C; tests/integration/test_capture_processes.py runs it"
     ),
@@ -56,7 +60,8 @@ def test_block_runs(index: int, tmp_path: Path) -> None:
             pytest.skip(f'needs {module}: pip install -e ".[train]"')
     script = tmp_path / "example.py"
     script.write_text(code, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRL_EXPERIMENTAL_SILENCE": "1"}
+    path = os.pathsep.join([str(REPO / "runtime"), str(REPO)])  # this checkout, not an install
+    env = {**os.environ, "PYTHONPATH": path, "TRL_EXPERIMENTAL_SILENCE": "1"}
     out = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,

@@ -1,6 +1,7 @@
 """Rollouts for trainers: token-faithful multi-turn episodes on an ``EnvPool``.
 
-``build_rollout_func`` gives TRL's ``rollout_func``; ``environment_factory`` TRL's
+``build_rollout_func`` gives TRL's ``rollout_func``; ``RolloutService`` the same episodes
+in the background, with policy versions, for asynchronous trainers; ``environment_factory`` TRL's
 ``environment_factory``; ``adapters`` the same episodes for verl, SkyRL and ART.
 """
 
@@ -13,11 +14,13 @@ from .episode import Episode
 from .factory import environment_factory
 from .mapping import ActionError, default_to_action, default_to_message
 from .runner import RolloutFunc, to_trl
+from .service import RolloutService
 
 __all__ = [
     "ActionError",
     "Episode",
     "RolloutFunc",
+    "RolloutService",
     "build_rollout_func",
     "default_to_action",
     "default_to_message",

@@ -104,7 +104,8 @@ class RolloutFunc:
         self._loop = None
 
     # -- the batch ------------------------------------------------------------------------
-    async def _open(self) -> Any:
+    async def open(self) -> Any:
+        """The pool of sessions (opened on first use, on the running loop)."""
         if self._pool is not None:
             return self._pool
         from .. import EnvPool, GenericEnvClient
@@ -127,17 +128,12 @@ class RolloutFunc:
 
     async def arun(self, prompts: Sequence[Any]) -> list[Episode]:
         """The episodes of ``prompts`` × ``group_size``, in order (the async form of a call)."""
-        pool = await self._open()
+        pool = await self.open()
         if pool.failed:
             await pool.replace_failed()
         episodes = self._plan(prompts)
-        slots: asyncio.Queue[int] = asyncio.Queue()
-        for index in range(len(pool)):
-            if index not in pool.failed:
-                slots.put_nowait(index)
-        if slots.empty():
-            slots.put_nowait(_NO_SLOT)
-        await asyncio.gather(*(self._episode(pool, episode, slots) for episode in episodes))
+        slots = free_slots(pool)
+        await asyncio.gather(*(self.run_episode(pool, episode, slots) for episode in episodes))
         self.last_episodes = episodes
         return episodes
 
@@ -156,7 +152,9 @@ class RolloutFunc:
                 episodes.append(Episode(len(episodes), group, member, seed, prompt))
         return episodes
 
-    async def _episode(self, pool: Any, episode: Episode, slots: asyncio.Queue[int]) -> None:
+    async def run_episode(self, pool: Any, episode: Episode, slots: asyncio.Queue[int]) -> None:
+        """Play ``episode`` on a session taken from ``slots`` (``free_slots(pool)``) and put
+        back; a failure marks the episode, a failed session is replaced."""
         slot = await slots.get()
         if slot == _NO_SLOT:
             slots.put_nowait(_NO_SLOT)
@@ -178,6 +176,17 @@ class RolloutFunc:
             elif _all_gone(pool):
                 slots.put_nowait(_NO_SLOT)  # wakes the episodes still waiting, to fail them
         finish(episode)
+
+
+def free_slots(pool: Any) -> asyncio.Queue[int]:
+    """The indices of ``pool``'s live sessions, as the queue ``run_episode`` takes them from."""
+    slots: asyncio.Queue[int] = asyncio.Queue()
+    for index in range(len(pool)):
+        if index not in pool.failed:
+            slots.put_nowait(index)
+    if slots.empty():
+        slots.put_nowait(_NO_SLOT)
+    return slots
 
 
 def _describe(error: BaseException) -> str:
