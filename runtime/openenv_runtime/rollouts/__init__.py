@@ -11,12 +11,14 @@ from typing import Any
 from ..llm import OpenAIClient
 from .episode import Episode
 from .factory import environment_factory
+from .failures import DEFAULT_MAX_ERROR_RATE, RolloutError
 from .mapping import ActionError, default_to_action, default_to_message
 from .runner import RolloutFunc, to_trl
 
 __all__ = [
     "ActionError",
     "Episode",
+    "RolloutError",
     "RolloutFunc",
     "build_rollout_func",
     "default_to_action",
@@ -47,6 +49,7 @@ def build_rollout_func(
     seed: int | None = None,
     sampling: dict[str, Any] | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
 ) -> RolloutFunc:
     """A ``rollout_func(prompts, trainer)`` for TRL's ``GRPOTrainer`` (``trainer`` may be None).
 
@@ -74,6 +77,10 @@ def build_rollout_func(
         temperature, top_p, max_tokens, sampling: passed to every model call.
         seed: sampling seed; episode ``i`` of a batch uses ``seed + i``.
         env_kwargs: passed to the pool's clients (e.g. ``token``).
+        max_error_rate: a call raises ``RolloutError`` (naming the first errors of each kind)
+            when more than this fraction of its episodes failed, or when one failed in a way
+            every episode would (the model server does not serve ``model``, refuses the key,
+            cannot be reached or reports no token ids; see ``rollouts.failures``).
     """
     options = {
         k: v
@@ -97,4 +104,5 @@ def build_rollout_func(
         sampling={**options, **(sampling or {})},
         seed=seed,
         env_kwargs=dict(env_kwargs or {}),
+        max_error_rate=max_error_rate,
     )

@@ -10,8 +10,17 @@ from typing import Any, TypeVar
 
 from ..errors import EnvError
 from ..llm import OpenAIClient
-from ..llm_tokens import MissingTokenIdsError
 from .episode import Episode, Player, ToAction, ToMessage, finish
+from .failures import (
+    DEFAULT_MAX_ERROR_RATE,
+    ModelFailure,
+    RolloutError,
+    describe,
+    env_kind,
+    report,
+    stops_run,
+    too_many,
+)
 from .mapping import default_to_action, default_to_message
 from .transport import TokenClient
 
@@ -46,10 +55,14 @@ class RolloutFunc:
         sampling: dict[str, Any],
         seed: int | None,
         env_kwargs: dict[str, Any],
+        max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     ) -> None:
         if group_size < 1 or max_turns < 1 or concurrency < 1:
             raise ValueError("group_size, max_turns and concurrency must be at least 1")
+        if not 0.0 <= max_error_rate <= 1.0:
+            raise ValueError("max_error_rate must be between 0 and 1")
         self.env = env
+        self.max_error_rate = max_error_rate
         self.group_size = group_size
         self.concurrency = concurrency
         self.env_kwargs = env_kwargs
@@ -139,7 +152,21 @@ class RolloutFunc:
             slots.put_nowait(_NO_SLOT)
         await asyncio.gather(*(self._episode(pool, episode, slots) for episode in episodes))
         self.last_episodes = episodes
+        self._check(episodes)
         return episodes
+
+    def _check(self, episodes: Sequence[Episode]) -> None:
+        """Stop on a failure every episode would meet, or on too many failed episodes."""
+        failed = [e for e in episodes if e.failed]
+        if not any(stops_run(e.error_kind) for e in failed) and not too_many(
+            len(failed), len(episodes), self.max_error_rate
+        ):
+            return
+        found = [(e.error_kind, e.error or "") for e in failed]
+        raise RolloutError(
+            report(found, len(failed), len(episodes))
+            + "\n(the episodes are in rollout_func.last_episodes)"
+        )
 
     def _plan(self, prompts: Sequence[Any]) -> list[Episode]:
         """Prompt × member episodes; a run of equal prompts (TRL repeats each prompt once per
@@ -165,23 +192,19 @@ class RolloutFunc:
         alive = True
         try:
             await self.player.play(episode, pool[slot])
-        except MissingTokenIdsError:
-            raise
+        except ModelFailure as failure:
+            episode.error, episode.error_kind = f"model: {failure}", failure.kind
         except (EnvError, asyncio.TimeoutError, OSError) as error:
-            episode.error = f"environment: {_describe(error)}"
+            episode.error, episode.error_kind = f"environment: {describe(error)}", env_kind(error)
             alive = await _replace(pool, slot)
-        except Exception as error:  # the model call failed (HTTP error, timeout, bad answer)
-            episode.error = f"model: {_describe(error)}"
+        except Exception as error:  # a mapping (to_action, to_message) failed
+            episode.error, episode.error_kind = f"episode: {describe(error)}", "episode"
         finally:
             if alive:
                 slots.put_nowait(slot)
             elif _all_gone(pool):
                 slots.put_nowait(_NO_SLOT)  # wakes the episodes still waiting, to fail them
         finish(episode)
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 async def _replace(pool: Any, slot: int) -> bool:
