@@ -134,8 +134,10 @@ class ModelPolicy:
             reply = await self._client.complete_with_tools(
                 messages, [], top_p=self._spec.sampling.top_p, seed=rng.getrandbits(31)
             )
-        except Exception as error:  # the openai package's errors, missing token ids, timeouts
-            raise ModelError(f"{type(error).__name__}: {error}") from None
+        except Exception as error:  # HTTP errors, no connection, missing token ids, timeouts
+            from openenv_runtime.failures import model_failure
+
+            raise model_failure(error) from None
         seconds = time.perf_counter() - started
         from openenv_runtime.rollouts.mapping import ActionError
 
@@ -155,10 +157,6 @@ class ModelPolicy:
 
     async def aclose(self) -> None:
         return None
-
-
-class ModelError(RuntimeError):
-    """The model server failed a call (the episode is marked failed, the run goes on)."""
 
 
 def choose_policy(policy: str | None, llm: str | None) -> str:

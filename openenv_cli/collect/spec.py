@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from openenv_runtime.failures import DEFAULT_MAX_ERROR_RATE
+
 SCHEMA_VERSION = 1
 
 # Options that change what an episode is: a resumed run must agree on all of them.
@@ -62,6 +64,7 @@ class CollectSpec:
     sampling: Sampling = field(default_factory=Sampling)
     step_timeout: float = 60.0
     shard_size: int = 64
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The options a resumed run must share with the run it resumes."""

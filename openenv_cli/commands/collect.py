@@ -12,6 +12,7 @@ import typer
 from openenv_cli.collect import options as opt
 from openenv_cli.config import Setting, parse_str
 from openenv_cli.errors import UsageError
+from openenv_runtime.failures import DEFAULT_MAX_ERROR_RATE
 
 TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
 
@@ -51,6 +52,7 @@ def command(
     top_p: opt.TopP = 1.0,
     max_tokens: opt.MaxTokens = 256,
     step_timeout: opt.StepTimeout = 60.0,
+    max_error_rate: opt.MaxErrorRate = DEFAULT_MAX_ERROR_RATE,
     push_to_hub: Annotated[
         str | None, typer.Option("--push-to-hub", help="Upload the folder as this dataset repo.")
     ] = None,
@@ -110,6 +112,7 @@ def command(
         tokens=tokens,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
         step_timeout=step_timeout,
+        max_error_rate=max_error_rate,
         shard_size=shard_size,
     )
     validate_spec(spec)

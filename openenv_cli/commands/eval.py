@@ -12,6 +12,7 @@ import typer
 from openenv_cli.collect import options as opt
 from openenv_cli.config import Setting, parse_str
 from openenv_cli.errors import UsageError
+from openenv_runtime.failures import DEFAULT_MAX_ERROR_RATE
 
 TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
 
@@ -58,6 +59,7 @@ def command(
     top_p: opt.TopP = 1.0,
     max_tokens: opt.MaxTokens = 256,
     step_timeout: opt.StepTimeout = 60.0,
+    max_error_rate: opt.MaxErrorRate = DEFAULT_MAX_ERROR_RATE,
     as_json: opt.Json = False,
     token: opt.Token = None,
 ) -> None:
@@ -104,6 +106,7 @@ def command(
             seed=seed,
             sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
             step_timeout=step_timeout,
+            max_error_rate=max_error_rate,
         )
         validate_spec(spec)
         with progress_display(spec.episodes) as show:

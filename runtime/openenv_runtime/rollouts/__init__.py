@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..failures import DEFAULT_MAX_ERROR_RATE, RolloutError
 from ..llm import OpenAIClient
 from .episode import Episode
 from .factory import environment_factory
-from .failures import DEFAULT_MAX_ERROR_RATE, RolloutError
 from .mapping import ActionError, default_to_action, default_to_message
 from .runner import RolloutFunc, to_trl
 
@@ -80,7 +80,7 @@ def build_rollout_func(
         max_error_rate: a call raises ``RolloutError`` (naming the first errors of each kind)
             when more than this fraction of its episodes failed, or when one failed in a way
             every episode would (the model server does not serve ``model``, refuses the key,
-            cannot be reached or reports no token ids; see ``rollouts.failures``).
+            cannot be reached or reports no token ids; see ``openenv_runtime.failures``).
     """
     options = {
         k: v

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..capture.entries import Sample, TraceEntry, assemble
 from ..errors import EnvError
+from ..failures import model_failure
 from ..llm import LLMResponse, OpenAIClient
-from .failures import model_failure
 from .mapping import ActionError
 
 ToAction = Callable[[LLMResponse], Any]

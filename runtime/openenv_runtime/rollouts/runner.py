@@ -9,18 +9,17 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from ..errors import EnvError
-from ..llm import OpenAIClient
-from .episode import Episode, Player, ToAction, ToMessage, finish
-from .failures import (
+from ..failures import (
     DEFAULT_MAX_ERROR_RATE,
+    FailureLog,
     ModelFailure,
     RolloutError,
     describe,
     env_kind,
-    report,
-    stops_run,
     too_many,
 )
+from ..llm import OpenAIClient
+from .episode import Episode, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
 from .transport import TokenClient
 
@@ -157,16 +156,14 @@ class RolloutFunc:
 
     def _check(self, episodes: Sequence[Episode]) -> None:
         """Stop on a failure every episode would meet, or on too many failed episodes."""
-        failed = [e for e in episodes if e.failed]
-        if not any(stops_run(e.error_kind) for e in failed) and not too_many(
-            len(failed), len(episodes), self.max_error_rate
-        ):
-            return
-        found = [(e.error_kind, e.error or "") for e in failed]
-        raise RolloutError(
-            report(found, len(failed), len(episodes))
-            + "\n(the episodes are in rollout_func.last_episodes)"
-        )
+        log = FailureLog()
+        for episode in episodes:
+            if episode.failed:
+                log.add(episode.error_kind, episode.error or "")
+        if log.stops_run or too_many(log.failed, len(episodes), self.max_error_rate):
+            raise RolloutError(
+                log.report(len(episodes)) + "\n(the episodes are in rollout_func.last_episodes)"
+            )
 
     def _plan(self, prompts: Sequence[Any]) -> list[Episode]:
         """Prompt × member episodes; a run of equal prompts (TRL repeats each prompt once per

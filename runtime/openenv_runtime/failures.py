@@ -13,11 +13,10 @@ use it, so they stop on the same failures.
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import Counter, defaultdict
 
-from ..errors import EnvError
-from ..llm_tokens import MissingTokenIdsError
+from .errors import EnvError
+from .llm_tokens import MissingTokenIdsError
 
 MODEL_NOT_FOUND = "model:not_found"
 MODEL_UNAUTHORIZED = "model:unauthorized"
@@ -87,23 +86,38 @@ def too_many(failed: int, total: int, max_error_rate: float) -> bool:
     return total > 0 and failed > max_error_rate * total
 
 
-def report(failures: Iterable[tuple[str, str]], failed: int, total: int) -> str:
-    """The first errors of each kind (``(kind, message)`` pairs), most frequent kind first,
-    with what to do about the kinds that stop a run."""
-    by_kind: dict[str, list[str]] = defaultdict(list)
-    for kind, message in failures:
-        by_kind[kind].append(message)
-    lines = [f"{failed} of {total} episodes failed:"]
-    for kind, messages in sorted(by_kind.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        lines.append(f"  {kind} ({len(messages)}){_what_to_do(kind)}")
-        seen: list[str] = []
-        for message in messages:
-            if message not in seen:
-                seen.append(message)
-            if len(seen) == SHOWN_PER_KIND:
-                break
-        lines += [f"    - {_short(message)}" for message in seen]
-    return "\n".join(lines)
+class FailureLog:
+    """Failed episodes by kind: how many, and the first distinct messages of each kind
+    (bounded memory however many fail)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.examples: dict[str, list[str]] = defaultdict(list)
+
+    def add(self, kind: str, message: str) -> None:
+        self.counts[kind] += 1
+        shown = self.examples[kind]
+        text = _short(message)
+        if len(shown) < SHOWN_PER_KIND and text not in shown:
+            shown.append(text)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def stops_run(self) -> bool:
+        """Whether a failure every episode would meet is among them."""
+        return any(stops_run(kind) for kind in self.counts)
+
+    def report(self, total: int) -> str:
+        """The first errors of each kind, most frequent kind first, with what to do about the
+        kinds that stop a run."""
+        lines = [f"{self.failed} of {total} episodes failed:"]
+        for kind, count in sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"  {kind} ({count}){_what_to_do(kind)}")
+            lines += [f"    - {message}" for message in self.examples[kind]]
+        return "\n".join(lines)
 
 
 def _what_to_do(kind: str) -> str:

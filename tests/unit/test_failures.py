@@ -1,14 +1,11 @@
-"""rollouts.failures: one classification of failed episodes for the rollouts and collect."""
+"""openenv_runtime.failures: one classification of failed episodes for the rollouts and collect."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 
 from openenv_runtime.errors import EnvError
-from openenv_runtime.llm_tokens import MissingTokenIdsError
-from openenv_runtime.rollouts.failures import (
+from openenv_runtime.failures import (
     MODEL_HTTP,
     MODEL_NO_TOKEN_IDS,
     MODEL_NOT_FOUND,
@@ -16,12 +13,13 @@ from openenv_runtime.rollouts.failures import (
     MODEL_TIMEOUT,
     MODEL_UNAUTHORIZED,
     MODEL_UNREACHABLE,
+    FailureLog,
     env_kind,
     model_failure,
-    report,
     stops_run,
     too_many,
 )
+from openenv_runtime.llm_tokens import MissingTokenIdsError
 
 pytest.importorskip("openai", reason="needs openenv-runtime[llm]")
 
@@ -52,7 +50,7 @@ def test_model_errors_of_every_client_are_classified() -> None:
         MODEL_HTTP: [ModelCallError(503, "u", b"busy")],
         MODEL_NO_TOKEN_IDS: [MissingTokenIdsError("no token ids")],
         MODEL_UNREACHABLE: [_refused(), openai.APIConnectionError(request=request)],
-        MODEL_TIMEOUT: [asyncio.TimeoutError(), openai.APITimeoutError(request=request)],
+        MODEL_TIMEOUT: [TimeoutError(), openai.APITimeoutError(request=request)],
         MODEL_OTHER: [ValueError("not JSON")],
     }
     for kind, errors in cases.items():
@@ -67,16 +65,18 @@ def test_which_failures_stop_a_run() -> None:
     for kind in (MODEL_HTTP, MODEL_TIMEOUT, MODEL_OTHER, "env:EXECUTION_ERROR", "policy"):
         assert not stops_run(kind)
     assert env_kind(EnvError("EXECUTION_ERROR", "broke")) == "env:EXECUTION_ERROR"
-    assert env_kind(asyncio.TimeoutError()) == "env:timeout"
+    assert env_kind(TimeoutError()) == "env:timeout"
     assert not too_many(5, 10, 0.5) and too_many(6, 10, 0.5)
     assert not too_many(0, 0, 0.0) and too_many(1, 10, 0.0) and not too_many(10, 10, 1.0)
 
 
 def test_the_report_shows_the_first_errors_of_each_kind() -> None:
-    failures = [(MODEL_NOT_FOUND, f"HTTP 404: model {i % 5}") for i in range(8)]
-    failures.append(("env:timeout", "environment: TimeoutError"))
-    text = report(failures, 9, 12)
-    lines = text.splitlines()
+    log = FailureLog()
+    for i in range(8):
+        log.add(MODEL_NOT_FOUND, f"HTTP 404: model {i % 5}")
+    log.add("env:timeout", "environment: TimeoutError")
+    assert log.failed == 9 and log.stops_run
+    lines = log.report(12).splitlines()
     assert lines[0] == "9 of 12 episodes failed:"
     assert lines[1].startswith("  model:not_found (8): ") and "/v1/models" in lines[1]
     assert lines[2:5] == [f"    - HTTP 404: model {i}" for i in range(3)]  # three, no repeats
