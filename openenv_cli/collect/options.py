@@ -38,14 +38,16 @@ StepTimeout = Annotated[
     float, typer.Option("--timeout", help="Seconds allowed for each reset, step or model call.")
 ]
 MaxErrorRate = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--max-error-rate",
         min=0.0,
         max=1.0,
+        show_default=False,
         help="Fail (exit 1, the first errors shown by kind) when more than this fraction of "
-        "the episodes fail. A model server that does not serve --model, refuses the key, "
-        "cannot be reached or reports no token ids stops the run at once.",
+        "the episodes fail (default: the rollouts' openenv_runtime.failures."
+        "DEFAULT_MAX_ERROR_RATE, half). A model server that does not serve --model, refuses "
+        "the key, cannot be reached or reports no token ids stops the run at once.",
     ),
 ]
 Resume = Annotated[bool, typer.Option("--resume", help="Finish the run in --out.")]

@@ -225,7 +225,7 @@ async def collect(
 
 def _failed(failures: FailureLog, progress: Progress, spec: CollectSpec) -> bool:
     """Whether the run stops (or stopped) as failed: see ``openenv_runtime.failures``."""
-    return failures.stops_run or too_many(progress.errors, progress.done, spec.max_error_rate)
+    return failures.stops_run or too_many(progress.errors, progress.done, spec.allowed_error_rate)
 
 
 async def _run_all(
@@ -260,7 +260,7 @@ async def _run_all(
             last_flush = time.monotonic()
 
     def stopping() -> bool:
-        return failures.stops_run or too_many(progress.errors, len(todo), spec.max_error_rate)
+        return failures.stops_run or too_many(progress.errors, len(todo), spec.allowed_error_rate)
 
     async def worker(slot: int) -> None:
         url = urls[slot % len(urls)]
@@ -307,6 +307,21 @@ async def _run_all(
 async def _close(env: Any) -> None:
     with contextlib.suppress(Exception):
         await env.close()
+
+
+def require_packages(spec: CollectSpec, command: str) -> None:
+    """The optional packages a run of ``spec`` needs, checked before it starts (an error
+    names the extra to install)."""
+    from openenv_cli.extras import require
+
+    modules = ["aiohttp", "orjson"]  # the rollouts' mapping and model client
+    if spec.format == "parquet":
+        modules.append("pyarrow")
+    if spec.policy == "model":
+        modules.append("openai")
+    elif spec.policy == "random":
+        modules.append("jsf")
+    require(command, *modules)
 
 
 def validate_spec(spec: CollectSpec) -> None:

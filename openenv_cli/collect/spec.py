@@ -64,13 +64,18 @@ class CollectSpec:
     sampling: Sampling = field(default_factory=Sampling)
     step_timeout: float = 60.0
     shard_size: int = 64
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    max_error_rate: float | None = None  # None: the rollouts' DEFAULT_MAX_ERROR_RATE
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The options a resumed run must share with the run it resumes."""
         flat = asdict(self)
         flat.update(asdict(self.sampling))
         return {name: _jsonable(flat[name]) for name in FINGERPRINTED}
+
+    @property
+    def allowed_error_rate(self) -> float:
+        """The fraction of failed episodes above which the run fails."""
+        return DEFAULT_MAX_ERROR_RATE if self.max_error_rate is None else self.max_error_rate
 
     def fingerprint(self) -> str:
         text = json.dumps(self.fingerprint_fields(), sort_keys=True)

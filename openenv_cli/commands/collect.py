@@ -12,7 +12,6 @@ import typer
 from openenv_cli.collect import options as opt
 from openenv_cli.config import Setting, parse_str
 from openenv_cli.errors import UsageError
-from openenv_runtime.failures import DEFAULT_MAX_ERROR_RATE
 
 TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
 
@@ -52,7 +51,7 @@ def command(
     top_p: opt.TopP = 1.0,
     max_tokens: opt.MaxTokens = 256,
     step_timeout: opt.StepTimeout = 60.0,
-    max_error_rate: opt.MaxErrorRate = DEFAULT_MAX_ERROR_RATE,
+    max_error_rate: opt.MaxErrorRate = None,
     push_to_hub: Annotated[
         str | None, typer.Option("--push-to-hub", help="Upload the folder as this dataset repo.")
     ] = None,
@@ -78,7 +77,7 @@ def command(
     with [cyan]datasets.load_dataset[/] and carries a dataset card with the run's provenance.
     """
     from openenv_cli.collect.progress import progress_display
-    from openenv_cli.collect.runner import collect, validate_spec
+    from openenv_cli.collect.runner import collect, require_packages, validate_spec
     from openenv_cli.collect.spec import CollectSpec, Sampling
     from openenv_cli.console import console
 
@@ -116,6 +115,7 @@ def command(
         shard_size=shard_size,
     )
     validate_spec(spec)
+    require_packages(spec, "collect")
     with progress_display(episodes) as show:
         result = asyncio.run(
             collect(

@@ -12,7 +12,6 @@ import typer
 from openenv_cli.collect import options as opt
 from openenv_cli.config import Setting, parse_str
 from openenv_cli.errors import UsageError
-from openenv_runtime.failures import DEFAULT_MAX_ERROR_RATE
 
 TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
 
@@ -59,7 +58,7 @@ def command(
     top_p: opt.TopP = 1.0,
     max_tokens: opt.MaxTokens = 256,
     step_timeout: opt.StepTimeout = 60.0,
-    max_error_rate: opt.MaxErrorRate = DEFAULT_MAX_ERROR_RATE,
+    max_error_rate: opt.MaxErrorRate = None,
     as_json: opt.Json = False,
     token: opt.Token = None,
 ) -> None:
@@ -89,7 +88,7 @@ def command(
             )
         from openenv_cli.collect.policies import choose_policy
         from openenv_cli.collect.progress import progress_display
-        from openenv_cli.collect.runner import collect, validate_spec
+        from openenv_cli.collect.runner import collect, require_packages, validate_spec
         from openenv_cli.collect.spec import CollectSpec, Sampling
 
         chosen = choose_policy(policy, llm)
@@ -109,6 +108,7 @@ def command(
             max_error_rate=max_error_rate,
         )
         validate_spec(spec)
+        require_packages(spec, "eval")
         with progress_display(spec.episodes) as show:
             asyncio.run(
                 collect(
@@ -120,6 +120,9 @@ def command(
                 )
             )
         from_dir = out
+    from openenv_cli.extras import require
+
+    require("eval", "scipy", "numpy")
     found = report_from_folder(from_dir, ks, success_threshold)
     written = write_reports(
         found, report_dir or from_dir, [f.strip() for f in report.split(",") if f.strip()]

@@ -8,6 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+try:  # the llm extra (the model client, the recorded calls): say so, keeping the name
+    import aiohttp  # noqa: F401
+    import orjson  # noqa: F401
+except ModuleNotFoundError as missing:
+    raise ModuleNotFoundError(
+        f"the rollouts need the package {missing.name!r}: pip install 'openenv-runtime[llm]'",
+        name=missing.name,
+    ) from None
+
 from ..failures import DEFAULT_MAX_ERROR_RATE, RolloutError
 from ..llm import OpenAIClient
 from .episode import Episode
