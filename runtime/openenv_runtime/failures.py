@@ -152,7 +152,7 @@ def _status(error: BaseException) -> int | None:
     ``status_code``)."""
     for name in ("status", "status_code"):
         value = getattr(error, name, None)
-        if isinstance(value, int) and 100 <= value < 600:
+        if isinstance(value, int) and 400 <= value < 600:
             return value
     return None
 
