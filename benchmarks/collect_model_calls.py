@@ -41,6 +41,11 @@ def _wait(url: str, timeout: float = 60.0) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
+def _quiet(args: list[str], env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    out = subprocess.DEVNULL
+    return subprocess.Popen(args, env=env, stdout=out, stderr=out)
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -60,7 +65,6 @@ def main() -> None:
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="collect-calls-"))
     servers: list[subprocess.Popen[bytes]] = []
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     try:
         subprocess.run(
             [PY, "-m", "openenv_cli", "init", "bench_env", "-o", str(work)],
@@ -73,9 +77,9 @@ def main() -> None:
             "PYTHONPATH": f"{work / 'bench_env'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         }
         serve = [PY, "-m", "openenv_cli", "serve", str(work / "bench_env"), "--port", str(env_port)]
-        servers.append(subprocess.Popen([*serve, "--max-concurrent-envs", "512"], env=env, **quiet))
+        servers.append(_quiet([*serve, "--max-concurrent-envs", "512"], env))
         stub = [PY, "-m", "openenv_runtime.testing.stub_llm", "--port", str(llm_port)]
-        servers.append(subprocess.Popen(stub, **quiet))
+        servers.append(_quiet(stub, None))
         _wait(f"http://127.0.0.1:{env_port}/health")
         _wait(f"http://127.0.0.1:{llm_port}/v1/models")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
