@@ -54,7 +54,6 @@ async def run_episode(
     policy: Policy,
     plan: EpisodePlan,
     spec: CollectSpec,
-    system_prompt: str | None = None,
 ) -> dict[str, Any]:
     """Play ``plan`` on the connected ``env`` with ``policy``; returns the episode's row."""
     row = new_row(plan)
@@ -68,8 +67,8 @@ async def run_episode(
         observation = dict(result.observation)
         row["observations"].append(json.dumps(observation, sort_keys=True))
         messages: list[dict[str, Any]] = []
-        if system_prompt:
-            messages.append({"role": "system", "content": system_prompt})
+        if spec.system_prompt:
+            messages.append({"role": "system", "content": spec.system_prompt})
         messages.append({"role": "user", "content": observation_text(observation)})
         done = bool(result.done)
         for _turn in range(spec.max_turns):

@@ -50,6 +50,14 @@ MaxErrorRate = Annotated[
         "the key, cannot be reached or reports no token ids stops the run at once.",
     ),
 ]
+SystemPrompt = Annotated[
+    str | None,
+    typer.Option(
+        "--system-prompt",
+        help="The system message of every model conversation: the text, or a file holding it.",
+        show_default=False,
+    ),
+]
 Resume = Annotated[bool, typer.Option("--resume", help="Finish the run in --out.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 Token = Annotated[

@@ -22,6 +22,7 @@ from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_runtime.failures import ENV_TIMEOUT, FailureLog, too_many
 
 from .episodes import run_episode
+from .inputs import task_id
 from .policies import Policy, make_policy
 from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan, plan
 from .store import Store
@@ -145,16 +146,6 @@ async def _task_ids(
         )
     tasks = reply.json().get("tasks", [])
     return tuple(task_id(task, index) for index, task in enumerate(tasks))
-
-
-def task_id(task: Any, index: int) -> str:
-    """A task's id: its ``id``/``task_id`` field, the task itself when a string, else its index."""
-    if isinstance(task, dict):
-        for key in ("task_id", "id", "name"):
-            if key in task:
-                return str(task[key])
-        return str(index)
-    return str(task)
 
 
 async def collect(

@@ -34,13 +34,17 @@ def command(
     tasks: Annotated[
         str | None,
         typer.Option(
-            "--tasks", help="split=NAME: the tasks of a split from the server's Task API."
+            "--tasks",
+            help="split=NAME: the tasks of a split from the server's Task API; or a file or "
+            "dataset folder of task ids (lines, JSON lines, JSON, Parquet; a task_id or id "
+            "field).",
         ),
     ] = None,
     tasks_file: Annotated[
         Path | None,
-        typer.Option("--tasks-file", help="Task ids, one per line (or JSON lines with an id)."),
+        typer.Option("--tasks-file", help="Task ids, as --tasks FILE (kept for old commands)."),
     ] = None,
+    system_prompt: opt.SystemPrompt = None,
     out: opt.Out = Path("episodes"),
     fmt: Annotated[str, typer.Option("--format", help="parquet or jsonl.")] = "parquet",
     tokens: Annotated[
@@ -88,14 +92,9 @@ def command(
     from openenv_cli.collect.policies import choose_policy
 
     chosen = choose_policy(policy, llm)
-    if tasks and tasks_file:
-        raise UsageError("Give --tasks or --tasks-file, not both.")
-    split = None
-    if tasks:
-        key, _, value = tasks.partition("=")
-        if key != "split" or not value:
-            raise UsageError(f"--tasks {tasks!r}: expected split=NAME.")
-        split = value
+    from openenv_cli.collect.inputs import read_text, task_option
+
+    split, task_ids = task_option(tasks, tasks_file)
     spec = CollectSpec(
         targets=tuple(targets),
         episodes=episodes,
@@ -106,7 +105,8 @@ def command(
         max_turns=max_turns,
         group_size=group_size,
         seed=seed,
-        tasks=_read_tasks(tasks_file) if tasks_file else (),
+        tasks=task_ids,
+        system_prompt=read_text(system_prompt, "--system-prompt") if system_prompt else None,
         format=fmt,
         tokens=tokens,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
@@ -155,18 +155,3 @@ def command(
     )
     if url:
         console.print(f"Pushed to {url}")
-
-
-def _read_tasks(path: Path) -> tuple[str, ...]:
-    from openenv_cli.collect.runner import task_id
-
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    except OSError as error:
-        raise UsageError(f"--tasks-file {path}: {error.strerror}") from None
-    ids = []
-    for index, line in enumerate(item for item in lines if item):
-        ids.append(task_id(json.loads(line), index) if line.startswith("{") else line)
-    if not ids:
-        raise UsageError(f"--tasks-file {path} lists no tasks.")
-    return tuple(ids)

@@ -59,6 +59,7 @@ def command(
     max_tokens: opt.MaxTokens = 256,
     step_timeout: opt.StepTimeout = 60.0,
     max_error_rate: opt.MaxErrorRate = None,
+    system_prompt: opt.SystemPrompt = None,
     as_json: opt.Json = False,
     token: opt.Token = None,
 ) -> None:
@@ -86,6 +87,7 @@ def command(
             raise UsageError(
                 "Name the environment (TARGET), or report on a collection with --from DIR."
             )
+        from openenv_cli.collect.inputs import read_text
         from openenv_cli.collect.policies import choose_policy
         from openenv_cli.collect.progress import progress_display
         from openenv_cli.collect.runner import collect, require_packages, validate_spec
@@ -106,6 +108,7 @@ def command(
             sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
             step_timeout=step_timeout,
             max_error_rate=max_error_rate,
+            system_prompt=read_text(system_prompt, "--system-prompt") if system_prompt else None,
         )
         validate_spec(spec)
         require_packages(spec, "eval")

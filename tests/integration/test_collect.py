@@ -463,3 +463,34 @@ def test_resume_keeps_the_card_over_every_row(echo_url: str, tmp_path: Path) -> 
     summary = json.loads(resumed.stdout)
     assert summary["written"] == 2 and summary["mean_reward"] == round(mean, 6)
     assert (out / "README.md").read_bytes() == card
+
+
+def test_tasks_and_system_prompt_from_local_files(echo_url: str, tmp_path: Path) -> None:
+    from openenv_runtime.testing import StubLLM
+
+    dataset = tmp_path / "tasks" / "data"
+    dataset.mkdir(parents=True)
+    (dataset / "train.jsonl").write_text('{"task_id": "alpha"}\n{"task_id": "beta"}\n')
+    prompt = tmp_path / "system.md"
+    prompt.write_text("You are terse.")
+    out = tmp_path / "run"
+    stub = StubLLM()
+    with stub.serve() as llm:
+        done = _model_run(
+            echo_url,
+            llm,
+            "stub-model",
+            out,
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--system-prompt",
+            str(prompt),
+        )
+    assert done.returncode == 0, done.stderr
+    assert {r["messages"][0]["content"] for r in stub.requests} == {"You are terse."}
+    assert all(r["messages"][0]["role"] == "system" for r in stub.requests)
+    rows = by_id(out)
+    assert [rows[k]["task_id"] for k in sorted(rows)] == ["alpha", "beta"] * 3
+    options = json.loads((out / "run.json").read_text())["options"]
+    assert options["system_prompt"] == "You are terse."
+    assert options["tasks"] == ["alpha", "beta"]
