@@ -192,8 +192,10 @@ async def collect(
             await policy.aclose()
         summary = store.write_card() if store.started else {"mean_reward": 0.0}
     if _failed(failures, progress, spec):
+        left = len(todo) - progress.done
         raise OpenEnvError(
-            failures.report(progress.done),
+            failures.report(progress.done)
+            + (f"\nThe run stopped with {left} planned episodes not run." if left else ""),
             hint=(
                 f"The episodes are in {out}, failed ones marked; fix the cause and collect "
                 "into a new --out (or accept them: --max-error-rate 1)."
