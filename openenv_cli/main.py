@@ -296,6 +296,12 @@ def main(argv: list[str] | None = None) -> None:
 
         err_console.print("[red]Interrupted.[/]")
         sys.exit(130)
+    except ModuleNotFoundError as error:  # an optional package: name the extra that brings it
+        from openenv_cli.extras import missing_package
+
+        words = argv if argv is not None else sys.argv[1:]
+        _report(missing_package(error, next((w for w in words if not w.startswith("-")), None)))
+        sys.exit(1)
     except Exception as error:  # a bug: say so briefly, unless asked for the traceback
         _report(
             OpenEnvError(

@@ -1,8 +1,8 @@
 """One episode against one session: reset, then turns of policy and step until done.
 
 The row it returns is the dataset's unit (see ``store.ROW_FIELDS``). A failure of the
-environment or the model ends the episode with ``error`` set, never the run: the row is still
-written, so every planned episode is accounted for.
+environment or the model ends the episode with ``error`` and ``error_kind`` set (the kinds of
+``openenv_runtime.failures``); the runner decides whether the run goes on.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import time
 from typing import Any
 
 from openenv_runtime import EnvError, GenericEnvClient
+from openenv_runtime.failures import ModelFailure, env_kind
 
-from .policies import Decision, ModelError, Policy, observation_text
+from .policies import Decision, Policy, observation_text
 from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan
 
 
@@ -53,7 +54,6 @@ async def run_episode(
     policy: Policy,
     plan: EpisodePlan,
     spec: CollectSpec,
-    system_prompt: str | None = None,
 ) -> dict[str, Any]:
     """Play ``plan`` on the connected ``env`` with ``policy``; returns the episode's row."""
     row = new_row(plan)
@@ -67,8 +67,8 @@ async def run_episode(
         observation = dict(result.observation)
         row["observations"].append(json.dumps(observation, sort_keys=True))
         messages: list[dict[str, Any]] = []
-        if system_prompt:
-            messages.append({"role": "system", "content": system_prompt})
+        if spec.system_prompt:
+            messages.append({"role": "system", "content": spec.system_prompt})
         messages.append({"role": "user", "content": observation_text(observation)})
         done = bool(result.done)
         for _turn in range(spec.max_turns):
@@ -102,11 +102,11 @@ async def run_episode(
         row["done"] = done
         row["truncated"] = not done
     except EnvError as error:
-        row["error"], row["error_kind"] = error.message or str(error), f"env:{error.code}"
-    except ModelError as error:
-        row["error"], row["error_kind"] = str(error), "model"
-    except TimeoutError:
-        row["error"], row["error_kind"] = "timed out", "timeout"
+        row["error"], row["error_kind"] = error.message or str(error), env_kind(error)
+    except ModelFailure as failure:
+        row["error"], row["error_kind"] = str(failure), failure.kind
+    except TimeoutError as error:
+        row["error"], row["error_kind"] = "timed out", env_kind(error)
     except Exception as error:  # a broken policy callable: recorded, the run goes on
         row["error"], row["error_kind"] = f"{type(error).__name__}: {error}", "policy"
     row["messages"] = [_message(m) for m in messages] if "messages" in locals() else []

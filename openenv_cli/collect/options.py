@@ -37,6 +37,27 @@ MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Tokens per model r
 StepTimeout = Annotated[
     float, typer.Option("--timeout", help="Seconds allowed for each reset, step or model call.")
 ]
+MaxErrorRate = Annotated[
+    float | None,
+    typer.Option(
+        "--max-error-rate",
+        min=0.0,
+        max=1.0,
+        show_default=False,
+        help="Fail (exit 1, the first errors shown by kind) when more than this fraction of "
+        "the episodes fail (default: the rollouts' openenv_runtime.failures."
+        "DEFAULT_MAX_ERROR_RATE, half). A model server that does not serve --model, refuses "
+        "the key, cannot be reached or reports no token ids stops the run at once.",
+    ),
+]
+SystemPrompt = Annotated[
+    str | None,
+    typer.Option(
+        "--system-prompt",
+        help="The system message of every model conversation: the text, or a file holding it.",
+        show_default=False,
+    ),
+]
 Resume = Annotated[bool, typer.Option("--resume", help="Finish the run in --out.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 Token = Annotated[

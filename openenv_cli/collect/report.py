@@ -13,7 +13,7 @@ from openenv_cli.errors import UsageError
 from openenv_cli.markdown_text import inline
 from openenv_cli.safe_files import write_inside
 
-from .stats import compare, summarize
+from .stats import compare, differences, summarize
 from .store import read_rows, read_run
 
 FORMATS = ("json", "md", "html")
@@ -59,6 +59,10 @@ def _rows(report: dict[str, Any], free_text: Callable[[str], str] = str) -> list
         ),
     ]
     rows += [(f"pass@{k}", f"{v:.4f}") for k, v in report["pass_at_k"].items()]
+    skipped = report.get("pass_at_k_skipped") or {}
+    if isinstance(skipped, list):  # a version 1 report: no reasons recorded
+        skipped = {str(k): "not enough attempts per group" for k in skipped}
+    rows += [(f"pass@{k}", f"skipped: {why}") for k, why in skipped.items()]
     length = report["episode_length"]
     rows.append(("episode length mean / p90", f"{length['mean']:.2f} / {length.get('p90', 0):.0f}"))
     for side in ("model", "env"):
@@ -170,7 +174,17 @@ def load_report(path: Path) -> dict[str, Any]:
 
 
 def compare_reports(a: Path, b: Path) -> tuple[dict[str, Any], str]:
-    result = compare(load_report(a), load_report(b))
+    """The comparison of two reports; refused when they count success differently."""
+    first, second = load_report(a), load_report(b)
+    found = differences(first, second)
+    if found:
+        raise UsageError(
+            f"{a} and {b} were made with different settings ({'; '.join(found)}): their "
+            "success rates and pass@k do not compare.",
+            hint="Report both with the same settings: openenv eval --from DIR "
+            "--success-threshold X --k K (the episodes are reused).",
+        )
+    result = compare(first, second)
     return result, comparison_markdown(a, b, result)
 
 

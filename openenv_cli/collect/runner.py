@@ -19,8 +19,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_runtime.failures import ENV_TIMEOUT, FailureLog, too_many
 
 from .episodes import run_episode
+from .inputs import task_id
 from .policies import Policy, make_policy
 from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan, plan
 from .store import Store
@@ -146,16 +148,6 @@ async def _task_ids(
     return tuple(task_id(task, index) for index, task in enumerate(tasks))
 
 
-def task_id(task: Any, index: int) -> str:
-    """A task's id: its ``id``/``task_id`` field, the task itself when a string, else its index."""
-    if isinstance(task, dict):
-        for key in ("task_id", "id", "name"):
-            if key in task:
-                return str(task[key])
-        return str(index)
-    return str(task)
-
-
 async def collect(
     spec: CollectSpec,
     out: Path,
@@ -193,28 +185,40 @@ async def collect(
         progress = Progress(total=spec.episodes, skipped=len(already))
         project = Path(spec.targets[0]) if Path(spec.targets[0]).is_dir() else None
         policy = make_policy(spec, schema.get("action", {}), project)
+        failures = FailureLog()
         try:
-            await _run_all(spec, urls, token, policy, todo, store, progress, on_progress)
+            await _run_all(spec, urls, token, policy, todo, store, progress, failures, on_progress)
         finally:
             await policy.aclose()
-        mean = progress.reward_sum / progress.done if progress.done else 0.0
-        summary = {
-            "episodes": len(already) + progress.done,
-            "mean_reward": mean,
-            "errors": progress.errors,
-        }
-        store.write_card(provenance, summary)
+        summary = store.write_card() if store.started else {"mean_reward": 0.0}
+    if _failed(failures, progress, spec):
+        left = len(todo) - progress.done
+        raise OpenEnvError(
+            failures.report(progress.done)
+            + (f"\nThe run stopped with {left} planned episodes not run." if left else ""),
+            hint=(
+                f"The episodes are in {out}, failed ones marked; fix the cause and collect "
+                "into a new --out (or accept them: --max-error-rate 1)."
+                if store.started
+                else "Nothing was written: fix the cause and run the same command again."
+            ),
+        )
     return CollectResult(
         out=out,
         episodes=spec.episodes,
         written=progress.done,
         skipped=len(already),
         errors=progress.errors,
-        mean_reward=mean,
+        mean_reward=summary["mean_reward"],
         seconds=time.monotonic() - started,
         shards=len(store.shards()),
-        provenance=provenance,
+        provenance=store.provenance,
     )
+
+
+def _failed(failures: FailureLog, progress: Progress, spec: CollectSpec) -> bool:
+    """Whether the run stops (or stopped) as failed: see ``openenv_runtime.failures``."""
+    return failures.stops_run or too_many(progress.errors, progress.done, spec.allowed_error_rate)
 
 
 async def _run_all(
@@ -225,8 +229,11 @@ async def _run_all(
     todo: list[EpisodePlan],
     store: Store,
     progress: Progress,
+    failures: FailureLog,
     on_progress: Callable[[Progress], None] | None,
 ) -> None:
+    """Run ``todo``; stops taking episodes once the run has failed (a failure every episode
+    would meet, or more errors than ``--max-error-rate`` allows of the whole plan)."""
     from openenv_runtime import GenericEnvClient
 
     queue: asyncio.Queue[EpisodePlan] = asyncio.Queue()
@@ -237,17 +244,22 @@ async def _run_all(
 
     def flush(force: bool = False) -> None:
         nonlocal last_flush
+        if not store.started and all(r["error"] for r in finished):
+            return  # the first shard waits for a good episode, or a run that did not fail
         due = len(finished) >= spec.shard_size or time.monotonic() - last_flush >= FLUSH_SECONDS
         if finished and (force or due):
             store.write_shard(finished[:])
             finished.clear()
             last_flush = time.monotonic()
 
+    def stopping() -> bool:
+        return failures.stops_run or too_many(progress.errors, len(todo), spec.allowed_error_rate)
+
     async def worker(slot: int) -> None:
         url = urls[slot % len(urls)]
         env: Any = None
         try:
-            while True:
+            while not stopping():
                 try:
                     item = queue.get_nowait()
                 except asyncio.QueueEmpty:
@@ -255,12 +267,15 @@ async def _run_all(
                 if env is None:
                     env = GenericEnvClient(url, token=token, message_timeout=spec.step_timeout)
                 row = await run_episode(env, policy, item, spec)
-                if row["error_kind"].startswith("env:CONNECTION") or row["error_kind"] == "timeout":
+                kind = row["error_kind"]
+                if kind.startswith("env:CONNECTION") or kind == ENV_TIMEOUT:
                     await _close(env)  # a broken session: the next episode gets a new one
                     env = None
                 finished.append(row)
                 progress.done += 1
-                progress.errors += bool(row["error"])
+                if row["error"]:
+                    progress.errors += 1
+                    failures.add(kind, row["error"])
                 progress.reward_sum += row["total_reward"]
                 flush()
                 if on_progress:
@@ -277,12 +292,29 @@ async def _run_all(
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*workers, return_exceptions=True)
+        if finished and not store.started and not _failed(failures, progress, spec):
+            store.start()  # a run within its error rate keeps its episodes, errors and all
         flush(force=True)  # what finished is kept, even on Ctrl-C
 
 
 async def _close(env: Any) -> None:
     with contextlib.suppress(Exception):
         await env.close()
+
+
+def require_packages(spec: CollectSpec, command: str) -> None:
+    """The optional packages a run of ``spec`` needs, checked before it starts (an error
+    names the extra to install)."""
+    from openenv_cli.extras import require
+
+    modules = ["aiohttp", "orjson"]  # the rollouts' mapping and model client
+    if spec.format == "parquet":
+        modules.append("pyarrow")
+    if spec.policy == "model":
+        modules.append("openai")
+    elif spec.policy == "random":
+        modules.append("jsf")
+    require(command, *modules)
 
 
 def validate_spec(spec: CollectSpec) -> None:

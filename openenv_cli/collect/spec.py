@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from openenv_runtime.failures import DEFAULT_MAX_ERROR_RATE
+
 SCHEMA_VERSION = 1
 
 # Options that change what an episode is: a resumed run must agree on all of them.
@@ -31,7 +33,10 @@ FINGERPRINTED = (
     "temperature",
     "top_p",
     "max_tokens",
+    "system_prompt",
 )
+# Options added later: left out of the fingerprint when unset, so older runs still resume.
+UNSET_NOT_FINGERPRINTED = ("system_prompt",)
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,23 @@ class CollectSpec:
     sampling: Sampling = field(default_factory=Sampling)
     step_timeout: float = 60.0
     shard_size: int = 64
+    max_error_rate: float | None = None  # None: the rollouts' DEFAULT_MAX_ERROR_RATE
+    system_prompt: str | None = None  # the first message of every model conversation
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The options a resumed run must share with the run it resumes."""
         flat = asdict(self)
         flat.update(asdict(self.sampling))
-        return {name: _jsonable(flat[name]) for name in FINGERPRINTED}
+        return {
+            name: _jsonable(flat[name])
+            for name in FINGERPRINTED
+            if not (name in UNSET_NOT_FINGERPRINTED and flat[name] is None)
+        }
+
+    @property
+    def allowed_error_rate(self) -> float:
+        """The fraction of failed episodes above which the run fails."""
+        return DEFAULT_MAX_ERROR_RATE if self.max_error_rate is None else self.max_error_rate
 
     def fingerprint(self) -> str:
         text = json.dumps(self.fingerprint_fields(), sort_keys=True)

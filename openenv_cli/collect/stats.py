@@ -12,7 +12,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: ks, and pass_at_k_skipped as {k: why}
 DIGITS = 10  # floats are rounded so that a report's bytes do not depend on summation order
 
 
@@ -70,11 +70,15 @@ def summarize(
     for row, success in zip(ok, successes, strict=True):
         groups[row["group_id"]].append(success)
     pass_k: dict[str, float] = {}
-    skipped_k: list[int] = []
+    skipped_k: dict[str, str] = {}
+    largest = max((len(g) for g in groups.values()), default=0)
     for k in ks:
         usable = [g for g in groups.values() if len(g) >= k]
         if not usable:
-            skipped_k.append(k)
+            skipped_k[str(k)] = (
+                f"needs a group with at least {k} completed attempts at one start state; "
+                f"the largest has {largest} (evaluate with --k {k} or more, or fewer errors)"
+            )
             continue
         pass_k[str(k)] = sum(pass_at_k(len(g), sum(g), k) for g in usable) / len(usable)
     per_task: dict[str, dict[str, Any]] = {}
@@ -98,6 +102,7 @@ def summarize(
         "reward_std": _std(rewards),
         "ci95": ci,
         "success_threshold": success_threshold,
+        "ks": sorted(ks),
         "successes": n_success,
         "success_rate": n_success / len(ok) if ok else 0.0,
         "success_ci95": success_ci,
@@ -121,8 +126,33 @@ def summarize(
     return rounded
 
 
+def asked_ks(report: dict[str, Any]) -> list[int]:
+    """The k of pass@k a report was made with (computed or skipped)."""
+    if "ks" in report:
+        return sorted(int(k) for k in report["ks"])
+    skipped = report.get("pass_at_k_skipped") or []
+    return sorted({int(k) for k in [*report.get("pass_at_k", {}), *skipped]})
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What makes two reports' numbers incomparable: the success threshold or the k."""
+    found = []
+    if a.get("success_threshold") != b.get("success_threshold"):
+        found.append(
+            f"success threshold {a.get('success_threshold')} vs {b.get('success_threshold')}"
+        )
+    if asked_ks(a) != asked_ks(b):
+        found.append(f"k {_ks(a)} vs {_ks(b)}")
+    return found
+
+
+def _ks(report: dict[str, Any]) -> str:
+    return ",".join(str(k) for k in asked_ks(report)) or "none"
+
+
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Differences of two reports and whether they are significant at the 5% level."""
+    """Differences of two reports and whether they are significant at the 5% level (see
+    ``differences`` first: reports made with other thresholds or k do not compare)."""
     from scipy import stats
 
     reward = stats.ttest_ind_from_stats(

@@ -9,7 +9,7 @@ Layout of the output folder::
 Every file is written through :mod:`openenv_cli.safe_files` (a temporary name created
 exclusively, flushed to disk and renamed; never through a link planted in the folder), so
 a kill at any moment (SIGKILL included) leaves whole shards only; ``--resume`` reads the
-episode ids in them and runs the rest. Every row carries its ``episode_id``, so duplicates cannot hide.
+episode ids in them and runs the rest. A new run writes nothing before its first shard. Every row carries its ``episode_id``, so duplicates cannot hide.
 """
 
 from __future__ import annotations
@@ -78,38 +78,55 @@ class Store:
         self.data = out / DATA_DIR
         self._suffix = ".parquet" if spec.format == "parquet" else ".jsonl"
         self._next_shard = 0
+        self.started = False
+        self.provenance: dict[str, Any] = {}
 
     # -- opening ---------------------------------------------------------------------------
     def open(self, resume: bool, provenance: dict[str, Any]) -> set[str]:
-        """Prepare the folder; returns the episode ids already written (empty when new)."""
+        """Check the folder; returns the episode ids already written (empty when new).
+
+        A new run writes nothing here: its folder and run record appear with its first shard
+        (:meth:`start`), so a run that fails before writing one leaves no trace, and the
+        corrected command runs without ``--resume``.
+        """
         record = read_run(self.out) if os.path.lexists(self.out / RUN_FILE) else None
-        if record is not None:
-            if not resume:
+        self.provenance = provenance
+        if record is None:
+            if self.out.exists() and any(self.out.iterdir()):
                 raise UsageError(
-                    f"{self.out} already holds a collection.",
-                    hint="Add --resume to finish it, or choose another --out.",
+                    f"{self.out} is not empty and holds no collection (no {RUN_FILE}).",
+                    hint="Choose an empty or new --out folder.",
                 )
-            self._check_same_run(record)
-        elif self.out.exists() and any(self.out.iterdir()):
+            self.started = False
+            return set()
+        if not resume:
             raise UsageError(
-                f"{self.out} is not empty and holds no collection (no {RUN_FILE}).",
-                hint="Choose an empty or new --out folder.",
+                f"{self.out} already holds a collection.",
+                hint="Add --resume to finish it, or choose another --out.",
             )
-        self.out.mkdir(parents=True, exist_ok=True)
+        self._check_same_run(record)
+        self.provenance = record.get("provenance") or provenance  # the run's, as first recorded
         ensure_folder(self.out, DATA_DIR)
         for leftover in self.data.glob("*.tmp"):  # a shard being written when the run died
             leftover.unlink()
-        done = self.episode_ids()
-        if record is None:
-            record = {
-                "schema_version": SCHEMA_VERSION,
-                "fingerprint": self.spec.fingerprint(),
-                "options": self.spec.fingerprint_fields(),
-                "provenance": provenance,
-            }
-            with _writing(self.out, RUN_FILE) as out:
-                out.write(json.dumps(record, indent=2, sort_keys=True).encode())
-        return done
+        self.started = True
+        return self.episode_ids()
+
+    def start(self) -> None:
+        """Create the folder and write the run record (once, before the first shard)."""
+        if self.started:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        ensure_folder(self.out, DATA_DIR)
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "fingerprint": self.spec.fingerprint(),
+            "options": self.spec.fingerprint_fields(),
+            "provenance": self.provenance,
+        }
+        with _writing(self.out, RUN_FILE) as out:
+            out.write(json.dumps(record, indent=2, sort_keys=True).encode())
+        self.started = True
 
     def _check_same_run(self, record: dict[str, Any]) -> None:
         if record.get("fingerprint") == self.spec.fingerprint():
@@ -144,6 +161,7 @@ class Store:
     # -- writing ---------------------------------------------------------------------------
     def write_shard(self, rows: list[dict[str, Any]]) -> Path:
         """Write ``rows`` as one whole shard (temporary name, fsync, rename)."""
+        self.start()
         name = f"shard-{self._next_shard:05d}{self._suffix}"
         self._next_shard += 1
         if not self.spec.tokens:
@@ -164,11 +182,28 @@ class Store:
                     out.write(json.dumps(r, sort_keys=True).encode() + b"\n")
         return self.data / name
 
-    def write_card(self, provenance: dict[str, Any], summary: dict[str, Any]) -> None:
+    def summary(self) -> dict[str, Any]:
+        """Counts and mean total reward over every row on disk (whichever run wrote it)."""
+        episodes = errors = 0
+        reward = 0.0
+        for row in read_rows(self.out, columns=["total_reward", "error"]):
+            episodes += 1
+            errors += bool(row["error"])
+            reward += float(row["total_reward"])
+        return {
+            "episodes": episodes,
+            "mean_reward": reward / episodes if episodes else 0.0,
+            "errors": errors,
+        }
+
+    def write_card(self) -> dict[str, Any]:
+        """The dataset card from the rows on disk; returns their summary."""
         from .card import render_card
 
+        summary = self.summary()
         with _writing(self.out, CARD_FILE) as out:
-            out.write(render_card(self.spec, provenance, summary).encode())
+            out.write(render_card(self.spec, self.provenance, summary).encode())
+        return summary
 
 
 def read_rows(out: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:

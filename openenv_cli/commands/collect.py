@@ -34,13 +34,17 @@ def command(
     tasks: Annotated[
         str | None,
         typer.Option(
-            "--tasks", help="split=NAME: the tasks of a split from the server's Task API."
+            "--tasks",
+            help="split=NAME: the tasks of a split from the server's Task API; or a file or "
+            "dataset folder of task ids (lines, JSON lines, JSON, Parquet; a task_id or id "
+            "field).",
         ),
     ] = None,
     tasks_file: Annotated[
         Path | None,
-        typer.Option("--tasks-file", help="Task ids, one per line (or JSON lines with an id)."),
+        typer.Option("--tasks-file", help="Task ids, as --tasks FILE (kept for old commands)."),
     ] = None,
+    system_prompt: opt.SystemPrompt = None,
     out: opt.Out = Path("episodes"),
     fmt: Annotated[str, typer.Option("--format", help="parquet or jsonl.")] = "parquet",
     tokens: Annotated[
@@ -51,6 +55,7 @@ def command(
     top_p: opt.TopP = 1.0,
     max_tokens: opt.MaxTokens = 256,
     step_timeout: opt.StepTimeout = 60.0,
+    max_error_rate: opt.MaxErrorRate = None,
     push_to_hub: Annotated[
         str | None, typer.Option("--push-to-hub", help="Upload the folder as this dataset repo.")
     ] = None,
@@ -76,7 +81,7 @@ def command(
     with [cyan]datasets.load_dataset[/] and carries a dataset card with the run's provenance.
     """
     from openenv_cli.collect.progress import progress_display
-    from openenv_cli.collect.runner import collect, validate_spec
+    from openenv_cli.collect.runner import collect, require_packages, validate_spec
     from openenv_cli.collect.spec import CollectSpec, Sampling
     from openenv_cli.console import console
 
@@ -87,14 +92,9 @@ def command(
     from openenv_cli.collect.policies import choose_policy
 
     chosen = choose_policy(policy, llm)
-    if tasks and tasks_file:
-        raise UsageError("Give --tasks or --tasks-file, not both.")
-    split = None
-    if tasks:
-        key, _, value = tasks.partition("=")
-        if key != "split" or not value:
-            raise UsageError(f"--tasks {tasks!r}: expected split=NAME.")
-        split = value
+    from openenv_cli.collect.inputs import read_text, task_option
+
+    split, task_ids = task_option(tasks, tasks_file)
     spec = CollectSpec(
         targets=tuple(targets),
         episodes=episodes,
@@ -105,14 +105,17 @@ def command(
         max_turns=max_turns,
         group_size=group_size,
         seed=seed,
-        tasks=_read_tasks(tasks_file) if tasks_file else (),
+        tasks=task_ids,
+        system_prompt=read_text(system_prompt, "--system-prompt") if system_prompt else None,
         format=fmt,
         tokens=tokens,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
         step_timeout=step_timeout,
+        max_error_rate=max_error_rate,
         shard_size=shard_size,
     )
     validate_spec(spec)
+    require_packages(spec, "collect")
     with progress_display(episodes) as show:
         result = asyncio.run(
             collect(
@@ -152,18 +155,3 @@ def command(
     )
     if url:
         console.print(f"Pushed to {url}")
-
-
-def _read_tasks(path: Path) -> tuple[str, ...]:
-    from openenv_cli.collect.runner import task_id
-
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    except OSError as error:
-        raise UsageError(f"--tasks-file {path}: {error.strerror}") from None
-    ids = []
-    for index, line in enumerate(item for item in lines if item):
-        ids.append(task_id(json.loads(line), index) if line.startswith("{") else line)
-    if not ids:
-        raise UsageError(f"--tasks-file {path} lists no tasks.")
-    return tuple(ids)

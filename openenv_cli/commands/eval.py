@@ -58,6 +58,8 @@ def command(
     top_p: opt.TopP = 1.0,
     max_tokens: opt.MaxTokens = 256,
     step_timeout: opt.StepTimeout = 60.0,
+    max_error_rate: opt.MaxErrorRate = None,
+    system_prompt: opt.SystemPrompt = None,
     as_json: opt.Json = False,
     token: opt.Token = None,
 ) -> None:
@@ -85,9 +87,10 @@ def command(
             raise UsageError(
                 "Name the environment (TARGET), or report on a collection with --from DIR."
             )
+        from openenv_cli.collect.inputs import read_text
         from openenv_cli.collect.policies import choose_policy
         from openenv_cli.collect.progress import progress_display
-        from openenv_cli.collect.runner import collect, validate_spec
+        from openenv_cli.collect.runner import collect, require_packages, validate_spec
         from openenv_cli.collect.spec import CollectSpec, Sampling
 
         chosen = choose_policy(policy, llm)
@@ -104,8 +107,11 @@ def command(
             seed=seed,
             sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
             step_timeout=step_timeout,
+            max_error_rate=max_error_rate,
+            system_prompt=read_text(system_prompt, "--system-prompt") if system_prompt else None,
         )
         validate_spec(spec)
+        require_packages(spec, "eval")
         with progress_display(spec.episodes) as show:
             asyncio.run(
                 collect(
@@ -117,6 +123,9 @@ def command(
                 )
             )
         from_dir = out
+    from openenv_cli.extras import require
+
+    require("eval", "scipy", "numpy")
     found = report_from_folder(from_dir, ks, success_threshold)
     written = write_reports(
         found, report_dir or from_dir, [f.strip() for f in report.split(",") if f.strip()]

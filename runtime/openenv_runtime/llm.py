@@ -120,7 +120,8 @@ class OpenAIClient(LLMClient):
         super().__init__(endpoint, port)
         if AsyncOpenAI is None:
             raise ModuleNotFoundError(
-                'OpenAIClient needs the openai package: pip install "openenv-runtime[llm]"'
+                'OpenAIClient needs the openai package: pip install "openenv-runtime[llm]"',
+                name="openai",
             )
         base = self.base_url
         if not urlsplit(base).path.rstrip("/").endswith("/v1"):

@@ -57,6 +57,13 @@ def read_reply(
     """A chat completion's JSON as ``(text, [(call id, tool, arguments)], finish reason,
     tokens)``; an error when it carries no token ids."""
     tokens = read_tokens(answer, where)
+    return (*read_message(answer), tokens)
+
+
+def read_message(
+    answer: dict[str, Any],
+) -> tuple[str, list[tuple[str, str, dict[str, Any]]], str | None]:
+    """A chat completion's JSON as ``(text, [(call id, tool, arguments)], finish reason)``."""
     choice = (answer.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     calls = [
@@ -68,7 +75,7 @@ def read_reply(
         for c in message.get("tool_calls") or []
         if c.get("function")
     ]
-    return message.get("content") or "", calls, choice.get("finish_reason"), tokens
+    return message.get("content") or "", calls, choice.get("finish_reason")
 
 
 def _logprobs(block: Any) -> list[float] | None:

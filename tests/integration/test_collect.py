@@ -21,6 +21,8 @@ from tests.support.servers import REPO, server_process, wait_until
 pytestmark = pytest.mark.integration
 
 POLICY = "tests.fixtures.collect_policy:act"
+# This checkout first, then the caller's path (a worktree's runtime, say).
+PYTHONPATH = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def openenv(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         capture_output=True,
         text=True,
         timeout=300,
-        env=env or {**os.environ, "PYTHONPATH": str(REPO)},
+        env=env or {**os.environ, "PYTHONPATH": PYTHONPATH},
     )
 
 
@@ -125,7 +127,7 @@ def test_resume_after_sigkill_has_no_duplicate_and_no_missing(
                 *(["--resume"] if attempt else []),
             ],
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={**os.environ, "PYTHONPATH": PYTHONPATH},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -167,7 +169,7 @@ def test_a_target_that_is_down_says_so(tmp_path: Path) -> None:
     assert "did not answer" in done.stderr
 
 
-def test_a_failing_policy_marks_episodes_and_keeps_them(echo_url: str, tmp_path: Path) -> None:
+def test_a_failing_policy_fails_the_run_unless_accepted(echo_url: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = openenv(
         "collect",
@@ -179,7 +181,22 @@ def test_a_failing_policy_marks_episodes_and_keeps_them(echo_url: str, tmp_path:
         "-o",
         str(out),
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1
+    assert "3 of 3 episodes failed" in done.stderr and "policy (3)" in done.stderr
+    assert "always fails" in done.stderr and not out.exists()
+    accepted = openenv(
+        "collect",
+        echo_url,
+        "--policy",
+        "tests.fixtures.collect_policy:broken",
+        "-n",
+        "3",
+        "-o",
+        str(out),
+        "--max-error-rate",
+        "1",
+    )
+    assert accepted.returncode == 0, accepted.stderr
     rows = by_id(out)
     assert len(rows) == 3
     assert all(r["error_kind"] == "policy" and "always fails" in r["error"] for r in rows.values())
@@ -248,7 +265,7 @@ def test_push_to_hub_uploads_a_dataset_repo(echo_url: str, tmp_path: Path) -> No
             "--private",
             env={
                 **os.environ,
-                "PYTHONPATH": str(REPO),
+                "PYTHONPATH": PYTHONPATH,
                 "HF_ENDPOINT": hub.url,
                 "HF_TOKEN": ALICE_TOKEN,
                 "HF_HOME": str(tmp_path / "hf"),
@@ -310,9 +327,7 @@ def test_model_policy_records_the_sampled_tokens(echo_url: str, tmp_path: Path) 
         assert all(lp == 0.0 for lp, bit in zip(logprobs, mask, strict=True) if not bit)
 
 
-def test_a_model_server_without_token_ids_fails_episodes_clearly(
-    echo_url: str, tmp_path: Path
-) -> None:
+def test_a_model_server_without_token_ids_stops_the_run(echo_url: str, tmp_path: Path) -> None:
     from openenv_runtime.testing import StubLLM
 
     out = tmp_path / "run"
@@ -331,10 +346,9 @@ def test_a_model_server_without_token_ids_fails_episodes_clearly(
             str(out),
             "--json",
         )
-    assert done.returncode == 0, done.stderr
-    rows = by_id(out)
-    assert len(rows) == 2
-    assert all(r["error_kind"] == "model" and "token ids" in r["error"] for r in rows.values())
+    assert done.returncode == 1
+    assert "model:no_token_ids" in done.stderr and "vLLM" in done.stderr
+    assert not out.exists()
 
 
 def test_a_failing_model_server_marks_episodes_and_the_run_goes_on(
@@ -369,5 +383,114 @@ def test_a_failing_model_server_marks_episodes_and_the_run_goes_on(
     rows = by_id(out)
     assert len(rows) == 4
     failed = [r for r in rows.values() if r["error"]]
-    assert failed and all(r["error_kind"] == "model" for r in failed)
+    assert failed and all(r["error_kind"] == "model:http_error" for r in failed)
     assert any(not r["error"] and r["num_steps"] == 2 for r in rows.values())
+
+
+def _model_run(echo_url: str, llm: str, model: str, out: Path, *extra: str) -> Any:
+    return openenv(
+        "collect",
+        echo_url,
+        "--llm",
+        llm,
+        "--model",
+        model,
+        "-n",
+        "6",
+        "-c",
+        "2",
+        "--max-turns",
+        "2",
+        "-o",
+        str(out),
+        "--json",
+        *extra,
+    )
+
+
+def test_a_model_name_the_server_does_not_serve_fails_and_writes_nothing(
+    echo_url: str, tmp_path: Path
+) -> None:
+    from openenv_runtime.testing import StubLLM
+
+    out = tmp_path / "run"
+    with StubLLM(model="served", check_model=True).serve() as llm:
+        wrong = _model_run(echo_url, llm, "typo", out)
+        assert wrong.returncode == 1
+        assert "model:not_found" in wrong.stderr and "`typo` does not exist" in wrong.stderr
+        assert "Nothing was written" in wrong.stderr and not out.exists()
+        fixed = _model_run(echo_url, llm, "served", out)  # no --resume, no folder to remove
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads(fixed.stdout)["errors"] == 0 and len(by_id(out)) == 6
+
+
+def test_a_model_server_that_is_down_fails_the_run(echo_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = _model_run(echo_url, f"http://127.0.0.1:{free_port()}", "m", out)
+    assert done.returncode == 1
+    assert "model:unreachable" in done.stderr and "start the server" in done.stderr
+    assert not out.exists()
+
+
+def test_eval_fails_on_a_wrong_model_name_without_a_report(echo_url: str, tmp_path: Path) -> None:
+    from openenv_runtime.testing import StubLLM
+
+    out = tmp_path / "eval"
+    with StubLLM(model="served", check_model=True).serve() as llm:
+        done = openenv("eval", echo_url, "--llm", llm, "--model", "typo", "-n", "4", "-o", str(out))
+    assert done.returncode == 1
+    assert "model:not_found" in done.stderr and not out.exists()
+
+
+def test_resume_keeps_the_card_over_every_row(echo_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["collect", echo_url, "--policy", POLICY, "-n", "4", "-c", "1", "--shard-size", "1"]
+    args += ["--max-turns", "3", "-o", str(out), "--format", "jsonl"]
+    assert openenv(*args).returncode == 0
+    card = (out / "README.md").read_bytes()
+    rewards = [r["total_reward"] for r in by_id(out).values()]
+    mean = sum(rewards) / len(rewards)
+    assert f"4 episodes, mean total reward {mean:.4f}" in card.decode() and mean > 0
+    shards = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
+    finished = openenv(*args, "--resume")  # nothing left to run: nothing changes
+    assert finished.returncode == 0, finished.stderr
+    assert (out / "README.md").read_bytes() == card
+    assert {p.name: p.read_bytes() for p in (out / "data").iterdir()} == shards
+    for name in sorted(shards)[2:]:  # as if the run had died after two episodes
+        (out / "data" / name).unlink()
+    resumed = openenv(*args, "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["written"] == 2 and summary["mean_reward"] == round(mean, 6)
+    assert (out / "README.md").read_bytes() == card
+
+
+def test_tasks_and_system_prompt_from_local_files(echo_url: str, tmp_path: Path) -> None:
+    from openenv_runtime.testing import StubLLM
+
+    dataset = tmp_path / "tasks" / "data"
+    dataset.mkdir(parents=True)
+    (dataset / "train.jsonl").write_text('{"task_id": "alpha"}\n{"task_id": "beta"}\n')
+    prompt = tmp_path / "system.md"
+    prompt.write_text("You are terse.")
+    out = tmp_path / "run"
+    stub = StubLLM()
+    with stub.serve() as llm:
+        done = _model_run(
+            echo_url,
+            llm,
+            "stub-model",
+            out,
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--system-prompt",
+            str(prompt),
+        )
+    assert done.returncode == 0, done.stderr
+    assert {r["messages"][0]["content"] for r in stub.requests} == {"You are terse."}
+    assert all(r["messages"][0]["role"] == "system" for r in stub.requests)
+    rows = by_id(out)
+    assert [rows[k]["task_id"] for k in sorted(rows)] == ["alpha", "beta"] * 3
+    options = json.loads((out / "run.json").read_text())["options"]
+    assert options["system_prompt"] == "You are terse."
+    assert options["tasks"] == ["alpha", "beta"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,14 +46,30 @@ def test_shards_round_trip_and_resume_sees_them(tmp_path: Path, fmt: str) -> Non
     assert [r["episode_id"] for r in read_rows(tmp_path / "out")] == [r["episode_id"] for r in rows]
 
 
+def _started(out: Path, provenance: dict[str, Any] | None = None) -> Store:
+    store = Store(out, SPEC)
+    store.open(False, provenance or {})
+    store.start()
+    return store
+
+
+def test_a_new_run_writes_nothing_before_its_first_shard(tmp_path: Path) -> None:
+    out = tmp_path / "new"
+    store = Store(out, SPEC)
+    assert store.open(False, {}) == set() and not out.exists()
+    assert Store(out, SPEC).open(False, {}) == set()  # nothing to resume, nothing refused
+    store.write_shard([new_row(plan(SPEC)[0])])
+    assert (out / "run.json").is_file() and len(store.shards()) == 1
+
+
 def test_an_existing_run_needs_resume(tmp_path: Path) -> None:
-    Store(tmp_path, SPEC).open(False, {})
+    _started(tmp_path)
     with pytest.raises(UsageError, match="--resume"):
         Store(tmp_path, SPEC).open(False, {})
 
 
 def test_resume_with_other_options_names_them(tmp_path: Path) -> None:
-    Store(tmp_path, SPEC).open(False, {})
+    _started(tmp_path)
     with pytest.raises(UsageError, match=r"episodes: 10 -> 11"):
         Store(tmp_path, replace(SPEC, episodes=11)).open(True, {})
 
@@ -74,7 +91,7 @@ def test_a_duplicated_episode_is_refused(tmp_path: Path) -> None:
 
 
 def test_run_record_holds_provenance(tmp_path: Path) -> None:
-    Store(tmp_path, SPEC).open(False, {"environment": {"name": "echo"}})
+    _started(tmp_path, {"environment": {"name": "echo"}})
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["provenance"]["environment"]["name"] == "echo"
     assert record["options"]["seed"] == 7
@@ -124,3 +141,19 @@ def test_a_full_disk_keeps_the_written_shards_and_says_what_to_do(
     monkeypatch.undo()
     assert not list(store.data.glob("*.tmp"))
     assert Store(tmp_path, SPEC).open(True, {}) == {rows[0]["episode_id"]}
+
+
+def test_the_card_counts_every_row_on_disk(tmp_path: Path) -> None:
+    store = _started(tmp_path, {"environment": {"name": "echo"}})
+    rows = [new_row(p) for p in plan(SPEC)[:4]]
+    for row, reward in zip(rows, (1.0, 0.5, 0.0, 0.5), strict=True):
+        row["total_reward"] = reward
+    rows[2]["error"], rows[2]["error_kind"] = "broke", "env:EXECUTION_ERROR"
+    store.write_shard(rows[:3])
+    store.write_shard(rows[3:])
+    resumed = Store(tmp_path, SPEC)
+    resumed.open(True, {"environment": {"name": "another"}})
+    assert resumed.write_card() == {"episodes": 4, "mean_reward": 0.5, "errors": 1}
+    card = (tmp_path / "README.md").read_text()
+    assert "4 episodes, mean total reward 0.5000" in card and "1 with errors" in card
+    assert "# Episodes of echo" in card  # the run's own provenance, as first recorded

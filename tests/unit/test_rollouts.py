@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from openenv_runtime.llm import LLMResponse
-from openenv_runtime.llm_tokens import MissingTokenIdsError
 from openenv_runtime.rollouts import (
     ActionError,
+    RolloutError,
     build_rollout_func,
     default_to_action,
     default_to_message,
 )
-from openenv_runtime.testing import running_server
+from openenv_runtime.testing import free_port, running_server
 from openenv_runtime.testing.stub_llm import StubLLM
 from tests.fixtures.guess import make_app
 
@@ -171,10 +171,56 @@ def test_a_server_without_token_ids_stops_the_batch_with_the_fix(env_url: str) -
     with StubLLM(counting_policy, token_ids=False).serve() as url:
         rollout = build_rollout_func(env_url, llm=url, model="m")
         try:
-            with pytest.raises(MissingTokenIdsError, match="return_token_ids"):
+            with pytest.raises(RolloutError, match="return_token_ids") as caught:
                 rollout(["x"], None)
         finally:
             rollout.close()
+    assert "model:no_token_ids (1)" in str(caught.value)
+    assert rollout.last_episodes[0].error_kind == "model:no_token_ids"
+
+
+def test_a_model_name_the_server_does_not_serve_stops_the_batch(env_url: str) -> None:
+    with StubLLM(counting_policy, model="served", check_model=True).serve() as url:
+        rollout = build_rollout_func(env_url, llm=url, model="typo", group_size=3)
+        try:
+            with pytest.raises(RolloutError) as caught:
+                rollout(["x"], None)
+        finally:
+            rollout.close()
+    text = str(caught.value)
+    assert "3 of 3 episodes failed" in text and "model:not_found (3)" in text
+    assert "does not exist" in text and "/v1/models" in text
+
+
+def test_a_model_server_that_is_down_stops_the_batch(env_url: str) -> None:
+    rollout = build_rollout_func(
+        env_url, llm=f"http://127.0.0.1:{free_port()}", model="m", group_size=2
+    )
+    try:
+        with pytest.raises(RolloutError, match=r"model:unreachable \(2\)"):
+            rollout(["x"], None)
+    finally:
+        rollout.close()
+    assert all(e.error.startswith("model:") for e in rollout.last_episodes if e.error)
+
+
+def test_more_failed_episodes_than_the_rate_allows_stop_the_batch(
+    env_url: str, stub: tuple[StubLLM, str]
+) -> None:
+    _, url = stub
+    prompts = ["broken a", "broken b", "ok"]
+    strict = build_rollout_func(env_url, llm=url, model="m", max_turns=10, concurrency=3)
+    lenient = build_rollout_func(
+        env_url, llm=url, model="m", max_turns=10, concurrency=3, max_error_rate=1.0
+    )
+    try:
+        with pytest.raises(RolloutError, match="2 of 3 episodes failed") as caught:
+            strict(prompts, None)
+        assert lenient(prompts, None)["rollout_failed"] == [True, True, False]
+    finally:
+        strict.close()
+        lenient.close()
+    assert "env:EXECUTION_ERROR (2)" in str(caught.value)
 
 
 def test_sampling_options_pass_through(env_url: str, stub: tuple[StubLLM, str]) -> None:
@@ -206,13 +252,13 @@ def test_default_mapping() -> None:
 
 def test_the_api_key_goes_to_the_model_server(env_url: str) -> None:
     with StubLLM(counting_policy, api_key="sk-right").serve() as url:
-        outcomes = []
-        for key in ("sk-right", None):
-            rollout = build_rollout_func(env_url, llm=url, model="m", max_turns=1, api_key=key)
-            try:
-                outcomes.append(rollout(["p"], None)["rollout_failed"])
-                error = rollout.last_episodes[0].error or ""
-            finally:
-                rollout.close()
-    assert outcomes == [[False], [True]]
-    assert "HTTP 401" in error  # refused, and not retried into a hang
+        right = build_rollout_func(env_url, llm=url, model="m", max_turns=1, api_key="sk-right")
+        wrong = build_rollout_func(env_url, llm=url, model="m", max_turns=1)
+        try:
+            assert right(["p"], None)["rollout_failed"] == [False]
+            with pytest.raises(RolloutError, match="model:unauthorized") as caught:
+                wrong(["p"], None)
+        finally:
+            right.close()
+            wrong.close()
+    assert "HTTP 401" in str(caught.value)  # refused, and not retried into a hang

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +16,7 @@ import pytest
 from openenv_runtime.rollouts import environment_factory
 from openenv_runtime.testing import running_server
 from tests.fixtures.guess import make_app
+from tests.support.servers import REPO, active_sessions, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +78,44 @@ def test_mcp_environment_exposes_its_tools() -> None:
         assert env.add(a=2, b=3) == "5"
         assert env.echo(message="hi") == "hi"
         assert inspect.signature(env.add).parameters["a"].annotation is int
+
+
+SCRIPT = """
+import sys
+from openenv_runtime.rollouts import environment_factory
+
+env = environment_factory(sys.argv[1])()  # a module global: finalized at interpreter shutdown
+env.reset(seed=1)
+env.step(guess=1)
+print("played", flush=True)
+"""
+
+
+def test_a_script_using_the_factory_exits(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p)
+    with running_server(make_app()) as url:
+        try:
+            done = subprocess.run(
+                [sys.executable, str(script), url],
+                capture_output=True,
+                text=True,
+                timeout=60,  # a bounded wait: the script takes about a second
+                env={**os.environ, "PYTHONPATH": path},
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("the script never exited (the factory's finalizer waited at shutdown)")
+        assert done.returncode == 0, done.stderr
+        assert "played" in done.stdout
+        assert wait_until(lambda: active_sessions(url) == 0, timeout=15)
+
+
+def test_a_dropped_instance_ends_its_session() -> None:
+    with running_server(make_app()) as url:
+        env: Any = environment_factory(url)()
+        env.reset(seed=2)
+        assert active_sessions(url) == 1
+        del env
+        gc.collect()
+        assert wait_until(lambda: active_sessions(url) == 0, timeout=15)

@@ -110,6 +110,14 @@ def test_faults_and_auth() -> None:
     assert _post(stub, {"nothing": 1}, **auth).status_code == 400
 
 
+def test_an_unknown_model_name_is_404_when_checked() -> None:
+    lenient, strict = StubLLM(model="served"), StubLLM(model="served", check_model=True)
+    assert _post(lenient, {"model": "typo", "messages": MESSAGES}).status_code == 200
+    missing = _post(strict, {"model": "typo", "messages": MESSAGES})
+    assert missing.status_code == 404 and "`typo` does not exist" in missing.text
+    assert _post(strict, {"model": "served", "messages": MESSAGES}).status_code == 200
+
+
 def test_models_list_and_reexport() -> None:
     from starlette.testclient import TestClient
 

@@ -7,6 +7,8 @@ module imports neither ``env_client`` nor ``pool``: both import it for their ``s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import sys
 import typing
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, overload
@@ -151,8 +153,23 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         state: StateT = self._call(async_call(self.client, "state"))
         return state
 
-    def close(self) -> None:
-        self._call(async_call(self.client, "close"))
+    def close(self, timeout: float | None = None) -> None:
+        """Close the session; with ``timeout``, give up waiting after that many seconds."""
+        future = asyncio.run_coroutine_threadsafe(async_call(self.client, "close"), self._loop)
+        try:
+            future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+
+    def close_soon(self) -> None:
+        """Start closing the session and return at once (for finalizers: never waits).
+
+        Does nothing at interpreter shutdown: the background loop's thread no longer runs
+        then, and the process's exit closes its connections anyway.
+        """
+        if sys.is_finalizing() or self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(async_call(self.client, "close"), self._loop)
 
     def checkpoint(self) -> Checkpoint:
         """Blocking :meth:`EnvClient.checkpoint`."""

@@ -9,6 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+try:  # the llm extra (the model client, the recorded calls): say so, keeping the name
+    import aiohttp  # noqa: F401
+    import orjson  # noqa: F401
+except ModuleNotFoundError as missing:
+    raise ModuleNotFoundError(
+        f"the rollouts need the package {missing.name!r}: pip install 'openenv-runtime[llm]'",
+        name=missing.name,
+    ) from None
+
+from ..failures import DEFAULT_MAX_ERROR_RATE, RolloutError
 from ..llm import OpenAIClient
 from .episode import Episode
 from .factory import environment_factory
@@ -19,6 +29,7 @@ from .service import RolloutService
 __all__ = [
     "ActionError",
     "Episode",
+    "RolloutError",
     "RolloutFunc",
     "RolloutService",
     "build_rollout_func",
@@ -50,6 +61,7 @@ def build_rollout_func(
     seed: int | None = None,
     sampling: dict[str, Any] | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
 ) -> RolloutFunc:
     """A ``rollout_func(prompts, trainer)`` for TRL's ``GRPOTrainer`` (``trainer`` may be None).
 
@@ -77,6 +89,10 @@ def build_rollout_func(
         temperature, top_p, max_tokens, sampling: passed to every model call.
         seed: sampling seed; episode ``i`` of a batch uses ``seed + i``.
         env_kwargs: passed to the pool's clients (e.g. ``token``).
+        max_error_rate: a call raises ``RolloutError`` (naming the first errors of each kind)
+            when more than this fraction of its episodes failed, or when one failed in a way
+            every episode would (the model server does not serve ``model``, refuses the key,
+            cannot be reached or reports no token ids; see ``openenv_runtime.failures``).
     """
     options = {
         k: v
@@ -100,4 +116,5 @@ def build_rollout_func(
         sampling={**options, **(sampling or {})},
         seed=seed,
         env_kwargs=dict(env_kwargs or {}),
+        max_error_rate=max_error_rate,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..capture.entries import Sample, TraceEntry, assemble
 from ..errors import EnvError
+from ..failures import model_failure
 from ..llm import LLMResponse, OpenAIClient
 from .mapping import ActionError
 
@@ -22,7 +23,7 @@ class Episode:
     """An episode's record: its place in the batch, conversation, recorded calls and outcome.
 
     ``error`` is set (and the episode kept, never dropped) when its environment session or a
-    model call failed; ``samples`` are the training samples its calls assemble into (more
+    model call failed, ``error_kind`` to its kind (see ``failures``); ``samples`` are the training samples its calls assemble into (more
     than one only when the conversation's tokens stopped extending each other).
     """
 
@@ -40,6 +41,7 @@ class Episode:
     invalid_actions: int = 0
     done: bool = False
     error: str | None = None
+    error_kind: str = ""
 
     @property
     def reward(self) -> float:
@@ -91,7 +93,8 @@ class Player:
     seed: int | None = None
 
     async def play(self, episode: Episode, client: Any) -> None:
-        """Run ``episode`` on ``client`` (an open ``EnvClient``); raises on environment failure."""
+        """Run ``episode`` on ``client`` (an open ``EnvClient``); raises on environment failure,
+        and ``ModelFailure`` when a model call fails."""
         reset = await asyncio.wait_for(client.reset(seed=episode.seed), self.env_timeout)
         text = self.to_message(reset.observation) if reset.observation is not None else ""
         messages = episode.messages = first_messages(episode.prompt, self.system_prompt, text)
@@ -103,7 +106,10 @@ class Player:
             options["seed"] = self.seed + episode.index
         for _ in range(self.max_turns):
             started = time.perf_counter()
-            reply = await self.llm.complete_with_tools(messages, [], **options)
+            try:
+                reply = await self.llm.complete_with_tools(messages, [], **options)
+            except Exception as error:
+                raise model_failure(error) from error
             episode.entries.append(_entry(episode, reply, messages, started))
             episode.turns += 1
             messages.append(reply.to_message_dict())

@@ -9,9 +9,14 @@ are the action's fields.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import inspect
 import itertools
 import json
+import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +31,10 @@ _TYPES: dict[str, type] = {
     "object": dict,
 }
 _FORWARDED = ("seed", "episode_id")
+_EXIT_WAIT_S = 3.0  # for every session still open at exit, in all
+_open: weakref.WeakSet[Any] = weakref.WeakSet()  # instances holding a session
+_exit_hook = threading.Lock()
+_exit_hook_installed = False
 
 
 def _python_type(spec: dict[str, Any]) -> type:
@@ -121,6 +130,7 @@ def environment_factory(
 
                 self._client = GenericEnvClient(url, **options).sync()
             self._client.connect()
+            _track(self)
         return self._client
 
     def __init__(self: Any) -> None:
@@ -141,12 +151,12 @@ def environment_factory(
         return float(sum(self.rewards))
 
     def _del(self: Any) -> None:
+        # Never wait here: a finalizer may run at interpreter shutdown, when the clients'
+        # loop thread no longer runs, or in that very thread.
         client, self._client = getattr(self, "_client", None), None
         if client is not None:
-            try:
-                client.close()
-            except Exception:  # the interpreter may be shutting down
-                pass
+            with contextlib.suppress(Exception):
+                client.close_soon()
 
     methods.update(__init__=__init__, reset=reset, get_reward=get_reward, __del__=_del)
     if is_mcp:
@@ -164,6 +174,32 @@ def environment_factory(
             "step", description, {**action, "properties": fields}, _step(show)
         )
     return type(name, (), methods)
+
+
+def _track(instance: Any) -> None:
+    """Remember an instance with a session, to end it at exit (once, bounded)."""
+    global _exit_hook_installed
+    _open.add(instance)
+    with _exit_hook:
+        if not _exit_hook_installed:
+            atexit.register(_close_open_sessions)
+            _exit_hook_installed = True
+
+
+def _close_open_sessions() -> None:
+    """At exit, while the clients' loop still runs: end the sessions instances still hold,
+    waiting ``_EXIT_WAIT_S`` seconds in all (a server that does not answer is left)."""
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    for instance in list(_open):
+        client, instance._client = getattr(instance, "_client", None), None
+        left = deadline - time.monotonic()
+        if client is None:
+            continue
+        with contextlib.suppress(Exception):
+            if left > 0:
+                client.close(timeout=left)
+            else:
+                client.close_soon()
 
 
 def _step(show: Callable[[Any], str]) -> Callable[[Any, dict[str, Any]], str]:

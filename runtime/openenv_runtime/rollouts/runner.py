@@ -9,8 +9,16 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from ..errors import EnvError
+from ..failures import (
+    DEFAULT_MAX_ERROR_RATE,
+    FailureLog,
+    ModelFailure,
+    RolloutError,
+    describe,
+    env_kind,
+    too_many,
+)
 from ..llm import OpenAIClient
-from ..llm_tokens import MissingTokenIdsError
 from .episode import Episode, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
 from .transport import TokenClient
@@ -46,10 +54,14 @@ class RolloutFunc:
         sampling: dict[str, Any],
         seed: int | None,
         env_kwargs: dict[str, Any],
+        max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     ) -> None:
         if group_size < 1 or max_turns < 1 or concurrency < 1:
             raise ValueError("group_size, max_turns and concurrency must be at least 1")
+        if not 0.0 <= max_error_rate <= 1.0:
+            raise ValueError("max_error_rate must be between 0 and 1")
         self.env = env
+        self.max_error_rate = max_error_rate
         self.group_size = group_size
         self.concurrency = concurrency
         self.env_kwargs = env_kwargs
@@ -135,7 +147,19 @@ class RolloutFunc:
         slots = free_slots(pool)
         await asyncio.gather(*(self.run_episode(pool, episode, slots) for episode in episodes))
         self.last_episodes = episodes
+        self._check(episodes)
         return episodes
+
+    def _check(self, episodes: Sequence[Episode]) -> None:
+        """Stop on a failure every episode would meet, or on too many failed episodes."""
+        log = FailureLog()
+        for episode in episodes:
+            if episode.failed:
+                log.add(episode.error_kind, episode.error or "")
+        if log.stops_run or too_many(log.failed, len(episodes), self.max_error_rate):
+            raise RolloutError(
+                log.report(len(episodes)) + "\n(the episodes are in rollout_func.last_episodes)"
+            )
 
     def _plan(self, prompts: Sequence[Any]) -> list[Episode]:
         """Prompt × member episodes; a run of equal prompts (TRL repeats each prompt once per
@@ -163,13 +187,13 @@ class RolloutFunc:
         alive = True
         try:
             await self.player.play(episode, pool[slot])
-        except MissingTokenIdsError:
-            raise
+        except ModelFailure as failure:
+            episode.error, episode.error_kind = f"model: {failure}", failure.kind
         except (EnvError, asyncio.TimeoutError, OSError) as error:
-            episode.error = f"environment: {_describe(error)}"
+            episode.error, episode.error_kind = f"environment: {describe(error)}", env_kind(error)
             alive = await _replace(pool, slot)
-        except Exception as error:  # the model call failed (HTTP error, timeout, bad answer)
-            episode.error = f"model: {_describe(error)}"
+        except Exception as error:  # a mapping (to_action, to_message) failed
+            episode.error, episode.error_kind = f"episode: {describe(error)}", "episode"
         finally:
             if alive:
                 slots.put_nowait(slot)
@@ -187,10 +211,6 @@ def free_slots(pool: Any) -> asyncio.Queue[int]:
     if slots.empty():
         slots.put_nowait(_NO_SLOT)
     return slots
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 async def _replace(pool: Any, slot: int) -> bool:

@@ -23,7 +23,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from ..llm import LLMResponse, OpenAIClient
+from ..llm import LLMResponse, OpenAIClient, ToolCall
+from ..llm_tokens import read_message
 
 _RETRIED = {408, 409, 429, 500, 502, 503, 504}
 
@@ -44,7 +45,8 @@ def _retryable(error: BaseException) -> bool:
 
 
 class TokenClient(OpenAIClient):
-    """``OpenAIClient(return_tokens=True)`` whose ``complete_with_tools`` goes over aiohttp.
+    """``OpenAIClient`` whose ``complete_with_tools`` goes over aiohttp (token ids asked for
+    and required by default; ``return_tokens = False`` sends the plain request).
 
     Its connections belong to the event loop of its first call; ``aclose()`` ends them.
     """
@@ -56,9 +58,10 @@ class TokenClient(OpenAIClient):
         *,
         api_key: str | None = None,
         timeout: float | None = None,
+        return_tokens: bool = True,
     ) -> None:
         super().__init__(
-            endpoint, None, model, api_key=api_key, return_tokens=True, timeout=timeout
+            endpoint, None, model, api_key=api_key, return_tokens=return_tokens, timeout=timeout
         )
         self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
         self._headers = {"content-type": "application/json"}
@@ -88,10 +91,11 @@ class TokenClient(OpenAIClient):
     async def complete_with_tools(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
     ) -> LLMResponse:
-        if not self.return_tokens:
-            return await super().complete_with_tools(messages, tools, **kwargs)
         answer = await self._post(orjson.dumps(self._token_request(messages, tools, **kwargs)))
-        return self._token_response(answer)
+        if self.return_tokens:
+            return self._token_response(answer)
+        text, made, finish = read_message(answer)
+        return LLMResponse(text, [ToolCall(*c) for c in made], finish_reason=finish)
 
     async def _post(self, data: bytes) -> dict[str, Any]:
         retrying = AsyncRetrying(

@@ -59,6 +59,8 @@ class StubLLM:
             ``return_token_ids`` support), to test clients' errors.
         api_key: when set, requests must carry ``Authorization: Bearer <api_key>``.
         record: keep what was sampled for each prompt in ``stub.sampled`` (for checks).
+        check_model: answer a request for another model than ``model`` with HTTP 404, as
+            vLLM does (by default any name is served).
 
     ``stub.fail_next(n, status)`` makes the next ``n`` completions fail (429 carries
     ``Retry-After``); ``stub.requests`` holds every completion request's body, ``stub.paths``
@@ -74,8 +76,10 @@ class StubLLM:
         token_ids: bool = True,
         api_key: str | None = None,
         record: bool = False,
+        check_model: bool = False,
     ) -> None:
         self.policy: Policy = policy or echo_policy
+        self.check_model = check_model
         self.model = model
         self.latency = latency
         self.token_ids = token_ids
@@ -150,6 +154,8 @@ class StubLLM:
         if fault is not None:
             headers = {"Retry-After": "0"} if fault == 429 else None
             return _error(fault, f"injected fault {fault}", "server_error", headers)
+        if self.check_model and body.get("model") != self.model:
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         if int(body.get("n") or 1) != 1:
             return _error(400, "the stand-in server answers n=1 only")
         reply = await self._reply(messages, body)
