@@ -31,10 +31,12 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 class _Registry:
     """What the exporter reads of a session registry, for a worker holding nothing."""
 
-    sessions: dict[str, object] = {}
+    def __init__(self) -> None:
+        self.sessions: dict[str, object] = {}
+        self.warm: list[object] = []
+
     detached = 0
     capacity = 8
-    warm: list[object] = []
     abandoned = 0
 
     class runner:
