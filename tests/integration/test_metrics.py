@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import stat
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
+from pathlib import Path
 
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.exceptions import ConnectionClosed
@@ -119,3 +122,19 @@ def test_counts_are_exact_and_every_worker_shows_the_totals(server: str) -> None
         "openenv_steps_total": steps,
     }
     assert wait_until(lambda: every_scrape_says(closed), timeout=30, interval=0.5), scrape(server)
+
+
+def test_the_workers_folder_is_private_and_removed_at_exit() -> None:
+    port = free_port()
+    process = spawn_server("tests.fixtures.echo_app:app", port, workers=2)
+    try:
+        workers = psutil.Process(process.pid).children()
+        folders = {w.environ().get("PROMETHEUS_MULTIPROC_DIR") for w in workers}
+        assert len(folders) == 1 and None not in folders  # one folder, shared by the workers
+        folder = Path(folders.pop())
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        scrape(f"http://127.0.0.1:{port}")
+        assert any(folder.glob("*.db"))
+    finally:
+        stop_process(process)
+    assert not folder.exists()

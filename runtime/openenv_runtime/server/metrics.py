@@ -27,10 +27,10 @@ import glob
 import os
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -46,9 +46,6 @@ from prometheus_client.utils import floatToGoString
 
 from ..mcp import code_mode
 
-if TYPE_CHECKING:
-    from .sessions import SessionManager
-
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus_client's variable: the folder of the workers' metric files (multiprocess mode)."""
 FLUSH_INTERVAL = 1.0
@@ -61,6 +58,23 @@ LATENCY_BUCKETS = (
 """Upper bounds (seconds) of the step and reset latency histograms: a cheap inline step
 takes tens of microseconds, an LLM-judged one seconds."""
 _FILE_TAG = "openenv"  # our files' names end in -openenv.db: an environment's own metrics may share the folder
+
+
+class Sessions(Protocol):
+    """What the exporter reads of a worker's session registry (``sessions.SessionManager``)."""
+
+    @property
+    def sessions(self) -> Mapping[str, Any]: ...
+    @property
+    def detached(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def warm(self) -> Sized: ...
+    @property
+    def abandoned(self) -> int: ...
+    @property
+    def runner(self) -> Any: ...
 
 
 class Latency:
@@ -141,7 +155,7 @@ def _one(value: Any) -> dict[tuple[str, ...], Any]:
     return {(): value}
 
 
-def series(tally: Tally, manager: SessionManager | None = None) -> list[Series]:
+def series(tally: Tally, manager: Sessions | None = None) -> list[Series]:
     """Everything ``/metrics`` reports for one worker: ``tally``'s counts and, when given, what
     ``manager`` (its sessions, runner and code-mode slots) holds now."""
     out = [
@@ -221,7 +235,7 @@ def families(items: Iterable[Series]) -> Iterator[Metric]:
 
 
 class _Local(Collector):
-    def __init__(self, tally: Tally, manager: SessionManager) -> None:
+    def __init__(self, tally: Tally, manager: Sessions) -> None:
         self.tally, self.manager = tally, manager
 
     def collect(self) -> Iterator[Metric]:
@@ -231,7 +245,7 @@ class _Local(Collector):
 class Exporter:
     """``/metrics`` of one worker: its own numbers, or with a shared folder, every worker's."""
 
-    def __init__(self, tally: Tally, manager: SessionManager, folder: str | None = None) -> None:
+    def __init__(self, tally: Tally, manager: Sessions, folder: str | None = None) -> None:
         self.tally, self.manager = tally, manager
         self.folder = folder
         self.registry = CollectorRegistry(auto_describe=False)
