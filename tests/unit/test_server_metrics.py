@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from openenv_runtime import create_app
 from openenv_runtime.server.metrics import (
     LATENCY_BUCKETS,
     WS_DONE,
@@ -18,6 +21,7 @@ from openenv_runtime.server.metrics import (
     forget_worker,
     series,
 )
+from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -114,3 +118,26 @@ def test_every_worker_file_adds_up_in_the_shared_folder(tmp_path: Path) -> None:
     assert got["openenv_sessions_capacity", ()] == 8
     assert got["openenv_steps_total", (("outcome", "ok"), ("transport", "ws"))] == 5
     exporter.close()
+
+
+def test_http_sessions_steps_and_refusals_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "1")
+    app = create_app(EchoEnvironment, EchoAction, EchoObservation)
+    with TestClient(app) as client:
+        opened = client.post("/reset", json={})
+        session = opened.json()["session_id"]
+        for _ in range(3):
+            stepped = client.post("/step", json={"session_id": session, "action": {"message": "x"}})
+            assert stepped.status_code == 200
+        bad = client.post("/step", json={"session_id": session, "action": {"message": 1}})
+        assert bad.status_code == 422
+        assert client.post("/reset", json={}).status_code == 503  # full: refused, not opened
+        got = samples(client.get("/metrics").text)
+    assert got["openenv_steps_total", (("outcome", "ok"), ("transport", "http"))] == 3
+    assert got["openenv_steps_total", (("outcome", "invalid"), ("transport", "http"))] == 1
+    assert got["openenv_step_duration_seconds_count", ()] == 3
+    assert got["openenv_resets_total", (("outcome", "ok"), ("transport", "http"))] == 1
+    assert got["openenv_sessions_opened_total", (("transport", "http"),)] == 1
+    assert got["openenv_sessions_refused_total", (("reason", "capacity"),)] == 1
+    assert got["openenv_sessions_active", (("transport", "http"),)] == 1
+    assert got["openenv_warm_pool_total", (("result", "miss"),)] == 1
