@@ -212,6 +212,13 @@ def series(tally: Tally, manager: Sessions | None = None) -> list[Series]:
                    "slot.", (), _one(slots.running)),
             Series("gauge", "openenv_code_runs_queued", "Code-mode runs waiting for a worker "
                    "slot.", (), _one(slots.queued())),
+            Series("counter", "openenv_code_runs", "Code-mode runs by whether they got a "
+                   "worker slot (granted) or waited past CODE_WAIT_TIMEOUT (refused), this "
+                   "worker's since start.", ("result",),
+                   {("granted",): slots.granted_runs, ("refused",): slots.refused_runs}),
+            Series("counter", "openenv_code_run_wait_seconds", "Seconds granted code-mode "
+                   "runs waited for their slot, in all (÷ openenv_code_runs_total{result="
+                   "\"granted\"}: the mean wait).", (), _one(slots.wait_seconds)),
         ]  # fmt: skip
     return out
 
