@@ -111,6 +111,7 @@ def test_counts_are_exact_and_every_worker_shows_the_totals(server: str) -> None
             "openenv_sessions_refused_total{reason=capacity}": 1,
             "openenv_sessions_active{transport=ws}": sessions,
             "openenv_sessions_capacity": 2 * CAPACITY,
+            "openenv_workers": 2,
         }
         # the other worker's counts arrive within its flush interval: a bounded wait
         assert wait_until(lambda: every_scrape_says(while_open), timeout=30, interval=0.5), scrape(

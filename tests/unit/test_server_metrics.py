@@ -108,6 +108,7 @@ def test_every_worker_file_adds_up_in_the_shared_folder(tmp_path: Path) -> None:
     assert got["openenv_step_duration_seconds_bucket", (("le", "0.001"),)] == 1
     assert got["openenv_step_duration_seconds_bucket", (("le", "0.025"),)] == 4
     assert got["openenv_sessions_capacity", ()] == 16  # a gauge: summed over live workers
+    assert sum(v for (name, _), v in got.items() if name == "openenv_workers") == 2
     # counts written again are totals, not added twice
     tally.step(WS_OK, 0.001)
     got = samples(exporter.render().decode())
@@ -116,6 +117,7 @@ def test_every_worker_file_adds_up_in_the_shared_folder(tmp_path: Path) -> None:
     forget_worker(str(tmp_path), 999999)
     got = samples(exporter.render().decode())
     assert got["openenv_sessions_capacity", ()] == 8
+    assert sum(v for (name, _), v in got.items() if name == "openenv_workers") == 1
     assert got["openenv_steps_total", (("outcome", "ok"), ("transport", "ws"))] == 5
     exporter.close()
 

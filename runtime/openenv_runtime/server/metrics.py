@@ -40,10 +40,11 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from .._version import __version__
 from ..mcp import code_mode
 
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
@@ -194,6 +195,8 @@ def series(tally: Tally, manager: Sessions | None = None) -> list[Series]:
         by_kind = Counter(s.kind for s in manager.sessions.values())
         runner, slots = manager.runner, code_mode.slots
         out += [
+            Series("gauge", "openenv_workers", "Worker processes serving, by runtime version.",
+                   ("version",), {(__version__,): 1}),
             Series("gauge", "openenv_sessions_active", "Sessions holding a slot now, by "
                    "transport.", ("transport",),
                    {(k,): by_kind.get(k, 0) for k in ("ws", "http", "call")}),
@@ -316,7 +319,9 @@ class Exporter:
 
 
 def forget_worker(folder: str, pid: int) -> None:
-    """A worker died: drop its gauges (sessions it held are gone); its counts stay in the totals."""
+    """A worker died: drop its gauges (sessions it held are gone); its counts stay in the totals.
+    An environment's own live gauges in the folder go too (prometheus_client's bookkeeping)."""
+    mark_process_dead(pid, folder)
     for path in glob.glob(os.path.join(glob.escape(folder), f"gauge_*_{pid}-{_FILE_TAG}.db")):
         try:
             os.remove(path)
