@@ -49,14 +49,18 @@ from openenv_cli.bench.worker import raise_open_file_limit  # noqa: E402
 from openenv_cli.scaffold import render_project  # noqa: E402
 from openenv_runtime.testing import free_port  # noqa: E402
 
-SERVERS = ("floor", "floor-inline", "generated", "bench", "reference", "reference10")
-HTTP_SERVERS = ("generated", "bench", "reference", "reference10")
+SERVERS = (
+    "floor", "floor-inline", "generated", "generated-nometrics", "bench", "reference", "reference10"
+)  # fmt: skip
+HTTP_SERVERS = ("generated", "generated-nometrics", "bench", "reference", "reference10")
 ECHO = {"message": "hello world"}
 OUT = ROOT / "benchmarks"
 
 
-def generated_server(workdir: Path) -> ServerProcess:
-    """The project ``openenv init hot_echo`` writes, served from ``workdir``."""
+def generated_server(workdir: Path, metrics: bool = True) -> ServerProcess:
+    """The project ``openenv init hot_echo`` writes, served from ``workdir``; ``metrics=False``
+    serves it with ``OPENENV_METRICS=0`` (no /metrics, no per-step counting), the
+    ``generated-nometrics`` server that prices the metrics in the same run."""
     for relative, text in render_project("hot_echo").items():
         path = workdir / "hot_echo" / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,10 +76,16 @@ def generated_server(workdir: Path) -> ServerProcess:
         "--port",
         str(port),
     ]
-    # this checkout's runtime, whatever an editable install points at
-    sources = os.pathsep.join((str(workdir), str(ROOT / "runtime")))
-    env = {**BENCH_ENV, "PYTHONPATH": sources, "MAX_CONCURRENT_ENVS": "1000"}
-    return ServerProcess(argv, port, env=env, name="generated")
+    # this checkout's runtime, whatever an editable install points at; the caller's path after
+    path = os.pathsep.join(
+        p for p in (str(workdir), str(ROOT / "runtime"), os.environ.get("PYTHONPATH", "")) if p
+    )
+    env = {**BENCH_ENV, "PYTHONPATH": path, "MAX_CONCURRENT_ENVS": "1000"}
+    if not metrics:
+        env["OPENENV_METRICS"] = "0"
+    return ServerProcess(
+        argv, port, env=env, name="generated" if metrics else "generated-nometrics"
+    )
 
 
 def reference10_server() -> ServerProcess:
@@ -96,8 +106,8 @@ def reference10_server() -> ServerProcess:
 
 
 def start(name: str, workdir: Path) -> ServerProcess:
-    if name == "generated":
-        server = generated_server(workdir)
+    if name in ("generated", "generated-nometrics"):
+        server = generated_server(workdir, metrics=name == "generated")
     elif name == "reference10":
         server = reference10_server()
     else:
@@ -108,7 +118,7 @@ def start(name: str, workdir: Path) -> ServerProcess:
 
 
 def target(name: str, server: ServerProcess, transport: str) -> Target:
-    echo = name in ("generated", "reference10")
+    echo = name in ("generated", "generated-nometrics", "reference10")
     return Target.parse(
         server.url,
         transport=transport,

@@ -40,6 +40,10 @@ class ServerSection(Section):
     web_interface: bool | None = Field(
         None, description="Serve the web UI at /web (ENABLE_WEB_INTERFACE)."
     )
+    metrics: bool | None = Field(None, description="Serve /metrics (OPENENV_METRICS).")
+    public_metrics: bool | None = Field(
+        None, description="Serve /metrics without the API key (OPENENV_PUBLIC_METRICS)."
+    )
     step_timeout: float | None = Field(
         None, ge=0, description="Seconds a reset/step may run (STEP_TIMEOUT)."
     )

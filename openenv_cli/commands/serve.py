@@ -202,6 +202,22 @@ def command(
             "server.web_interface; default on].",
         ),
     ] = None,
+    metrics: Annotated[
+        bool | None,
+        typer.Option(
+            "--metrics/--no-metrics",
+            help="Serve /metrics (Prometheus text format) \\[env OPENENV_METRICS; "
+            "server.metrics; default on].",
+        ),
+    ] = None,
+    public_metrics: Annotated[
+        bool | None,
+        typer.Option(
+            "--public-metrics/--no-public-metrics",
+            help="Serve /metrics without the API key when auth is on \\[env "
+            "OPENENV_PUBLIC_METRICS; server.public_metrics; default off].",
+        ),
+    ] = None,
 ) -> None:
     """Serve the environment in PATH on uvicorn until Ctrl-C.
 
@@ -254,6 +270,8 @@ def command(
             "code_wait_timeout": code_wait_timeout,
             "code_slots_per_client": code_slots_per_client,
             "web_interface": web,
+            "metrics": metrics,
+            "public_metrics": public_metrics,
         },
     )
     settings = plan.settings

@@ -16,9 +16,11 @@ import gc
 import multiprocessing
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -32,7 +34,7 @@ import uvicorn
 from .adapters.served import served_app
 from .adapters.target import parse_family_target
 from .errors import AdapterError, EnvironmentContractError
-from .server import connections, drain
+from .server import connections, drain, metrics
 from .server.logs import install_redaction
 from .server.settings import (
     FLAGS_VARIABLE,
@@ -279,6 +281,13 @@ def _supervise(launch: Launch, settings: ServerSettings) -> None:
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, drain.DRAIN_SIGNAL)
 
+    # One folder for every worker's metric files, so /metrics on any of them shows the totals:
+    # the operator's (PROMETHEUS_MULTIPROC_DIR, kept), else a private one removed at exit.
+    shared = os.environ.get(metrics.MULTIPROC_VARIABLE) or None
+    made = None
+    if settings.metrics and shared is None:
+        made = shared = tempfile.mkdtemp(prefix="openenv-metrics-")  # 0700
+        os.environ[metrics.MULTIPROC_VARIABLE] = made  # inherited by each worker
     workers: list[multiprocessing.process.BaseProcess] = []
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous[drain.DRAIN_SIGNAL] = signal.signal(drain.DRAIN_SIGNAL, drain_every_worker)
@@ -299,6 +308,8 @@ def _supervise(launch: Launch, settings: ServerSettings) -> None:
                         f"openenv: worker {process.pid} exited ({process.exitcode}); restarting it.",
                         file=sys.stderr,
                     )
+                    if shared is not None and process.pid is not None:
+                        metrics.forget_worker(shared, process.pid)
                     workers[i] = start()
     finally:
         for process in workers:
@@ -313,6 +324,9 @@ def _supervise(launch: Launch, settings: ServerSettings) -> None:
                 process.kill()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if made is not None:
+            os.environ.pop(metrics.MULTIPROC_VARIABLE, None)
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:

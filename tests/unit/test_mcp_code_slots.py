@@ -131,3 +131,17 @@ def test_what_is_remembered_of_past_turns_is_bounded(monkeypatch: pytest.MonkeyP
         assert ticket is not None
         slots.release(ticket)
     assert len(slots._served) == 10
+
+
+def test_runs_granted_refused_and_their_waits_are_counted() -> None:
+    slots = CodeSlots(1, wait_s=1.0)
+    first = slots.acquire("a")
+    assert first is not None
+    assert slots.acquire("b") is None  # waited its wait_s, then refused
+    slots.release(first)
+    second = slots.acquire("b")
+    assert second is not None
+    slots.release(second)
+    assert (slots.granted_runs, slots.refused_runs) == (2, 1)
+    # the refused run's wait (at least wait_s) is not added to the granted runs' (none waited)
+    assert 0 <= slots.wait_seconds < 1.0

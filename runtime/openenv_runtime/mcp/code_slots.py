@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -60,6 +61,10 @@ class CodeSlots:
         self._arrivals = itertools.count()
         self._turns = itertools.count()
         self._served: OrderedDict[Hashable, int] = OrderedDict()
+        # since start, for /metrics: runs given a slot, their seconds in the queue, runs refused
+        self.granted_runs = 0
+        self.wait_seconds = 0.0
+        self.refused_runs = 0
 
     def configure(self, per_client: int | None, wait_s: float) -> None:
         """Apply a server's settings (a client's share, the wait bound)."""
@@ -80,17 +85,20 @@ class CodeSlots:
     def acquire(self, session: Hashable, client: str | None = None) -> Ticket | None:
         """A slot for a run of ``session`` (by ``client``); None when none came within
         ``wait_s``. Give it back with :meth:`release`."""
+        start = time.monotonic()
         with self._lock:
             ticket = Ticket(session, client, next(self._arrivals))
             self._waiting.append(ticket)
             self._grant()
             wait_s = self.wait_s
-        if ticket.granted.wait(wait_s):
-            return ticket
+        granted = ticket.granted.wait(wait_s)
         with self._lock:
-            if ticket.granted.is_set():  # granted just as the wait ended
+            if granted or ticket.granted.is_set():  # (or granted just as the wait ended)
+                self.granted_runs += 1
+                self.wait_seconds += time.monotonic() - start
                 return ticket
             self._waiting.remove(ticket)
+            self.refused_runs += 1
             self._grant()  # a share it held back may now go to someone else
         return None
 

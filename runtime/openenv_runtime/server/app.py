@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.routing import WebSocketRoute
 
 from .._version import __version__
@@ -36,6 +36,7 @@ from .lifecycle import LifecycleSettings
 from .limits import EXTRA_FIELDS_ALLOWED, BodyLimitMiddleware, client_identity
 from .logs import install_redaction
 from .mcp import MCPHandler, build_mcp_router, serve_attached
+from .metrics import CONTENT_TYPE, MULTIPROC_VARIABLE, Exporter
 from .options import GRADIO_OPTIONS, resolve_reference_options
 from .sessions import NoCapacity, SessionManager
 from .settings import load_settings
@@ -210,6 +211,8 @@ def create_app(
         unused_timeout=config.unused_session_timeout,
     )
     api_key = config.api_key_value
+    # several workers: every worker's totals, through the folder the launcher made (serve.py)
+    exporter = Exporter(manager.tally, manager, os.environ.get(MULTIPROC_VARIABLE) or None)
     install_redaction()
     code_mode.slots.configure(
         config.code_slots_for_client(code_mode.slots.total), config.code_wait_timeout
@@ -220,16 +223,23 @@ def create_app(
         install_redaction()  # again: the server may have configured logging since
         manager.start()
         drain.register(manager)
-        collector = asyncio.get_running_loop().create_task(
-            collect_connection_cycles(manager), name="openenv-gc"
-        )
+        loop = asyncio.get_running_loop()
+        collector = loop.create_task(collect_connection_cycles(manager), name="openenv-gc")
+        flusher = None
+        if config.metrics and exporter.folder is not None:
+            flusher = loop.create_task(exporter.flush_forever(), name="openenv-metrics")
         try:
             yield
         finally:
             collector.cancel()
+            if flusher is not None:
+                flusher.cancel()
             drain.unregister(manager)
             await manager.shutdown()
             runner.shutdown()
+            if flusher is not None:
+                exporter.flush()  # the last counts, sessions closed included
+                exporter.close()
 
     env_name = name or (
         env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment")
@@ -270,6 +280,8 @@ def create_app(
         inline_frames=config.inline_frames,
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
+    if not config.metrics:
+        ws_endpoint.tally = None  # no per-step counting on the hot path
     checkpointer = Checkpointer(
         manager,
         CheckpointStore(
@@ -316,6 +328,14 @@ def create_app(
 
     install_lifecycle_routes(app, manager)
 
+    if config.metrics:
+
+        @app.get("/metrics", tags=["info"], response_class=Response)
+        async def metrics() -> Response:
+            """Sessions, steps, latencies and refusals in the Prometheus text format (every
+            worker's totals); behind the API key unless the server runs with --public-metrics."""
+            return Response(exporter.render(), media_type=CONTENT_TYPE)
+
     @app.get("/schema", tags=["info"])
     async def get_schema() -> dict[str, Any]:
         return schema
@@ -349,6 +369,8 @@ def create_app(
 
         mount_web(app)
         public = public_paths(STATIC_DIR)
+    if config.metrics and config.public_metrics:
+        public = public | {"/metrics"}
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_message_bytes)
     if api_key:

@@ -67,7 +67,11 @@ class Checkpointer:
         state = await self._call(env, "export_state")
         step = (await self.runner.state(env)).step_count
         blob = self.store.encode(state, step, session.episode_open, session.client)
-        return (await self.store.put(blob)).info
+        info: dict[str, Any] = (await self.store.put(blob)).info
+        tally = self.manager.tally
+        tally.checkpoints["taken",] += 1
+        tally.checkpoint_bytes += int(info.get("size") or 0)
+        return info
 
     async def restore(self, session: Session, ident: Any, digest: Any) -> dict[str, Any]:
         """Load checkpoint ``ident`` into the session's environment (verified first)."""
@@ -83,6 +87,7 @@ class Checkpointer:
     async def apply(self, session: Session, blob: Blob) -> None:
         await self._call(session.env, "import_state", blob.state())
         session.episode_open = blob.header.get("episode_open")
+        self.manager.tally.checkpoints["restored",] += 1
 
     # -- /ws -------------------------------------------------------------------------------
     async def handle(self, session: Session, kind: str, data: Any) -> str:

@@ -71,14 +71,16 @@ async def drain(manager: SessionManager, timeout: float | None = None) -> None:
             # never reset: end it now; between episodes: after a pause (the client may still
             # read the state of the episode that just ended); its next reset moves it anyway
             if session.episode_open is None or now - session.last_active > BETWEEN_EPISODES:
-                await manager.end(session, CLOSE_SERVICE_RESTART, "server draining")
+                await manager.end(session, CLOSE_SERVICE_RESTART, "server draining", "drain")
         if time.monotonic() >= deadline:
             break
         await asyncio.sleep(0.05)
     left = list(manager.sessions.values())
     if left:
         logger.info("drain timeout: closing %d running session(s)", len(left))
-        await asyncio.gather(*(manager.end(s, CLOSE_GOING_AWAY, "server draining") for s in left))
+        await asyncio.gather(
+            *(manager.end(s, CLOSE_GOING_AWAY, "server draining", "drain") for s in left)
+        )
 
 
 async def drain_all(timeout: float | None = None) -> None:

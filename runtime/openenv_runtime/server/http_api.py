@@ -13,17 +13,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from time import perf_counter
 from typing import Any
 
 from fastapi import APIRouter, Body, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..models import Action
+from ..models import Action, Observation
 from ..protocol import ErrorCode, observation_payload
 from .actions import action_validator
 from .adapter import ContractViolation, Exhausted, StepTimeout
 from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
+from .metrics import HTTP_DONE, HTTP_ERROR, HTTP_INVALID, HTTP_OK, HTTP_TIMEOUT
 from .sessions import Session, SessionManager
 from .websocket import describe_exception, invalid_action
 from .ws_handshake import RETRY_AFTER_SECONDS
@@ -91,6 +95,29 @@ def lookup_session(manager: SessionManager, session_id: str | None) -> Session |
     return session
 
 
+async def counted(
+    manager: SessionManager, call: Callable[[Any], Awaitable[Observation]], action: Any
+) -> Observation:
+    """``await call(action)``: one HTTP step, counted for /metrics with its outcome and time."""
+    start = perf_counter()
+    try:
+        obs = await call(action)
+    except Exception as exc:
+        failed = HTTP_TIMEOUT if isinstance(exc, StepTimeout) else HTTP_ERROR
+        manager.tally.step(failed, perf_counter() - start)
+        raise
+    manager.tally.step(HTTP_DONE if obs.done else HTTP_OK, perf_counter() - start)
+    return obs
+
+
+def refused_action(
+    manager: SessionManager, status: int, message: str, **extra: Any
+) -> JSONResponse:
+    """The reply to an HTTP step whose action is refused (counted as an invalid step)."""
+    manager.tally.steps[HTTP_INVALID] += 1
+    return _error(status, ErrorCode.VALIDATION_ERROR, message, **extra)
+
+
 async def run_call(manager: SessionManager, session: Session, call: Any, what: str) -> Any:
     """``await call()`` for one HTTP session: one request at a time, errors as responses."""
     assert session.lock is not None
@@ -107,6 +134,7 @@ async def run_call(manager: SessionManager, session: Session, call: Any, what: s
         except StepTimeout as exc:
             logger.error("HTTP session %s ended: %s", session.label, exc)
             manager.abandoned += 1
+            session.ended_by = "step_timeout"
             session.env = None  # abandoned: the runner closes it when its call returns
             await manager.release(session)
             return _error(504, ErrorCode.STEP_TIMEOUT, str(exc))
@@ -165,16 +193,24 @@ def build_http_router(
             except (StepTimeout, Exhausted) as exc:
                 if isinstance(exc, StepTimeout):
                     session.env = None  # abandoned: closed when its constructor returns
+                session.ended_by = "factory_error"
                 await manager.release(session)
                 return _error(503, ErrorCode.FACTORY_ERROR, str(exc))
             except Exception as exc:
                 logger.exception("creating the environment failed (HTTP /reset)")
+                session.ended_by = "factory_error"
                 await manager.release(session)
                 return _error(500, ErrorCode.FACTORY_ERROR, describe_exception(exc))
         options = request.model_dump(exclude={"session_id"}, exclude_none=True)
 
         async def call() -> Any:
-            obs = await runner.reset(session.env, options)
+            start = perf_counter()
+            try:
+                obs = await runner.reset(session.env, options)
+            except Exception:
+                manager.tally.reset("http", False, perf_counter() - start)
+                raise
+            manager.tally.reset("http", True, perf_counter() - start)
             return {**observation_payload(obs), "session_id": session.id}
 
         result = await run(session, call, "reset")
@@ -196,15 +232,15 @@ def build_http_router(
         session = found
         too_many = too_many_fields(request.action, max_action_fields)
         if too_many is not None:
-            return _error(422, ErrorCode.VALIDATION_ERROR, too_many)
+            return refused_action(manager, 422, str(too_many))
         try:
             action = validate_action(request.action)
         except ValidationError as exc:
-            return _error(422, ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
+            return refused_action(manager, 422, **invalid_action(exc))
 
         async def call() -> Any:
             session.stepped = True
-            obs = await runner.step(session.env, action)
+            obs = await counted(manager, partial(runner.step, session.env), action)
             return {**observation_payload(obs), "session_id": session.id}
 
         return await run(session, call, "step")

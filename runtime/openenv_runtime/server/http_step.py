@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 from starlette.responses import JSONResponse
 
-from ..protocol import ErrorCode, http_step_body
-from .http_api import _error, lookup_session, run_call
+from ..protocol import http_step_body
+from .http_api import counted, lookup_session, refused_action, run_call
 from .limits import BodyTooLarge, too_many_fields
 from .sessions import SessionManager
 from .websocket import invalid_action
@@ -135,11 +135,11 @@ class HttpStep:
         session = found
         too_many = too_many_fields(data, self.max_action_fields)
         if too_many is not None:
-            return _error(422, ErrorCode.VALIDATION_ERROR, too_many)
+            return refused_action(self.manager, 422, str(too_many))
         try:
             action = self.validate_action(data)
         except ValidationError as exc:
-            return _error(422, ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
+            return refused_action(self.manager, 422, **invalid_action(exc))
         runner = self.runner
 
         async def call() -> bytes:
@@ -147,7 +147,7 @@ class HttpStep:
             step = session.step
             if step is None:  # bound once per session, as the WebSocket's is
                 step = session.step = runner.bind_step(session.env)
-            obs = await step(action)
+            obs = await counted(self.manager, step, action)
             return http_step_body(obs, session.id)
 
         return await run_call(self.manager, session, call, "step")

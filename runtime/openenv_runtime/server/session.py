@@ -37,6 +37,7 @@ class Session:
         "busy",
         "client",
         "detached",
+        "ended_by",
         "env",
         "episode_open",
         "id",
@@ -66,6 +67,7 @@ class Session:
         self.busy = False
         self.released = False
         self.detached = False
+        self.ended_by = "client"  # why it ended, for /metrics (whoever ends it says so first)
         # None: never reset; True: an episode runs (a drain lets it finish); False: it ended
         self.episode_open: bool | None = None
         # HTTP sessions: stepped (or a tool called) at least once; an unused one is reaped sooner

@@ -24,6 +24,7 @@ from typing import Any
 from ..protocol import CLOSE_NORMAL
 from .adapter import EnvRunner, StepTimeout
 from .lifecycle import LifecycleSettings
+from .metrics import Tally
 from .session import NoCapacity, Session
 from .warm_pool import WarmPool
 
@@ -62,6 +63,7 @@ class SessionManager:
         self.by_client: dict[str, int] = {}
         self.total_opened = 0
         self.abandoned = 0  # sessions ended by STEP_TIMEOUT; their instances were left to finish
+        self.tally = Tally()  # what /metrics reports (server/metrics.py)
         self.draining = False
         self.stopping = False
         self.warm = WarmPool(runner, self.lifecycle.warm_pool, lambda: self.capacity - self.active)
@@ -143,12 +145,14 @@ class SessionManager:
         """Reserve a slot (synchronously, so no other task can take it meanwhile); None when
         full, draining or the client's cap is reached. ``session_id`` is a client's proposal,
         used when free."""
-        if (
-            len(self.sessions) >= self.capacity
-            or self.draining
-            or self.stopping
-            or self.client_full(client)
-        ):
+        if self.draining or self.stopping:
+            self.tally.refused["draining",] += 1
+            return None
+        if self.client_full(client):
+            self.tally.refused["client_cap",] += 1
+            return None
+        if len(self.sessions) >= self.capacity:
+            self.tally.refused["capacity",] += 1
             return None
         if session_id is not None and session_id in self.sessions:
             session_id = None
@@ -157,13 +161,16 @@ class SessionManager:
         if client is not None:
             self.by_client[client] = self.by_client.get(client, 0) + 1
         self.total_opened += 1
+        self.tally.opened[kind,] += 1
         return session
 
     async def new_instance(self) -> Any:
         """An environment instance for a session that holds a slot (from the warm pool if any)."""
         self.runner.check_not_exhausted()
         if self.warm.size > 0:
+            self.tally.warm["hit",] += 1
             return await self.warm.take()
+        self.tally.warm["miss",] += 1
         return await self.runner.create()
 
     async def hold_tools(self, session: Session) -> None:
@@ -214,6 +221,7 @@ class SessionManager:
             logger.info(
                 "session %s: not resumed within %ss", session.label, self.lifecycle.resume_grace
             )
+            session.ended_by = "resume_expired"
             self.release_soon(session)
 
     def attach(self, session: Session) -> int:
@@ -226,6 +234,7 @@ class SessionManager:
         session.detached = False
         session.last_active = time.monotonic()
         state.generation += 1
+        self.tally.resumed += 1
         return state.generation
 
     # -- ending sessions ------------------------------------------------------------------
@@ -240,6 +249,7 @@ class SessionManager:
             return
         session.released = True
         self.sessions.pop(session.id, None)
+        self.tally.closed[session.kind, session.ended_by] += 1
         if session.client is not None:
             left = self.by_client.get(session.client, 1) - 1
             if left > 0:
@@ -291,7 +301,13 @@ class SessionManager:
         except Exception:
             logger.exception("close() of %s raised", type(env).__qualname__)
 
-    async def end(self, session: Session, code: int = CLOSE_NORMAL, reason: str = "") -> None:
+    async def end(
+        self, session: Session, code: int = CLOSE_NORMAL, reason: str = "", cause: str = "server"
+    ) -> None:
+        """Close the session's connection (with ``code`` and ``reason``), then release it;
+        ``cause`` is what /metrics counts it closed by."""
+        if not session.released:
+            session.ended_by = cause
         await session.close_connection(code, reason)
         await self.release(session)
 
@@ -342,7 +358,7 @@ class SessionManager:
                 session.label,
                 self.idle_timeout if session.stepped else min(self.idle_timeout, unused or 0),
             )
-            await self.end(session)
+            await self.end(session, cause="idle")
         return len(idle)
 
     async def shutdown(self) -> None:
@@ -352,7 +368,10 @@ class SessionManager:
             self._reaper.cancel()
             self._reaper = None
         await asyncio.gather(
-            *(self.end(s, 1001, "server shutting down") for s in list(self.sessions.values()))
+            *(
+                self.end(s, 1001, "server shutting down", cause="shutdown")
+                for s in list(self.sessions.values())
+            )
         )
         await self.warm.close()
         if self._closing:

@@ -241,6 +241,16 @@ class ServerSettings(BaseSettings):
         64, env="OPENENV_SYNC_POOL_SIZE", flag="--sync-pool-size", yaml="server.sync_pool_size",
         ge=1, description="Threads that run plain (non-async) environment methods.",
     )  # fmt: skip
+    metrics: bool = _setting(
+        True, env="OPENENV_METRICS", flag="--metrics/--no-metrics", yaml="server.metrics",
+        description="Serve /metrics (Prometheus text format) and count every step for it.",
+    )  # fmt: skip
+    public_metrics: bool = _setting(
+        False, env="OPENENV_PUBLIC_METRICS", flag="--public-metrics/--no-public-metrics",
+        yaml="server.public_metrics",
+        description="Serve /metrics without the API key when auth is on (for a scraper "
+        "inside the cluster that holds no token).",
+    )  # fmt: skip
     max_message_bytes: int = _setting(
         1 << 20, env="OPENENV_MAX_MESSAGE_BYTES", flag="--max-message-bytes",
         yaml="server.max_message_bytes", ge=1024,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from time import monotonic
+from time import monotonic, perf_counter
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,6 +32,7 @@ from .inline_frames import EXTENSION as INLINE_FRAMES
 from .inline_frames import FrameHandler
 from .limits import EXTRA_FIELDS_ALLOWED, invalid_action_text, too_many_fields
 from .limits import validation_errors as bounded_validation_errors
+from .metrics import WS_DONE, WS_ERROR, WS_INVALID, WS_OK, WS_TIMEOUT, Tally
 from .sessions import Session, SessionManager
 from .ws_handshake import (
     HEADER_BALANCER,
@@ -92,6 +93,8 @@ class WebSocketEndpoint(SessionOpening):
         self.attach: Any = None
         # Checkpoint and restore (server/checkpoint_ops.py): a Checkpointer, set by create_app.
         self.checkpoints: Any = None
+        # What each step adds to /metrics; None with metrics off (server/metrics.py).
+        self.tally: Tally | None = manager.tally
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
@@ -184,7 +187,7 @@ class WebSocketEndpoint(SessionOpening):
                     return
                 if reply is _MOVE:
                     # a new episode while draining: unanswered, so the client starts it elsewhere
-                    await manager.end(session, CLOSE_SERVICE_RESTART, "server draining")
+                    await manager.end(session, CLOSE_SERVICE_RESTART, "server draining", "drain")
                     return
                 await send({"type": "websocket.send", "text": reply})
                 if type(reply) is _Final:
@@ -281,6 +284,7 @@ class WebSocketEndpoint(SessionOpening):
         ``__call__``, which answers it as before, errors included)."""
         max_bytes = self.max_message_bytes
         step_inline = self._step_inline
+        tally = self.tally
 
         def answer(frame: str) -> str | None:
             step = session.step
@@ -304,6 +308,8 @@ class WebSocketEndpoint(SessionOpening):
                     return None
             reply = step_inline(session, step, msg.get("data"))
             session.last_active = monotonic()
+            if tally is not None:
+                tally.inline_steps += 1
             if seq is not None and state is not None:
                 state.last_seq, state.last_reply = seq, reply
             return reply
@@ -312,21 +318,32 @@ class WebSocketEndpoint(SessionOpening):
 
     def _step_inline(self, session: Session, step: PlainStep, data: Any) -> str:
         """The reply to a step whose plain ``step()`` runs inline (``_dispatch``'s step, unrolled)."""
+        start = perf_counter()
+        tally = self.tally
         if type(data) is dict and len(data) > self.max_action_fields:
+            if tally is not None:
+                tally.steps[WS_INVALID] += 1
             return error_message(
                 ErrorCode.VALIDATION_ERROR, str(too_many_fields(data, self.max_action_fields))
             )
         try:
             action = self.validate_action(data)
         except ValidationError as exc:
+            if tally is not None:
+                tally.steps[WS_INVALID] += 1
             return error_message(ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
         try:
             obs = step.placement.call_inline(step.func, action)
             if not isinstance(obs, Observation):
                 obs = self.runner._check_observation(step.env, "step", obs)
             session.episode_open = not obs.done
-            return observation_message(obs)
+            reply = observation_message(obs)
+            if tally is not None:
+                tally.step(WS_DONE if obs.done else WS_OK, perf_counter() - start)
+            return reply
         except Exception as exc:
+            if tally is not None:
+                tally.step(WS_ERROR, perf_counter() - start)
             return self._failure(session, "step", exc)
 
     def _action(self, data: Any) -> Any:
@@ -345,6 +362,7 @@ class WebSocketEndpoint(SessionOpening):
         if isinstance(exc, StepTimeout):
             logger.error("session %s ended: %s", session.label, exc)
             self.manager.abandoned += 1
+            session.ended_by = "step_timeout"
             return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
         if isinstance(exc, ContractViolation):
             logger.error("%s", exc)
@@ -360,11 +378,24 @@ class WebSocketEndpoint(SessionOpening):
         try:
             if kind == "step":
                 action = self._action(msg.get("data"))
+                tally = self.tally
                 if type(action) is str:
+                    if tally is not None:
+                        tally.steps[WS_INVALID] += 1
                     return action  # the action's validation error
-                obs = await session.step(action)
+                start = perf_counter()
+                try:
+                    obs = await session.step(action)
+                except Exception as exc:
+                    if tally is not None:
+                        failed = WS_TIMEOUT if isinstance(exc, StepTimeout) else WS_ERROR
+                        tally.step(failed, perf_counter() - start)
+                    raise
                 session.episode_open = not obs.done
-                return observation_message(obs)
+                reply = observation_message(obs)
+                if tally is not None:
+                    tally.step(WS_DONE if obs.done else WS_OK, perf_counter() - start)
+                return reply
             if kind == "reset":
                 if self.manager.draining:
                     return _MOVE
@@ -376,7 +407,15 @@ class WebSocketEndpoint(SessionOpening):
                         ErrorCode.VALIDATION_ERROR,
                         'reset data must be an object, e.g. {"seed": 1}.',
                     )
-                obs = await self.runner.reset(session.env, options)
+                start = perf_counter()
+                try:
+                    obs = await self.runner.reset(session.env, options)
+                except Exception:
+                    if self.tally is not None:
+                        self.tally.reset("ws", False, perf_counter() - start)
+                    raise
+                if self.tally is not None:
+                    self.tally.reset("ws", True, perf_counter() - start)
                 session.episode_open = not obs.done
                 return observation_message(obs)
             if kind == "state":

@@ -49,6 +49,7 @@ class SessionOpening:
         """A new session: a slot, the handshake answer, an environment instance."""
         manager = self.manager
         if manager.draining or manager.stopping:
+            manager.tally.refused["draining",] += 1
             await resume.refuse_handshake(
                 scope,
                 send,
@@ -141,6 +142,7 @@ class SessionOpening:
                 logger.exception("creating the environment failed")
             if isinstance(exc, StepTimeout):
                 session.env = None  # abandoned: closed when its constructor returns
+            session.ended_by = "factory_error"
             await manager.release(session)
             await send(
                 {
