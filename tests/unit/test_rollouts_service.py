@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from openenv_runtime.llm_tokens import MissingTokenIdsError
+from openenv_runtime.failures import RolloutError
 from openenv_runtime.rollouts import RolloutService
 from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM
@@ -190,7 +190,7 @@ def test_a_server_without_token_ids_stops_get_batch_with_the_fix(env_url: str) -
     with (
         StubLLM(counting_policy, token_ids=False).serve() as url,
         RolloutService(env_url, prompts=["p"], llm=url, model="m", group_size=1) as svc,
-        pytest.raises(MissingTokenIdsError, match="return_token_ids"),
+        pytest.raises(RolloutError, match="no token ids"),
     ):
         svc.get_batch(1, timeout=60)
 

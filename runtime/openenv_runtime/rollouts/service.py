@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 
 from ..blocking import background_loop
+from ..failures import FailureLog, RolloutError, stops_run
 from ..llm import LLMResponse, OpenAIClient
 from .adapters import to_verl
 from .episode import Episode
@@ -240,7 +241,7 @@ class RolloutService:
         """``n_groups`` finished groups, each a list of ``group_size`` samples (plain code).
 
         Raises ``TimeoutError`` when they are not ready within ``timeout`` seconds (the groups
-        stay queued), or the error that stopped the service (e.g. ``MissingTokenIdsError``).
+        stay queued), or the error that stopped the service (e.g. a ``RolloutError`` naming a model that reports no token ids).
         """
         return self._blocking(self.aget_batch(n_groups, timeout), "aget_batch")
 
@@ -421,11 +422,16 @@ class RolloutService:
                 if self._stale(versions):
                     self._count_stale(versions)
                     continue
+                if episode.failed and stops_run(episode.error_kind):
+                    # every episode would meet it (a 404 model, no token ids): stop, say why
+                    log = FailureLog()
+                    log.add(episode.error_kind, episode.error or "")
+                    raise RolloutError(log.report(1))
                 group.members[member] = (episode, versions)
                 break
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # e.g. MissingTokenIdsError: stops the service
+        except Exception as error:  # e.g. RolloutError (no token ids): stops the service
             self._error = error
         finally:
             group.running -= 1
