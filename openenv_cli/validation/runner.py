@@ -99,10 +99,9 @@ def validate_family(target: str, *, timeout: float = DEFAULT_TIMEOUT, steps: int
     server is stopped at the end."""
     from openenv_cli.errors import OpenEnvError
     from openenv_cli.targets import parse_target, target_provider
-    from openenv_runtime.providers import ProviderError
-
     from openenv_runtime.adapters.target import load_family
     from openenv_runtime.errors import AdapterError
+    from openenv_runtime.providers import ProviderError
 
     parsed = parse_target(target)
     report = Report(target=str(parsed))
