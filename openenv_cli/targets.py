@@ -99,6 +99,24 @@ def target_provider(target: Target, **options: Any) -> Provider:
     raise UsageError(f"{target.value} is a running server: there is nothing to start.")
 
 
+def start_target(target: Target, **options: Any) -> tuple[Provider, list[str]]:
+    """Start a server for ``target`` (not a URL): its provider (stop it when done) and URLs.
+
+    A server that does not start is one :class:`OpenEnvError` with its last lines, and
+    nothing is left running.
+    """
+    from openenv_runtime.providers import ProviderError
+
+    provider = target_provider(target, **options)
+    try:
+        return provider, provider.start()
+    except ProviderError as exc:
+        raise OpenEnvError(
+            f"Could not start a server for {target}: {exc}",
+            hint="Fix the cause above; `openenv validate TARGET` checks a family target.",
+        ) from None
+
+
 @contextlib.contextmanager
 def started_servers(
     targets: Sequence[str | Target],
@@ -108,8 +126,6 @@ def started_servers(
     A target that is not a URL is started here and stopped when the block ends, whatever
     happens in it.
     """
-    from openenv_runtime.providers import ProviderError
-
     urls: list[str] = []
     origin: dict[str, Any] = {}
     providers: list[Provider] = []
@@ -119,16 +135,10 @@ def started_servers(
             if target.kind == "url":
                 urls.append(target.value)
                 continue
-            provider = target_provider(target)
-            providers.append(provider)
             origin.update(_origin(target))
-            try:
-                urls.extend(provider.start())
-            except ProviderError as exc:
-                raise OpenEnvError(
-                    f"Could not start a server for {target}: {exc}",
-                    hint="Fix the cause above; `openenv validate TARGET` checks a target.",
-                ) from None
+            provider, started = start_target(target)
+            providers.append(provider)
+            urls.extend(started)
         yield urls, origin
     finally:
         for provider in providers:

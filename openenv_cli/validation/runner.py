@@ -98,10 +98,9 @@ def validate_family(target: str, *, timeout: float = DEFAULT_TIMEOUT, steps: int
     then the checks of :func:`validate_url` (/health, /schema, /metadata, an episode); the
     server is stopped at the end."""
     from openenv_cli.errors import OpenEnvError
-    from openenv_cli.targets import parse_target, target_provider
+    from openenv_cli.targets import parse_target, start_target
     from openenv_runtime.adapters.target import load_family
     from openenv_runtime.errors import AdapterError
-    from openenv_runtime.providers import ProviderError
 
     parsed = parse_target(target)
     report = Report(target=str(parsed))
@@ -112,17 +111,9 @@ def validate_family(target: str, *, timeout: float = DEFAULT_TIMEOUT, steps: int
         report.add(failed("family", str(exc), "Fix the target, or install the extra named."))
         return report
     try:
-        provider = target_provider(parsed, startup_timeout=timeout)
-        urls = provider.start()
-    except (OpenEnvError, ProviderError) as exc:
-        fix = exc.hint if isinstance(exc, OpenEnvError) else None
-        report.add(
-            failed(
-                "family",
-                f"{parsed} did not start: {exc}",
-                fix or "Fix the target: the library's name of the environment, its options.",
-            )
-        )
+        provider, urls = start_target(parsed, startup_timeout=timeout)
+    except OpenEnvError as exc:
+        report.add(failed("family", f"{parsed} did not start: {exc}", exc.hint))
         return report
     try:
         report.add(
