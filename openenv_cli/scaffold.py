@@ -97,6 +97,11 @@ def _quoted(value: Any) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
+def _docstring(value: Any) -> str:
+    """Text safe inside a triple-double-quoted Python docstring (quotes and backslashes escaped)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _template_files(root: Path) -> Iterator[Path]:
     for path in sorted(root.rglob("*")):
         if (
@@ -130,6 +135,7 @@ def render_project(
         bytecode_cache=bytecode_cache(),
     )
     env.filters["quoted"] = _quoted
+    env.filters["docstring"] = _docstring
     files: dict[str, str] = {}
     for path in _template_files(source):
         relative = path.relative_to(source).as_posix()

@@ -60,7 +60,7 @@ def command(
         ),
     ] = None,
 ) -> None:
-    """Check an environment project, or with [bold]--url[/] a running server, the way CI would.
+    """Check an environment project, a family target, or with [bold]--url[/] a running server, the way CI would.
 
     Project checks: openenv.yaml against its schema, the files the other commands need,
     pyproject.toml, the models and app import, an example action validates, the
