@@ -87,6 +87,37 @@ def test_validate_says_what_is_wrong_with_a_target_in_one_line(tmp_path: Path) -
     assert "Traceback" not in check["message"]
 
 
+def test_bench_serves_a_family_target_measures_it_and_stops_it(tmp_path: Path) -> None:
+    require("gymnasium")
+    psutil = require("psutil", "bench")
+    done = openenv(
+        "bench",
+        "--url",
+        "gymnasium:CartPole-v1",
+        "--mode",
+        "throughput",
+        "--sessions",
+        "2",
+        "--steps",
+        "20",
+        "--reps",
+        "1",
+        "--no-plots",
+        "--output-dir",
+        str(tmp_path / "reports"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '{"action": 0}' in done.stdout  # the example built from the family's /schema
+    (report,) = (tmp_path / "reports").glob("bench-throughput-*.json")
+    measured = json.loads(report.read_text(encoding="utf-8"))
+    assert measured["environment"]["server"].startswith("gymnasium:CartPole-v1, ")
+    (run,) = measured["throughput"]
+    assert run["success_rate"] == 1.0 and run["steps"] == 40
+    pids = measured["environment"]["server_pids"]
+    assert pids and not any(psutil.pid_exists(pid) for pid in pids)  # stopped when bench ended
+
+
 def test_a_client_owns_a_family_server_through_its_provider() -> None:
     require("gymnasium")
     provider = family_provider("gymnasium:CartPole-v1")
