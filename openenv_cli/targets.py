@@ -113,7 +113,9 @@ def start_target(target: Target, **options: Any) -> tuple[Provider, list[str]]:
     except ProviderError as exc:
         raise OpenEnvError(
             f"Could not start a server for {target}: {exc}",
-            hint="Fix the cause above; `openenv validate TARGET` checks a family target.",
+            hint=f"Fix the cause above; `openenv validate {target}` says what is wrong."
+            if target.kind in ("family", "project")
+            else "Fix the cause above.",
         ) from None
 
 

@@ -35,8 +35,8 @@ def command(
         typer.Option(
             "--name",
             "-n",
-            help="Project and package name [default: from the environment's name, "
-            "e.g. cart_pole_v1].",
+            help="Project and package name [default: the --out folder's name when it is a valid "
+            "one, else from the environment's name, e.g. cart_pole_v1].",
             show_default=False,
         ),
     ] = None,
@@ -64,7 +64,7 @@ def command(
 
     from openenv_cli.console import console
 
-    files, project = import_project(target, name=name, license_=license_)
+    files, project = import_project(target, name=name or _folder_name(out), license_=license_)
     dest = out if out is not None else Path(project)
     from openenv_cli.scaffold import write_project
 
@@ -79,6 +79,21 @@ def command(
         "  openenv serve",
     ]
     console.print("\n".join(lines), highlight=False, emoji=False)
+
+
+def _folder_name(out: Path | None) -> str | None:
+    """``out``'s name when it makes a valid project name: the folder is the package, and
+    servers of the project import it by that name."""
+    from openenv_cli.errors import OpenEnvError
+    from openenv_cli.scaffold import validate_project_name
+
+    if out is None:
+        return None
+    try:
+        validate_project_name(out.resolve().name)
+    except OpenEnvError:
+        return None
+    return out.resolve().name
 
 
 def import_project(

@@ -46,7 +46,14 @@ def test_the_command_writes_the_project_into_out(tmp_path: Path) -> None:
     out = tmp_path / "pole"
     result = CliRunner().invoke(app, ["import", "gymnasium:CartPole-v1", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert (out / "openenv.yaml").is_file() and (out / "tests/test_cart_pole_v1.py").is_file()
-    assert not (out / "server/cart_pole_v1_environment.py").exists()
+    # the folder is the package: its name is the project's when it is a valid one
+    assert yaml.safe_load((out / "openenv.yaml").read_text(encoding="utf-8"))["name"] == "pole"
+    assert (out / "tests/test_pole.py").is_file()
+    assert not (out / "server/pole_environment.py").exists()
     again = CliRunner().invoke(app, ["import", "gymnasium:CartPole-v1", "--out", str(out)])
     assert isinstance(again.exception, UsageError)  # a non-empty folder needs --force, as init
+    other = CliRunner().invoke(
+        app, ["import", "gymnasium:CartPole-v1", "-o", str(tmp_path / "x-y")]
+    )
+    assert other.exit_code == 0, other.output
+    assert (tmp_path / "x-y" / "tests/test_cart_pole_v1.py").is_file()  # not a name: the env's
