@@ -62,6 +62,18 @@ def test_collect_serves_a_reasoning_gym_target_and_plays_random_answers(tmp_path
     assert run["provenance"]["environment"]["family"] == "reasoning_gym:leg_counting?size=20&seed=3"
 
 
+def test_eval_serves_a_family_target_and_reports_on_it(tmp_path: Path) -> None:
+    require("reasoning_gym")
+    require("jsf")
+    out = tmp_path / "eval"
+    target = "reasoning_gym:leg_counting?size=10&seed=1"
+    done = openenv("eval", target, "--policy", "random", "-n", "10", "-o", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert (report["episodes"], report["completed"], report["errors"]) == (10, 10, {})
+    assert report["provenance"]["environment"]["family"] == target
+
+
 def test_validate_serves_a_gymnasium_target_and_checks_it(tmp_path: Path) -> None:
     require("gymnasium")
     done = openenv("validate", "gymnasium:CartPole-v1", "--json", cwd=tmp_path)
