@@ -62,6 +62,33 @@ def test_collect_serves_a_reasoning_gym_target_and_plays_random_answers(tmp_path
     assert run["provenance"]["environment"]["family"] == "reasoning_gym:leg_counting?size=20&seed=3"
 
 
+def test_random_actions_follow_a_gymnasium_action_space(tmp_path: Path) -> None:
+    require("gymnasium")
+    require("jsf")
+    out = tmp_path / "pole"
+    done = openenv(
+        "collect",
+        "gymnasium:CartPole-v1",
+        "--policy",
+        "random",
+        "-n",
+        "10",
+        "--max-turns",
+        "500",
+        "--format",
+        "jsonl",
+        "-o",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(read_rows(out))
+    assert len(rows) == 10 and all(row["error"] == "" and row["done"] for row in rows)
+    actions = {json.loads(action)["action"] for row in rows for action in row["actions"]}
+    assert actions == {0, 1}  # Discrete(2): both, and nothing else
+    assert all(row["total_reward"] == row["num_steps"] for row in rows)  # +1 per step
+
+
 def test_eval_serves_a_family_target_and_reports_on_it(tmp_path: Path) -> None:
     require("reasoning_gym")
     require("jsf")
