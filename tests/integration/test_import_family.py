@@ -4,12 +4,16 @@ for each family (heavy: each imports its library several times, in several proce
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_family_targets import openenv
 from tests.support.optional import require
+from tests.support.servers import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -35,3 +39,22 @@ def test_an_imported_project_validates_without_docker(
     statuses = {check["name"]: check["status"] for check in report["checks"]}
     assert statuses["contract"] == "pass"  # the lock import wrote matches what is served
     assert statuses["smoke.episode"] == "pass"
+
+
+def test_an_imported_project_s_own_tests_pass(tmp_path: Path) -> None:
+    require("gymnasium")
+    made = openenv("import", "gymnasium:CartPole-v1", "--out", "pole", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    path = os.pathsep.join(
+        [str(tmp_path), str(REPO / "runtime"), str(REPO), os.environ.get("PYTHONPATH", "")]
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path / "pole",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
