@@ -43,11 +43,20 @@ VERBS: dict[str, Verb] = {
             "openenv init grid_world --license Apache-2.0",
         ),
     ),
+    "import": Verb(
+        "openenv_cli.commands.import_",
+        "Write a project that serves a library's environment: Gymnasium, reasoning-gym, TextArena.",
+        (
+            "openenv import gymnasium:CartPole-v1 --out cart_pole",
+            "openenv import 'reasoning_gym:leg_counting?size=500&seed=3' --name legs",
+            "openenv import textarena:GuessTheNumber-v0 -o guess && openenv validate guess",
+        ),
+    ),
     "validate": Verb(
         "openenv_cli.commands.validate",
-        "Check an environment project, or with --url a running server, the way CI would.",
+        "Check an environment project, a family target, or with --url a running server, the way CI would.",
         (
-            "openenv validate",
+            "openenv validate gymnasium:CartPole-v1",
             "openenv validate path/to/my_env --json --no-smoke",
             "openenv validate --url http://127.0.0.1:8000",
         ),

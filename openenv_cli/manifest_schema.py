@@ -189,6 +189,14 @@ class DeployConfig(Section):
     )
 
 
+class FamilySection(Section):
+    """``family:`` — the library environment a project made by ``openenv import`` serves."""
+
+    target: str = Field(..., description="The family target, e.g. gymnasium:CartPole-v1.")
+    package: str = Field(..., description="The library's distribution, e.g. gymnasium.")
+    version: str = Field(..., description="The library's version the project pins.")
+
+
 class Manifest(Section):
     """The contents of ``openenv.yaml``."""
 
@@ -207,6 +215,7 @@ class Manifest(Section):
     # The reference's validation block (reward range, resources, capabilities, tags): kept as
     # written for its `openenv validate`; this CLI reads none of it.
     validation: dict[str, Any] | None = None
+    family: FamilySection | None = None
     server: ServerSection = Field(default_factory=ServerSection)
     build: BuildConfig = Field(default_factory=BuildConfig)
     push: PushConfig = Field(default_factory=PushConfig)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,11 @@ __all__ = [
     "RUNTIME_REQUIREMENT",
     "TEMPLATE_SUFFIX",
     "ClassNames",
+    "FamilyFacts",
     "class_names",
+    "family_project_name",
     "project_context",
+    "render_family_project",
     "render_project",
     "template_root",
     "validate_project_name",
@@ -93,6 +97,11 @@ def _quoted(value: Any) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
+def _docstring(value: Any) -> str:
+    """Text safe inside a triple-double-quoted Python docstring (quotes and backslashes escaped)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _template_files(root: Path) -> Iterator[Path]:
     for path in sorted(root.rglob("*")):
         if (
@@ -126,6 +135,7 @@ def render_project(
         bytecode_cache=bytecode_cache(),
     )
     env.filters["quoted"] = _quoted
+    env.filters["docstring"] = _docstring
     files: dict[str, str] = {}
     for path in _template_files(source):
         relative = path.relative_to(source).as_posix()
@@ -141,4 +151,50 @@ def render_project(
         if target.endswith(TEMPLATE_SUFFIX):
             target = target[: -len(TEMPLATE_SUFFIX)]
         files[target] = text
+    return files
+
+
+@dataclass(frozen=True)
+class FamilyFacts:
+    """What ``openenv import`` learned from the library: the target and its adapted environment."""
+
+    target: str  # e.g. "gymnasium:CartPole-v1" (options included)
+    family: str  # e.g. "gymnasium", "reasoning_gym"
+    extra: str  # the openenv-runtime extra of the family, e.g. "reasoning-gym"
+    package: str  # the library's distribution, e.g. "gymnasium"
+    package_version: str
+    description: str
+    example_action: dict[str, Any]
+
+
+def family_project_name(environment: str) -> str:
+    """A project name for a library's environment: ``CartPole-v1`` → ``cart_pole_v1``,
+    ``ALE/Pong-v5`` → ``pong_v5``; empty when nothing usable is left."""
+    base = environment.rsplit("/", 1)[-1]
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower()
+    name = re.sub(r"[^a-z0-9]+", "_", snake).strip("_")
+    return name if name[:1].isalpha() else ""
+
+
+def render_family_project(
+    name: str, facts: FamilyFacts, context: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The files of a project serving ``facts.target``: an ``openenv init`` project whose
+    models and app are the library's adapted environment (``templates/family`` over
+    ``templates/project``), pinning the library's version. Pure, like :func:`render_project`."""
+    example = facts.example_action
+    ctx: dict[str, Any] = {
+        "description": facts.description,
+        "target": facts.target,
+        "family": facts.family,
+        "package": facts.package,
+        "package_version": facts.package_version,
+        "runtime_requirement": f"openenv-runtime[{facts.extra}]>={__version__}",
+        "example_json": json.dumps(example, ensure_ascii=False),
+        "example_literal": repr(example),
+        **dict(context or {}),
+    }
+    files = render_project(name, ctx)
+    del files[f"server/{name}_environment.py"]  # the library's environment replaces it
+    files.update(render_project(name, ctx, template="family"))
     return files

@@ -44,6 +44,7 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
                 "test_docker_support",
                 "test_docs_site",
                 "test_docs_train_with_trl",
+                "test_import_family",  # each family's library imported in several processes
                 "test_init_install",  # fresh virtualenvs
                 "test_init_project",
                 "test_metrics_prometheus",  # Debian's Prometheus scraping a two-worker server

@@ -117,7 +117,7 @@ def resolve_action(
     action_file: Path | None,
     serve: bool,
     base_url: str,
-    project_dir: Path,
+    project_dir: Path | None,
     timeout: float = 10.0,
     token: str | None = None,
     token_source: str | None = None,
@@ -155,8 +155,8 @@ def resolve_action(
         return StepAction(explicit, source, wait_field=_has_wait(schema) and "wait" not in explicit)
 
     schema = served_action_schema(base_url, timeout, token, token_source)
-    example = project_example(project_dir)
-    if example is not None:
+    example = project_example(project_dir) if project_dir is not None else None
+    if example is not None and project_dir is not None:
         value, source = example, f"example_action of {project_dir / 'openenv.yaml'}"
     else:
         from openenv_cli.validation.example import example_action

@@ -77,6 +77,7 @@ def check_choices(
     client: str,
     workers: int,
     sync: bool,
+    starts_server: bool = False,
 ) -> tuple[str, str]:
     """Check the options that pick what to measure; returns (mode, transport).
 
@@ -84,7 +85,8 @@ def check_choices(
     """
     if serve == (url is not None):
         raise UsageError(
-            "Give either --url URL (a running server) or --serve (start the built-in benchmark environment)."
+            "Give either --url URL (a running server, or a family target such as "
+            "gymnasium:CartPole-v1 to serve) or --serve (start the built-in benchmark environment)."
         )
     if mode in ("ws", "http"):
         mode, transport = "sessions", mode
@@ -94,6 +96,8 @@ def check_choices(
         raise UsageError(f"--transport must be ws or http, got {transport!r}")
     if client not in ("lean", "websockets"):
         raise UsageError(f"--client must be lean or websockets, got {client!r}")
-    if (workers != 1 or sync) and not serve:
-        raise UsageError("--workers and --sync only apply with --serve.")
+    if sync and not serve:
+        raise UsageError("--sync only applies with --serve.")
+    if workers != 1 and not (serve or starts_server):
+        raise UsageError("--workers applies with --serve or a family target (--url gymnasium:...).")
     return mode, transport

@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 
+from openenv_cli.targets import TARGET_HELP
+
 Targets = Annotated[
     list[str] | None,
     typer.Argument(
-        help="Server URL(s), a project folder, a Docker image (image:NAME) or a Space (space:org/name).",
+        help=TARGET_HELP + " Several servers: several URLs.",
         show_default=False,
         metavar="TARGET...",
     ),

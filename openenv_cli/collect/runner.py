@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from openenv_cli.errors import OpenEnvError, UsageError
+from openenv_cli.targets import started_servers
 from openenv_runtime.failures import ENV_TIMEOUT, FailureLog, too_many
 
 from .episodes import run_episode
@@ -65,54 +66,6 @@ class CollectResult:
     seconds: float
     shards: int
     provenance: dict[str, Any]
-
-
-@contextlib.contextmanager
-def started_targets(targets: tuple[str, ...]) -> Iterator[tuple[list[str], dict[str, Any]]]:
-    """Base URLs of running servers for ``targets``, started here when they are not URLs."""
-    from openenv_runtime.providers import DockerProvider, ProcessProvider, SpaceProvider
-
-    urls: list[str] = []
-    origin: dict[str, Any] = {}
-    providers: list[Any] = []
-    try:
-        for target in targets:
-            if target.startswith(("http://", "https://")):
-                urls.append(target.rstrip("/"))
-                continue
-            if target.startswith("space:") or (
-                _looks_like_repo(target) and not Path(target).exists()
-            ):
-                provider: Any = SpaceProvider(target.removeprefix("space:"))
-                origin["space"] = target.removeprefix("space:")
-            elif Path(target).exists() or (":" in target and target.split(":")[0].endswith(".py")):
-                provider = ProcessProvider(target)
-                origin["project"] = str(Path(target).resolve())
-            else:
-                image = target.removeprefix("image:")
-                provider = DockerProvider(image)
-                origin["image"] = image
-                origin["image_digest"] = _image_digest(image)
-            providers.append(provider)
-            urls.extend(provider.start())
-        yield urls, origin
-    finally:
-        for provider in providers:
-            provider.stop()
-
-
-def _looks_like_repo(target: str) -> bool:
-    parts = target.split("/")
-    return len(parts) == 2 and ":" not in target and all(parts)
-
-
-def _image_digest(image: str) -> str:
-    try:
-        import docker
-
-        return str(docker.from_env().images.get(image).id)
-    except Exception:  # no engine or no such image: the provider will say so
-        return ""
 
 
 async def _describe(url: str, headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -162,7 +115,7 @@ async def collect(
 
     started = time.monotonic()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with started_targets(spec.targets) as (urls, origin):
+    with started_servers(spec.targets) as (urls, origin):
         schema, meta = await _describe(urls[0], headers)
         if task_split:
             spec = replace(spec, tasks=await _task_ids(urls[0], meta, task_split, headers))

@@ -29,7 +29,10 @@ from openenv_cli.errors import OpenEnvError, UsageError
 def command(
     url: Annotated[
         str | None,
-        typer.Option(help="Base URL of the server to measure, e.g. http://127.0.0.1:8000."),
+        typer.Option(
+            help="Base URL of the server to measure, e.g. http://127.0.0.1:8000, or a family "
+            "target (gymnasium:CartPole-v1) to serve on a free 127.0.0.1 port and measure."
+        ),
     ] = None,
     serve: Annotated[
         bool,
@@ -38,7 +41,9 @@ def command(
             help="Start the built-in benchmark environment on a free 127.0.0.1 port and measure it.",
         ),
     ] = False,
-    workers: Annotated[int, typer.Option(help="With --serve: server worker processes.")] = 1,
+    workers: Annotated[
+        int, typer.Option(help="With --serve or a family target: server worker processes.")
+    ] = 1,
     action: Annotated[
         str | None,
         typer.Option(
@@ -169,7 +174,11 @@ def command(
     )
     from openenv_cli.bench.server import ServerStartError, bench_server
     from openenv_cli.bench.sessions import Target
+    from openenv_cli.targets import parse_target, start_target
 
+    family = parse_target(url) if url is not None and not serve else None
+    if family is not None and family.kind != "family":
+        family = None  # a URL: measured as it is (Target.parse checks it)
     mode, transport = check_choices(
         url=url,
         serve=serve,
@@ -178,76 +187,91 @@ def command(
         client=client,
         workers=workers,
         sync=sync,
+        starts_server=family is not None,
     )
     resolved = resolve_api_key(token)
     token_source = resolved.origin if resolved.value else None
-    try:
-        base_url = Target.parse(url).http_url if url else ""
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    step_action = resolve_action(
-        action=action,
-        action_file=action_file,
-        serve=serve,
-        base_url=base_url,
-        project_dir=Path.cwd(),
-        timeout=min(timeout, 10.0),
-        token=resolved.value,
-        token_source=token_source,
-    )
-    settings = BenchSettings(
-        url=url or "http://127.0.0.1:1",
-        mode=mode,
-        transport=transport,
-        requests_grid=int_list(requests_grid, "--requests-grid"),
-        wait_grid=waits(wait_grid, mode, step_action.wait_field),
-        reps=reps,
-        sessions=int_list(sessions, "--sessions"),
-        steps=steps,
-        timeout=timeout,
-        deadline=deadline,
-        processes=processes,
-        compression=compression,
-        client=client,
-        server_pids=list(server_pid or []),
-        action=step_action.value,
-        wait_field=step_action.wait_field,
-        action_source=step_action.source,
-        token=resolved.value,
-    )
-    try:
-        settings.check()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-    server = None
-    description = None
-    if serve:
-        # the server gets the token in its environment (never argv), so both sides agree
-        server_env = {TOKEN_ENV: resolved.value} if resolved.value else None
-        server = bench_server(workers=workers, sync=sync, env=server_env)
-        settings.url = server.url
-        description = (
-            f"built-in benchmark environment ({'sync' if sync else 'async'}), "
-            f"python -m openenv_runtime.serve, {workers} worker(s), 127.0.0.1:{server.port}"
+    started = None
+    if family is not None:
+        # the server gets the token in its environment (never argv), as with --serve
+        started, urls = start_target(
+            family, workers=workers, env={TOKEN_ENV: resolved.value} if resolved.value else None
         )
-    try:
-        if server is not None:
-            server.start()
-            try:
-                server.wait_healthy(60)
-            except ServerStartError as exc:
-                raise OpenEnvError(
-                    f"The benchmark server did not start: {exc}",
-                    hint="Run `python -m openenv_runtime.serve openenv_cli.bench.bench_env:app` "
-                    "to see why.",
-                ) from None
-            settings.server_pids = server.pids
-        show_start(adopt_health(settings, read_health(settings)), settings, step_action)
-        run = run_with_progress(settings, description)
+        url = urls[0]
+    try:  # a family target's server (started above) is stopped whatever happens
+        try:
+            base_url = Target.parse(url).http_url if url else ""
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        step_action = resolve_action(
+            action=action,
+            action_file=action_file,
+            serve=serve,
+            base_url=base_url,
+            project_dir=Path.cwd() if family is None else None,
+            timeout=min(timeout, 10.0),
+            token=resolved.value,
+            token_source=token_source,
+        )
+        settings = BenchSettings(
+            url=url or "http://127.0.0.1:1",
+            mode=mode,
+            transport=transport,
+            requests_grid=int_list(requests_grid, "--requests-grid"),
+            wait_grid=waits(wait_grid, mode, step_action.wait_field),
+            reps=reps,
+            sessions=int_list(sessions, "--sessions"),
+            steps=steps,
+            timeout=timeout,
+            deadline=deadline,
+            processes=processes,
+            compression=compression,
+            client=client,
+            server_pids=list(server_pid or []),
+            action=step_action.value,
+            wait_field=step_action.wait_field,
+            action_source=step_action.source,
+            token=resolved.value,
+        )
+        try:
+            settings.check()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+        server = None
+        description = None
+        if started is not None:
+            settings.server_pids = [*settings.server_pids, *getattr(started, "pids", [])]
+            description = f"{family}, python -m openenv_runtime.serve, {workers} worker(s), {url}"
+        if serve:
+            # the server gets the token in its environment (never argv), so both sides agree
+            server_env = {TOKEN_ENV: resolved.value} if resolved.value else None
+            server = bench_server(workers=workers, sync=sync, env=server_env)
+            settings.url = server.url
+            description = (
+                f"built-in benchmark environment ({'sync' if sync else 'async'}), "
+                f"python -m openenv_runtime.serve, {workers} worker(s), 127.0.0.1:{server.port}"
+            )
+        try:
+            if server is not None:
+                server.start()
+                try:
+                    server.wait_healthy(60)
+                except ServerStartError as exc:
+                    raise OpenEnvError(
+                        f"The benchmark server did not start: {exc}",
+                        hint="Run `python -m openenv_runtime.serve openenv_cli.bench.bench_env:app` "
+                        "to see why.",
+                    ) from None
+                settings.server_pids = server.pids
+            show_start(adopt_health(settings, read_health(settings)), settings, step_action)
+            run = run_with_progress(settings, description)
+        finally:
+            if server is not None:
+                server.stop()
     finally:
-        if server is not None:
-            server.stop()
+        if started is not None:
+            started.stop()
 
     if run.unauthorized is not None:
         raise Unauthorized(settings.url, run.unauthorized, token_source)

@@ -87,7 +87,8 @@ def command(
 
     if not targets:
         raise UsageError(
-            "Name the environment: a server URL, a project folder, image:NAME or space:org/name."
+            "Name the environment: a server URL, FAMILY:NAME (gymnasium:CartPole-v1), a project "
+            "folder, image:NAME or space:org/name."
         )
     from openenv_cli.collect.policies import choose_policy
 

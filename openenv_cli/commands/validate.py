@@ -15,7 +15,12 @@ TOKEN = Setting("token", env="OPENENV_API_KEY", parse=parse_str)
 
 
 def command(
-    path: Annotated[Path, typer.Argument(help="The project folder.")] = Path("."),
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="The project folder, or a family target (gymnasium:CartPole-v1) to serve and check."
+        ),
+    ] = Path("."),
     url: Annotated[
         str | None,
         typer.Option(
@@ -55,7 +60,7 @@ def command(
         ),
     ] = None,
 ) -> None:
-    """Check an environment project, or with [bold]--url[/] a running server, the way CI would.
+    """Check an environment project, a family target, or with [bold]--url[/] a running server, the way CI would.
 
     Project checks: openenv.yaml against its schema, the files the other commands need,
     pyproject.toml, the models and app import, an example action validates, the
@@ -63,10 +68,14 @@ def command(
     changes fail, additive ones warn), and a smoke test: the app on a free port, a real
     WebSocket episode, /health and /schema.
 
+    A family target ([bold]gymnasium:CartPole-v1[/], [bold]reasoning_gym:leg_counting[/]) is
+    served in local processes and checked as a running server: /health, /schema, /metadata
+    and an episode.
+
     Exit code 0 when nothing fails (warnings allowed), 1 when a check fails, 2 for a usage error.
     """
     from openenv_cli.console import console
-    from openenv_cli.validation import validate_project, validate_url
+    from openenv_cli.validation import validate_family, validate_project, validate_url
     from openenv_cli.validation.render import render_json, render_table
 
     if url is not None:
@@ -92,6 +101,14 @@ def command(
             report = validate_url(
                 url, project_dir=project_dir, timeout=timeout, token=TOKEN.resolve(flag=token).value
             )
+    elif not path.exists() and _is_family_target(str(path)):
+        if update_lock or no_smoke:
+            raise UsageError(
+                "--update-lock and --no-smoke apply to a project folder, not a family target.",
+                hint="`openenv import TARGET --out DIR` writes a project of it; validate that.",
+            )
+        with _progress(as_json, f"Serving and checking {path} ..."):
+            report = validate_family(str(path), timeout=timeout)
     else:
         if not path.exists():
             raise UsageError(
@@ -112,6 +129,12 @@ def command(
         render_table(report, console)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _is_family_target(text: str) -> bool:
+    from openenv_cli.targets import parse_target
+
+    return parse_target(text).kind == "family"
 
 
 # Routes every OpenEnv server has: a URL ending in one of them is a page, not the server.

@@ -13,18 +13,32 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from openenv_cli.validation.results import CheckResult, Report, Status
-    from openenv_cli.validation.runner import DEFAULT_TIMEOUT, validate_project, validate_url
+    from openenv_cli.validation.runner import (
+        DEFAULT_TIMEOUT,
+        validate_family,
+        validate_project,
+        validate_url,
+    )
 
 _HOMES = {
     "CheckResult": "results",
     "Report": "results",
     "Status": "results",
     "DEFAULT_TIMEOUT": "runner",
+    "validate_family": "runner",
     "validate_project": "runner",
     "validate_url": "runner",
 }
 
-__all__ = ["DEFAULT_TIMEOUT", "CheckResult", "Report", "Status", "validate_project", "validate_url"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "CheckResult",
+    "Report",
+    "Status",
+    "validate_family",
+    "validate_project",
+    "validate_url",
+]
 
 
 def __getattr__(name: str) -> Any:

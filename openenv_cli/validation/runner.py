@@ -10,7 +10,7 @@ from openenv_cli.manifest import MANIFEST_FILE, inspect_manifest
 from openenv_cli.validation import contract, static, wire
 from openenv_cli.validation.example import example_action
 from openenv_cli.validation.introspect import run_probe
-from openenv_cli.validation.results import Report, Status, failed, skipped
+from openenv_cli.validation.results import Report, Status, failed, passed, skipped
 from openenv_cli.validation.smoke import run_smoke
 
 DEFAULT_TIMEOUT = 60.0
@@ -91,6 +91,41 @@ def _project_checks(
     report.add(
         *run_smoke(project_dir, manifest, action, timeout, expected if len(expected) == 3 else None)
     )
+
+
+def validate_family(target: str, *, timeout: float = DEFAULT_TIMEOUT, steps: int = 3) -> Report:
+    """Check a family target (``gymnasium:CartPole-v1``): its server starts in local processes,
+    then the checks of :func:`validate_url` (/health, /schema, /metadata, an episode); the
+    server is stopped at the end."""
+    from openenv_cli.errors import OpenEnvError
+    from openenv_cli.targets import parse_target, start_target
+    from openenv_runtime.adapters.target import load_family
+    from openenv_runtime.errors import AdapterError
+
+    parsed = parse_target(target)
+    report = Report(target=str(parsed))
+    assert parsed.family is not None
+    try:  # here first: a wrong name or option is one line, not a server's traceback
+        adapted = load_family(parsed.family)
+    except AdapterError as exc:
+        report.add(failed("family", str(exc), "Fix the target, or install the extra named."))
+        return report
+    try:
+        provider, urls = start_target(parsed, startup_timeout=timeout)
+    except OpenEnvError as exc:
+        report.add(failed("family", f"{parsed} did not start: {exc}", exc.hint))
+        return report
+    try:
+        report.add(
+            passed(
+                "family",
+                f"{parsed}: {adapted.package} {adapted.package_version}, served in local processes.",
+            )
+        )
+        report.add(*validate_url(urls[0], timeout=timeout, steps=steps).checks)
+    finally:
+        provider.stop()
+    return report
 
 
 def validate_url(

@@ -149,6 +149,17 @@ def test_description_with_quotes_stays_valid(tmp_path: Path) -> None:
     ast.parse(files["server/app.py"])
 
 
+@pytest.mark.parametrize(
+    "description", ['Ends with "a quote"', "ends with a backslash\\", 'a """ b']
+)
+def test_a_description_keeps_every_python_file_valid(description: str) -> None:
+    files = render_project("my_env", {"description": description})
+    for path, text in files.items():
+        if path.endswith(".py"):
+            ast.parse(text, path)
+    assert ast.get_docstring(ast.parse(files["__init__.py"])) == f"My Env: {description}"
+
+
 def test_strict_undefined_and_templated_names(tmp_path: Path) -> None:
     root = tmp_path / "templates"
     (root / "project" / "{{name}}_dir").mkdir(parents=True)

@@ -12,10 +12,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AdapterError
-from .target import FamilyTarget, create_family_app, family_module
+from .target import FamilyTarget, as_family_target, create_family_app, family_module, require_family
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from ..providers.process import ProcessProvider
 
 FAMILY_TARGET_VARIABLE = "OPENENV_FAMILY_TARGET"
 APP_PATH = f"{__name__}:app"
@@ -30,6 +32,23 @@ def served_app(target: FamilyTarget) -> str:
     family_module(target.family)
     os.environ[FAMILY_TARGET_VARIABLE] = str(target)
     return APP_PATH
+
+
+def family_provider(target: FamilyTarget | str, **options: Any) -> ProcessProvider:
+    """A :class:`~openenv_runtime.providers.ProcessProvider` serving ``target`` in local processes.
+
+    ``options`` are the provider's (``workers=4``, ``replicas=2``, ``env={...}``). The family's
+    package is looked up, not imported, here (the servers import it): a missing extra is one
+    clear error before anything starts. With a client::
+
+        env = GenericEnvClient.from_provider(family_provider("gymnasium:CartPole-v1"))
+    """
+    from ..providers.process import ProcessProvider
+
+    parsed = as_family_target(target)
+    require_family(parsed.family)
+    env = {**dict(options.pop("env", None) or {}), FAMILY_TARGET_VARIABLE: str(parsed)}
+    return ProcessProvider(APP_PATH, env=env, **options)
 
 
 @functools.cache

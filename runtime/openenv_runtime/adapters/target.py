@@ -13,6 +13,7 @@ loaded; its library is the ``openenv-runtime`` extra of the same name.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -122,11 +123,30 @@ def family_module(family: str) -> FamilyModule:
     try:
         importlib.import_module(spec.package)
     except ImportError as exc:
-        raise AdapterError(
-            f"{family} targets need the {spec.package!r} package ({exc}): "
-            f'pip install "openenv-runtime[{spec.extra}]"'
-        ) from None
+        raise _missing_extra(family, str(exc)) from None
     return cast(FamilyModule, importlib.import_module(spec.module))
+
+
+def require_family(family: str) -> None:
+    """Raise the missing-extra error unless ``family``'s package is installed, without importing it.
+
+    For a process that only starts a server of the family (the server imports it).
+    """
+    package = FAMILIES[family].package
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise _missing_extra(family, f"No module named {package!r}")
+
+
+def _missing_extra(family: str, reason: str) -> AdapterError:
+    spec = FAMILIES[family]
+    return AdapterError(
+        f"{family} targets need the {spec.package!r} package ({reason}): "
+        f'pip install "openenv-runtime[{spec.extra}]"'
+    )
 
 
 def load_family(target: FamilyTarget) -> AdaptedEnvironment:
