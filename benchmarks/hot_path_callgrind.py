@@ -44,15 +44,15 @@ from websockets.asyncio.client import connect  # noqa: E402
 
 from openenv_cli.bench.server import ServerProcess  # noqa: E402
 
-SERVERS = ("floor", "floor-inline", "generated", "bench")
+SERVERS = ("floor", "floor-inline", "generated", "generated-nometrics", "bench")
 OUT = ROOT / "benchmarks"
 _TOTAL = re.compile(rb"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
 def _server(name: str, workdir: Path, out_file: Path) -> ServerProcess:
     server = (
-        generated_server(workdir)
-        if name == "generated"
+        generated_server(workdir, metrics=name == "generated")
+        if name in ("generated", "generated-nometrics")
         else make_server("ours" if name == "bench" else name, 1)
     )
     argv = server.argv
@@ -70,7 +70,7 @@ def _server(name: str, workdir: Path, out_file: Path) -> ServerProcess:
 
 
 def _frame(name: str) -> str:
-    action = ECHO if name == "generated" else {"wait": 0.0}
+    action = ECHO if name.startswith("generated") else {"wait": 0.0}
     return json.dumps({"type": "step", "data": action}, separators=(",", ":"))
 
 
