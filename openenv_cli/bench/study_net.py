@@ -16,6 +16,7 @@ this machine's (not on an engine inside a VM), and says so in the report.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,20 @@ def bridge_gateway(client: Any, network: str) -> str | None:
     except (docker.errors.DockerException, OSError):
         return None
     for config in (attrs.get("IPAM") or {}).get("Config") or []:
-        gateway = str(config.get("Gateway") or "").split("/")[0]
+        gateway = str(config.get("Gateway") or "").split("/")[0] or _first_host(config)
         if gateway and ":" not in gateway and is_local_address(gateway):
             return gateway
     return None
+
+
+def _first_host(config: dict[str, Any]) -> str:
+    """The address dockerd gives the host on a subnet whose gateway it does not list (some
+    engines leave ``Gateway`` out of the default bridge's IPAM): the subnet's first host."""
+    try:
+        subnet = ipaddress.ip_network(str(config.get("Subnet") or ""), strict=False)
+    except ValueError:
+        return ""
+    return str(subnet.network_address + 1) if subnet.num_addresses > 2 else ""
 
 
 def userland_proxy_limit(port: int, proc: Path = Path("/proc")) -> int | None:

@@ -40,6 +40,17 @@ def test_bridge_gateway_only_when_it_is_an_address_of_this_machine() -> None:
     assert study_net.bridge_gateway(Client("127.0.0.1"), "docker_gwbridge") is None
 
 
+def test_a_bridge_without_a_listed_gateway_gives_its_subnets_first_host() -> None:
+    """Some engines list only the default bridge's subnet: the host is its first address."""
+    client = Client("")
+    client.networks = Networks({"IPAM": {"Config": [{"Subnet": "127.0.0.0/8"}]}})
+    assert study_net.bridge_gateway(client, "bridge") == "127.0.0.1"
+    client.networks = Networks({"IPAM": {"Config": [{"Subnet": "203.0.113.0/24"}]}})
+    assert study_net.bridge_gateway(client, "bridge") is None  # not an address of this host
+    client.networks = Networks({"IPAM": {"Config": [{"Subnet": "not a subnet"}]}})
+    assert study_net.bridge_gateway(client, "bridge") is None
+
+
 def fake_process(proc: Path, pid: int, argv: list[str], soft: str) -> None:
     (proc / str(pid)).mkdir(parents=True)
     (proc / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
