@@ -98,6 +98,12 @@ class Server:
     def protocols(self) -> list[InlineFrames]:
         return [p for p in self.server.server_state.connections if isinstance(p, InlineFrames)]
 
+    def protocol_of(self, client: RawClient) -> InlineFrames:
+        """The server's end of ``client``'s connection (other tests' connections may linger)."""
+        own = client.sock.getsockname()
+        [protocol] = [p for p in self.protocols() if p.transport.get_extra_info("peername") == own]
+        return protocol
+
     def inline_replies(self) -> int:
         return sum(p.inline_replies for p in self.protocols())
 
@@ -354,7 +360,7 @@ def test_a_client_that_does_not_read_makes_the_server_stop_reading(server: Serve
             last, still_since = sent, time.monotonic()
         time.sleep(0.02)
     assert sent == last and sent < 20_000, "the server kept reading from a client that never reads"
-    [protocol] = [p for p in server.protocols() if p.frame_handler is not None]
+    protocol = server.protocol_of(raw)
     assert protocol.transport.get_write_buffer_size() < 1 << 20  # bounded, not `sent` replies
     stop.set()
     replies = 0
@@ -369,21 +375,23 @@ def test_a_resumable_session_steps_inline_and_a_repeat_is_not_stepped_again(
     server: Server,
 ) -> None:
     raw = RawClient(server.port, {"X-OpenEnv-Session": "inline-resume-key-0001"})
-    assert "x-openenv-resume-token" in raw.headers.lower()
-    raw.send({"type": "reset", "seq": 1})
-    raw.reply()
-    for seq in range(2, WARM_UP + 2):
-        raw.step("warm", seq=seq)
-    before = server.inline_replies()
-    first = raw.step("once", seq=WARM_UP + 2)
-    assert server.inline_replies() - before == 1
-    again = raw.step("once", seq=WARM_UP + 2)  # a repeat: the kept reply, not a second step
-    assert again == first
-    older = raw.step("old", seq=3)
-    assert older["type"] == "error"
-    raw.send({"type": "state", "seq": WARM_UP + 3})
-    assert raw.reply()["data"]["step_count"] == WARM_UP + 1
-    raw.close()
+    try:
+        assert "x-openenv-resume-token" in raw.headers.lower()
+        raw.send({"type": "reset", "seq": 1})
+        raw.reply()
+        for seq in range(2, WARM_UP + 2):
+            raw.step("warm", seq=seq)
+        before = server.inline_replies()
+        first = raw.step("once", seq=WARM_UP + 2)
+        assert server.inline_replies() - before == 1
+        again = raw.step("once", seq=WARM_UP + 2)  # a repeat: the kept reply, not a second step
+        assert again == first
+        older = raw.step("old", seq=3)
+        assert older["type"] == "error"
+        raw.send({"type": "state", "seq": WARM_UP + 3})
+        assert raw.reply()["data"]["step_count"] == WARM_UP + 1
+    finally:
+        raw.close()
 
 
 def test_the_runtime_client_gets_the_same_results(server: Server) -> None:
@@ -398,7 +406,7 @@ def test_the_runtime_client_gets_the_same_results(server: Server) -> None:
 
 
 def test_a_declined_frame_is_asked_about_once(server: Server, client: RawClient) -> None:
-    [protocol] = [p for p in server.protocols() if p.frame_handler is not None]
+    protocol = server.protocol_of(client)
     handler = protocol.frame_handler
     assert handler is not None
     asked: list[str] = []

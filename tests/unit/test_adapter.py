@@ -1,4 +1,5 @@
 import asyncio
+import gc
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +56,22 @@ def test_cheap_calls_move_inline_and_a_slow_one_goes_back_to_the_pool_for_good()
         assert seen == [False] * (LifecycleCost.TRIALS + 2)  # never inline again
 
     run(go())
+
+
+def test_one_slow_call_on_the_pool_is_forgiven_and_a_collection_is_not_counted() -> None:
+    cost = LifecycleCost()
+    pool = ThreadPoolExecutor(2)
+    heap = [[i] for i in range(3_000_000)]  # a collection of it takes far over WALL_LIMIT
+
+    async def go() -> None:
+        await cost.run(pool, lambda: burn_cpu(LifecycleCost.CHEAP_CPU * 4))
+        await cost.run(pool, gc.collect)
+        for _ in range(LifecycleCost.TRIALS):
+            await cost.run(pool, lambda: None)
+        assert cost.inline and cost.slow_calls == 1
+
+    run(go())
+    del heap
 
 
 def test_blocking_io_on_the_pool_is_never_promoted() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from typing import Any
@@ -110,10 +111,48 @@ def test_rare_slow_inline_steps_are_forgiven() -> None:
     assert placement.inline  # 5 strikes in 1,000 steps: a busy machine's preemptions
 
 
-def test_a_cpu_heavy_trial_demotes_at_once() -> None:
+def test_cpu_heavy_trials_keep_the_class_on_the_pool_and_a_few_are_forgiven() -> None:
     placement = StepPlacement()
-    placement.timed(burn_cpu, StepPlacement.CHEAP_CPU * 3)
-    assert placement.demoted
+    for _ in range(StepPlacement.SLOW_TRIALS):
+        placement.timed(burn_cpu, StepPlacement.CHEAP_CPU * 3)
+    assert not placement.demoted  # a trial on the pool costs the loop nothing: forgiven
+    for _ in range(StepPlacement.TRIALS):
+        placement.timed(abs, 1)
+    assert placement.inline
+
+    heavy = StepPlacement()
+    for _ in range(StepPlacement.SLOW_TRIALS + 1):
+        heavy.timed(burn_cpu, StepPlacement.CHEAP_CPU * 3)
+    assert heavy.demoted
+    for _ in range(StepPlacement.TRIALS):
+        heavy.timed(abs, 1)
+    assert not heavy.inline
+
+
+class Unforgiving(StepPlacement):
+    """No slow trial forgiven: only the collector's rule is left to keep a trial cheap."""
+
+    SLOW_TRIALS = 0
+
+
+def collect_a_big_heap(_: Any) -> None:
+    """A step during which the collector walks a heap far over the hard bound."""
+    started = time.perf_counter()
+    gc.collect()
+    assert time.perf_counter() - started > StepPlacement.INLINE_WALL_HARD
+
+
+def test_a_garbage_collection_inside_a_step_is_not_the_steps_cost() -> None:
+    heap = [[i] for i in range(3_000_000)]  # a process holding a model or a dataset
+    inline = StepPlacement()
+    inline.inline = True
+    inline.call_inline(collect_a_big_heap, None)
+    assert inline.inline and inline.strikes == 0
+
+    trial = Unforgiving()
+    trial.timed(collect_a_big_heap, None)
+    assert not trial.demoted and trial.trials == 1
+    del heap
 
 
 def test_with_a_step_timeout_every_step_stays_on_the_pool() -> None:

@@ -5,13 +5,15 @@ observation) costs the server more in the hop to a pool thread and back — a qu
 wake-up, a cross-thread call back into the event loop — than in the call itself. So each
 environment class starts on the pool; its first ``TRIALS`` steps are timed there by the CPU
 time of their thread (wall time on a busy machine is mostly waits for the GIL and the CPU), and
-when each stayed under ``CHEAP_CPU`` its steps run inline on the event loop, watched by wall
-time: a step longer than ``INLINE_WALL_LIMIT`` (blocking I/O, a sleep, a heavy input) is a
+once ``TRIALS`` of them stayed under ``CHEAP_CPU`` its steps run inline on the event loop
+(more than ``SLOW_TRIALS`` slow ones keep the class on the pool for good; a few are forgiven,
+as trials on the pool cost the loop nothing), watched by wall time: a step longer than ``INLINE_WALL_LIMIT`` (blocking I/O, a sleep, a heavy input) is a
 strike, and ``STRIKES`` strikes that are more than 1% of the inline steps send the class back
 to the pool for the rest of the process, as does a step that raises, and at once a single step
 longer than ``INLINE_WALL_HARD`` (no preemption lasts that long; a heavy-tailed environment,
 say one compile in a thousand steps, must not stall every session). A blocking step thus holds
-the loop a few times at most; the odd preemption of a busy machine does not count.
+the loop a few times at most; the odd preemption of a busy machine does not count, nor does
+the time of a garbage collection that lands in a step (``gc_clock.py``).
 
 Only used without a ``step_timeout`` (an inline call cannot be abandoned) and for instances
 without a thread of their own (``REQUIRES_SINGLE_THREAD_EXECUTOR``). While a step runs inline
@@ -30,6 +32,7 @@ from concurrent.futures import Executor
 from typing import Any, Protocol
 
 from ..models import Observation
+from .gc_clock import GC_SECONDS
 
 
 class StepRunner(Protocol):
@@ -53,10 +56,12 @@ class StepPlacement:
     INLINE_WALL_HARD = 0.05  # an inline step over 50 ms sends the class back to the pool at once
     STRIKES = 3
     TRIALS = 32
-    __slots__ = ("calls", "demoted", "inline", "strikes", "trials")
+    SLOW_TRIALS = 4  # slow trials forgiven before the class stays on the pool
+    __slots__ = ("calls", "demoted", "inline", "slow_trials", "strikes", "trials")
 
     def __init__(self) -> None:
         self.trials = 0
+        self.slow_trials = 0
         self.calls = 0
         self.strikes = 0
         self.inline = False
@@ -69,10 +74,13 @@ class StepPlacement:
         """Run ``func(action)`` on a pool thread and judge it (called on that thread)."""
         if self.demoted:
             return func(action)
-        cpu = time.thread_time()
+        cpu, collected = time.thread_time(), GC_SECONDS.seconds
         value = func(action)
-        if time.thread_time() - cpu > self.CHEAP_CPU:
-            self._demote()
+        spent = time.thread_time() - cpu
+        if spent > self.CHEAP_CPU and spent - (GC_SECONDS.seconds - collected) > self.CHEAP_CPU:
+            self.slow_trials += 1
+            if self.slow_trials > self.SLOW_TRIALS:
+                self._demote()
             return value
         self.trials += 1
         if self.trials >= self.TRIALS:
@@ -83,6 +91,7 @@ class StepPlacement:
         """Run ``func(action)`` on the event loop's thread, as if it were a pool thread."""
         loop = _get_running_loop()
         _set_running_loop(None)
+        collected = GC_SECONDS.seconds
         started = time.perf_counter()
         try:
             value = func(action)
@@ -93,6 +102,8 @@ class StepPlacement:
             _set_running_loop(loop)
         self.calls += 1
         took = time.perf_counter() - started
+        if took > self.INLINE_WALL_LIMIT:
+            took -= GC_SECONDS.seconds - collected
         if took > self.INLINE_WALL_LIMIT:
             self.strikes += 1
             if took > self.INLINE_WALL_HARD or (
