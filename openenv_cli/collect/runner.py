@@ -170,7 +170,7 @@ async def collect(
         skipped=len(already),
         errors=progress.errors,
         mean_reward=summary["mean_reward"],
-        in_dataset=summary.get("episodes", 0),
+        in_dataset=int(summary.get("episodes", 0)),
         seconds=time.monotonic() - started,
         shards=len(store.shards()),
         provenance=store.provenance,
