@@ -64,7 +64,8 @@ class EnvClient(
         connect_timeout: seconds allowed to open the connection.
         message_timeout: seconds allowed for one reply; None (default) waits as long as a
             step takes, while WebSocket pings keep checking that the server is alive.
-        ping_interval, ping_timeout: keepalive pings (None disables them).
+        ping_interval: seconds between keepalive pings (None disables them).
+        ping_timeout: seconds a ping may wait for its pong (None: no limit).
         headers: extra handshake headers.
         resume: after a dropped connection, reconnect (with backoff) and resume the same
             session, so a request just returns its result (default on, when the server offers

@@ -124,25 +124,30 @@ def create_app(
         env: the ``Environment`` subclass, or a zero-argument factory (function, lambda or
             ``async def``) that returns a new instance. Never an instance: every session
             gets its own.
-        action_cls, observation_cls, state_cls: your model classes (subclasses of
-            ``Action``, ``Observation``, ``State``). Left out, they are read from the class's
-            declaration ``class MyEnv(Environment[MyAction, MyObservation, MyState])``.
-        name, description, version, readme, author, documentation_url: what ``/metadata``
-            reports. ``readme`` is a path or the text itself; by default a README.md beside
-            the environment's module (or up to two folders above) is used.
-        max_concurrent_envs, session_timeout, api_key, enable_web_interface, sync_pool_size,
-            max_message_bytes, step_timeout, max_sessions_per_client, resume_grace,
-            drain_timeout, warm_pool: this app's defaults for the server settings of the
-            same names (see the settings table of ``openenv serve`` in docs/cli.md). An
+        action_cls: the action model (a subclass of ``Action``). Left out, it is read from
+            the class's declaration ``class MyEnv(Environment[MyAction, MyObservation,
+            MyState])``; so are the next two.
+        observation_cls: the observation model (a subclass of ``Observation``).
+        state_cls: the state model (a subclass of ``State``).
+        name: what ``/metadata`` reports as the name (default: the class's name); likewise
+            ``description``, ``version``, ``author`` and ``documentation_url``.
+        readme: a path or the text itself; by default a README.md beside the environment's
+            module (or up to two folders above).
+        max_concurrent_envs: this app's default for the server setting of the same name;
+            likewise ``session_timeout``, ``api_key``, ``enable_web_interface``,
+            ``sync_pool_size``, ``max_message_bytes``, ``step_timeout``,
+            ``max_sessions_per_client``, ``resume_grace``, ``drain_timeout`` and
+            ``warm_pool`` (the settings table of ``openenv serve`` in docs/cli.md). An
             explicit argument replaces the built-in default only: a command-line flag, an
             environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
             ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the
             last word; the server logs when it overrides an argument. An environment with
             ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets one session at a time whatever is set.
         reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
-        env_name, concurrency_config, mode, gradio_builder, custom_tab_name,
-            custom_tab_primary, show_default_tab, title_override: the reference OpenEnv's
-            options, each mapped to ours (see ``openenv_runtime.server.options``).
+        env_name: the reference OpenEnv's option, mapped to ours (see
+            ``openenv_runtime.server.options``); likewise ``concurrency_config``, ``mode``,
+            ``gradio_builder``, ``custom_tab_name``, ``custom_tab_primary``,
+            ``show_default_tab`` and ``title_override``.
     """
     gradio = (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab)
     ref = resolve_reference_options(
