@@ -25,6 +25,11 @@ REPLICA_BACKLOG = 4096  # a replica's listen queue (the runtime's backlog; somax
 IDLE_MARGIN_S = 60  # Envoy's idle limits stay this far above the server's session timeout
 GRACE_MARGIN_S = 15  # the termination grace period stays this far above the drain timeout
 
+# Envoy's counters for Prometheus: a listener serving only GET /stats/prometheus from the admin
+# page (which itself stays on the loopback), where a front has a fixed admin port.
+ENVOY_STATS_PORT = 9902
+ENVOY_STATS_PATH = "/stats/prometheus"
+
 # Where the shared checkpoint volume is mounted in each replica (the image creates it).
 CHECKPOINT_MOUNT = "/var/lib/openenv/checkpoints"
 
@@ -87,6 +92,9 @@ def base_context(settings: DeploySettings) -> dict[str, Any]:
         "balancing": settings.balancing,
         "checkpoints": settings.checkpoints,
         "checkpoint_dir": CHECKPOINT_MOUNT,
+        "metrics_path": "/metrics",
+        "stats_port": ENVOY_STATS_PORT,
+        "stats_path": ENVOY_STATS_PATH,
     }
 
 
@@ -97,9 +105,11 @@ def envoy_files(
     backends: Sequence[Backend] = (),
     eds_path: str = "",
     admin_port: int = 0,
+    stats: bool = False,
     path: str = "envoy/envoy.yaml",
 ) -> dict[str, str]:
-    """Envoy's configuration for ``settings``: ``{path: text}``."""
+    """Envoy's configuration for ``settings``: ``{path: text}``; ``stats``: serve its counters
+    to Prometheus on :data:`ENVOY_STATS_PORT` (needs a fixed ``admin_port``)."""
     context = (
         base_context(settings)
         | burst_limits(settings)
@@ -109,6 +119,7 @@ def envoy_files(
             "eds_path": eds_path,
             "admin_address": "127.0.0.1",
             "admin_port": admin_port,
+            "stats_port": ENVOY_STATS_PORT if stats and admin_port else 0,
             "listen_address": "0.0.0.0",
             "max_connections": connection_limit(settings),
             "backlog": max(4096, min(settings.sessions_per_front, 65535)),
