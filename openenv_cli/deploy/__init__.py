@@ -141,7 +141,9 @@ def run_deploy(
             hint=f"export {TOKEN_ENV}=... (sbatch passes it to the job; no file holds it), "
             "or pass --no-token.",
         )
-    outcome: WriteOutcome = write_files(plan.files, plan.out, force=force, keep_edits=apply)
+    outcome: WriteOutcome = write_files(
+        plan.files, plan.out, force=force, keep_edits=apply, later=[ENDPOINTS_FILE]
+    )
     result = DeployResult(
         target=target,
         out=str(plan.out),

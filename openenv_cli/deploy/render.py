@@ -159,16 +159,22 @@ RECORD = ".openenv-deploy.json"  # what the last run wrote: {relative path: sha2
 
 
 def write_files(
-    files: Mapping[str, str], out: Path, *, force: bool, keep_edits: bool = False
+    files: Mapping[str, str],
+    out: Path,
+    *,
+    force: bool,
+    keep_edits: bool = False,
+    later: Iterable[str] = (),
 ) -> WriteOutcome:
-    """Write ``files`` under ``out``, all or nothing.
+    """Write ``files`` under ``out``, all or nothing (``later``: files the caller writes
+    afterwards, whose path is checked for links now too).
 
     A file already there with other contents is replaced when it is still what an earlier
     run wrote (the options changed; ``out/.openenv-deploy.json`` records what was written);
     otherwise it is someone's edit: replaced only with ``force``, and with ``keep_edits``
     (``--apply``) kept and used as it is.
     """
-    linked = _links_in_the_way([*files, RECORD], out)
+    linked = _links_in_the_way([*files, RECORD, *later], out)
     if linked:
         raise UsageError(
             f"Symbolic links are on the way to the deploy files: {', '.join(linked)}. "
