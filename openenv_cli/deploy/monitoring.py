@@ -427,8 +427,9 @@ def render(
             settings,
             [
                 "For the Prometheus Operator (not in kustomization.yaml: it needs the operator's",
-                "CRDs): kubectl apply -f monitoring/. Without the operator, the pods' prometheus.io/*",
-                "annotations tell an annotation-based scrape job where to look.",
+                "CRDs): kubectl apply -f monitoring/servicemonitor.yaml -f monitoring/prometheusrule.yaml",
+                "Without the operator, the pods' prometheus.io/* annotations tell an annotation-based",
+                "scrape job where to look.",
             ],
             *service_monitors(settings),
         )
