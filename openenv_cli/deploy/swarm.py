@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from openenv_cli.deploy import monitoring
 from openenv_cli.deploy.render import envoy_files, render_target
 from openenv_cli.deploy.settings import Backend, DeploySettings
 from openenv_cli.errors import OpenEnvError
@@ -43,8 +44,11 @@ def render(settings: DeploySettings, *, stack: str, app: str, base_image: str) -
         discovery="STRICT_DNS",
         backends=(Backend(f"tasks.{stack}_server", settings.port),),
         # Several fronts in one container cannot share an admin port: each takes a free one.
+        # (and cannot share a stats port either: Prometheus reads one front's alone)
         admin_port=ENVOY_ADMIN_PORT if settings.fronts == 1 else 0,
+        stats=settings.fronts == 1,
     )
+    files |= monitoring.render(settings, stack=stack, envoy=settings.fronts == 1)
     return files
 
 
