@@ -39,6 +39,7 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
                 "test_containers_runtime",
                 "test_deploy_envoy",
                 "test_deploy_kubernetes",
+                "test_deploy_monitoring",  # a real Prometheus and Envoy on the rendered files
                 "test_deploy_slurm",
                 "test_deploy_swarm",
                 "test_docker_support",
