@@ -2,7 +2,7 @@
 
     python examples/learn/learn.py --seed 0 --out learn-runs/seed-0
 
-Nothing is downloaded. A tiny Llama (two layers, a 45-token character vocabulary, both built
+Nothing is downloaded. A tiny Llama (two layers, a 46-token character vocabulary, both built
 here) learns to answer "say digits above five." with digits above five. The environment is a
 real openenv server on a free port; TRL's ``GRPOTrainer`` gets its batches from the runtime's
 ``build_rollout_func``, which plays each episode against that server and asks a model server
@@ -43,7 +43,7 @@ from transformers import (
 from trl import GRPOConfig, GRPOTrainer
 
 from openenv_runtime import Action, Environment, Observation, State, create_app
-from openenv_runtime.rollouts import build_rollout_func
+from openenv_runtime.rollouts import RolloutFunc, build_rollout_func
 from openenv_runtime.testing import running_server
 
 TASK = "say digits above five."
@@ -212,12 +212,13 @@ def sample(
 
 # -- training -------------------------------------------------------------------------------
 class MetricsLog(TrainerCallback):
-    """Appends each logged step's metrics to a JSON-lines file, with the wall time so far,
-    and prints a line per step."""
+    """Appends each logged step's metrics to a JSON-lines file, with the wall time so far and
+    the step's first four replies, and prints a line per step."""
 
-    def __init__(self, path: Path, started: float) -> None:
+    def __init__(self, path: Path, started: float, rollout_func: RolloutFunc) -> None:
         self.path = path
         self.started = started
+        self.rollout_func = rollout_func
         path.write_text("", encoding="utf-8")
 
     def on_log(
@@ -225,12 +226,18 @@ class MetricsLog(TrainerCallback):
     ) -> None:
         if not logs or "reward" not in logs:
             return
-        record = {"step": state.global_step, "seconds": round(time.monotonic() - self.started, 3)}
+        record: dict[str, Any] = {
+            "step": state.global_step,
+            "seconds": round(time.monotonic() - self.started, 3),
+        }
         record.update({k: v for k, v in logs.items() if isinstance(v, int | float)})
+        episodes = self.rollout_func.last_episodes[:4]  # the episodes of this step
+        record["replies"] = [e.messages[-1]["content"] for e in episodes if e.turns]
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(record, sort_keys=True) + "\n")
+        replies = "  ".join(json.dumps(r) for r in record["replies"])
         print(
-            f"step {state.global_step:4d}  reward {logs['reward']:.3f}  {record['seconds']:7.1f} s"
+            f"step {state.global_step:4d}  {record['seconds']:6.1f} s  reward {logs['reward']:.3f}  {replies}"
         )
 
 
@@ -285,7 +292,7 @@ def train(seed: int, steps: int, out: Path, learning_rate: float) -> dict[str, A
                     disable_tqdm=True,
                     gradient_checkpointing=False,  # saves nothing on a model this small
                 ),
-                callbacks=[MetricsLog(metrics, started)],
+                callbacks=[MetricsLog(metrics, started, rollout_func)],
             )
             trainer.remove_callback(PrinterCallback)  # MetricsLog prints a shorter line
             trainer.train()
