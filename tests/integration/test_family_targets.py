@@ -14,6 +14,7 @@ import pytest
 from openenv_cli.collect.store import read_rows
 from openenv_runtime import GenericEnvClient
 from openenv_runtime.adapters.served import family_provider
+from openenv_runtime.providers.base import health
 from tests.support.optional import require
 from tests.support.servers import REPO
 
@@ -165,3 +166,20 @@ def test_a_client_owns_a_family_server_through_its_provider() -> None:
         assert len(first.observation["observation"]) == 4
         assert env.step({"action": 1}).reward == 1.0
     assert provider.processes == []  # closing the client stopped the server
+
+
+def test_from_env_serves_a_family_target_exactly_as_the_library() -> None:
+    require("gymnasium")
+    import gymnasium
+
+    native = gymnasium.make("CartPole-v1")
+    expected, _ = native.reset(seed=11)
+    client = GenericEnvClient.from_env("gymnasium:CartPole-v1?max_episode_steps=20")
+    with client.sync() as env:
+        assert env.reset(seed=11).observation["observation"] == expected.tolist()
+        for _ in range(20):
+            result = env.step({"action": 0})
+            if result.done:
+                break
+        assert result.done
+    assert health(client.base_url, timeout=2) is None  # closing the client stopped its server

@@ -66,9 +66,17 @@ def test_resolve_project_folder(tmp_path: Path) -> None:
     assert target.env == {"MAX_CONCURRENT_ENVS": "7"}
 
 
-@pytest.mark.parametrize("target", ["not an app", "/nonexistent/folder"])
+@pytest.mark.parametrize(
+    "target", ["gymnasium:CartPole-v1", "reasoning_gym:leg_counting?size=5&seed=3", "harbor:/t/x"]
+)
+def test_resolve_a_family_target(target: str) -> None:
+    resolved = resolve_target(target)  # the server checks it (openenv_runtime.adapters)
+    assert (resolved.app, resolved.app_dir) == (target, None)
+
+
+@pytest.mark.parametrize("target", ["not an app", "/nonexistent/folder", "gym: CartPole"])
 def test_resolve_rejects(target: str) -> None:
-    with pytest.raises(ProviderError, match="neither a project folder nor an import path"):
+    with pytest.raises(ProviderError, match="neither a project folder, an import path"):
         resolve_target(target)
 
 

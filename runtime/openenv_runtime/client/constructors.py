@@ -120,7 +120,9 @@ class ProviderConstructors:
         provider: Provider | ContainerProvider | None = None,
         **client_kwargs: Any,
     ) -> typing.Self:
-        """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private).
+        """Connect to the Hugging Face Space ``org/name`` once it runs (``HF_TOKEN`` if private),
+        or serve a family target locally: ``from_env("gymnasium:CartPole-v1")``,
+        ``from_env("reasoning_gym:leg_counting?size=50")`` (its library's extra installed).
 
         The Hub is ``HF_ENDPOINT`` (default https://huggingface.co). With ``use_docker=True``
         the Space's image ``registry.hf.space/org-name:latest`` runs locally instead (pulled
@@ -131,6 +133,10 @@ class ProviderConstructors:
         """
         from ..providers.space import SpaceProvider, hf_token, space_image
 
+        if ":" in repo_id and provider is None and not use_docker:  # FAMILY:NAME, not org/name
+            from ..providers.process import ProcessProvider
+
+            return cls.from_provider(ProcessProvider(repo_id, env=env_vars), **client_kwargs)
         if _is_container_provider(provider):  # the reference's: runs the Space's image
             image = space_image(repo_id)
             tag = client_kwargs.pop("tag", None)

@@ -20,6 +20,7 @@ from typing import IO, Any
 from .base import Provider, ProviderError, last_lines
 
 _PR_SET_PDEATHSIG = 1
+_FAMILY_TARGET = re.compile(r"[a-z][a-z_]*:[^\s]+")  # FAMILY:NAME[?query]; the server checks it
 _APP_LINE = re.compile(r"^app:\s*['\"]?([\w.]+:[\w.]+)['\"]?\s*(?:#.*)?$", re.MULTILINE)
 
 
@@ -33,7 +34,9 @@ class AppTarget:
 
 
 def resolve_target(target: str | os.PathLike[str]) -> AppTarget:
-    """A project folder (with ``openenv.yaml``) or a ``module:attribute`` import path."""
+    """A project folder (with ``openenv.yaml``), a ``module:attribute`` import path, or a
+    family target ``FAMILY:NAME[?key=value&...]`` (``gymnasium:CartPole-v1``), which the
+    server itself checks and builds (``openenv_runtime.adapters``)."""
     path = Path(target)
     if path.is_dir():
         manifest = path / "openenv.yaml"
@@ -58,10 +61,11 @@ def resolve_target(target: str | os.PathLike[str]) -> AppTarget:
         # Generated apps are `<name>.server.app:app`, imported from the project's parent folder.
         return AppTarget(app, str(path.resolve().parent), env)
     text = str(target)
-    if re.fullmatch(r"[\w.]+:[\w.]+", text):
+    if re.fullmatch(r"[\w.]+:[\w.]+", text) or _FAMILY_TARGET.fullmatch(text):
         return AppTarget(text, None, {})
     raise ProviderError(
-        f"{text!r} is neither a project folder nor an import path like my_env.server.app:app"
+        f"{text!r} is neither a project folder, an import path like my_env.server.app:app, "
+        "nor a family target like gymnasium:CartPole-v1"
     )
 
 
