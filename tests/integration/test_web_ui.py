@@ -848,6 +848,34 @@ def test_hostile_markdown_is_neutralised_even_without_the_csp(browser: Any) -> N
     assert "pic (image)" in found["text"]  # an image became a link, never fetched
 
 
+# ---------------------------------------------------------------- frames
+
+
+def test_a_gymnasium_frame_is_drawn_beside_the_observation(visit: Callable[..., Visit]) -> None:
+    pytest.importorskip("gymnasium") if not os.environ.get("CI") else None
+    from openenv_runtime.adapters.target import create_family_app
+
+    app = create_family_app("gymnasium:CartPole-v1?render_mode=rgb_array")
+    with running_server(app) as url:
+        v = visit(url)
+        assert v.page.locator("#obs-frame").is_hidden()  # nothing to draw before a reset
+        reset(v, seed=2)
+        frame = v.page.locator("#obs-frame")
+        frame.wait_for(state="visible")
+        size = v.page.evaluate(
+            "() => [document.querySelector('#obs-frame').width, document.querySelector('#obs-frame').height]"
+        )
+        assert size == [600, 400]  # CartPole's rgb_array: 400 rows of 600 pixels
+        colours = v.page.evaluate(
+            "() => { const c = document.querySelector('#obs-frame').getContext('2d');"
+            " const d = c.getImageData(0, 0, 600, 400).data; const seen = new Set();"
+            " for (let i = 0; i < d.length; i += 4 * 97) seen.add(d[i] + ',' + d[i + 1] + ',' + d[i + 2]);"
+            " return seen.size; }"
+        )
+        assert colours > 1  # a picture (the cart and its pole on white), not a blank canvas
+        assert not v.errors and not v.outside_requests()
+
+
 # ---------------------------------------------------------------- the picture of docs/server.md
 
 

@@ -14,7 +14,7 @@ from openenv_runtime import create_app
 from openenv_runtime.web import STATIC_DIR
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
-BUDGET_BYTES = 150 * 1024  # everything, the vendored libraries included
+BUDGET_BYTES = 160 * 1024  # everything, the vendored libraries included (frames: +1.2 KB)
 # The vendored libraries, byte for byte as their npm packages publish them (see
 # openenv_runtime/web/third_party/README.md): (version in the file's header, sha256).
 VENDORED = {

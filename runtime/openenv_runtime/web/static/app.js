@@ -9,6 +9,7 @@ const $ = (id) => document.getElementById(id);
 const HEALTH_EVERY_MS = 10_000;
 const HIGHLIGHT_LIMIT = 200_000;
 const MAX_ROWS = 300; // rows kept in the table; the download has every step
+const MAX_FRAME_PIXELS = 4_000_000; // a larger `frame` is left to the JSON view
 
 const page = {
   meta: null,
@@ -363,8 +364,36 @@ function renderObservation() {
   done.dataset.done = String(entry.done);
   $("stat-step").textContent = String(entry.step);
   $("stat-return").textContent = fmt(cumulative(entries.slice(0, index + 1)));
+  drawFrame($("obs-frame"), entry.observation && entry.observation.frame);
   renderJson($("obs-json"), entry.observation);
   $("copy-obs").disabled = false;
+}
+
+/** An observation's `frame` (height × width × RGB(A) integers, as Gymnasium's rgb_array
+ * render gives it) drawn on the canvas; anything else hides the canvas. */
+function drawFrame(canvas, frame) {
+  const rows = Array.isArray(frame) ? frame.length : 0;
+  const cols = rows && Array.isArray(frame[0]) ? frame[0].length : 0;
+  if (!rows || !cols || !Array.isArray(frame[0][0]) || rows * cols > MAX_FRAME_PIXELS) {
+    canvas.hidden = true;
+    return;
+  }
+  canvas.width = cols;
+  canvas.height = rows;
+  const image = canvas.getContext("2d").createImageData(cols, rows);
+  let at = 0;
+  for (const row of frame) {
+    for (let x = 0; x < cols; x++) {
+      const pixel = (row && row[x]) || [];
+      image.data[at] = pixel[0] | 0;
+      image.data[at + 1] = pixel[1] | 0;
+      image.data[at + 2] = pixel[2] | 0;
+      image.data[at + 3] = pixel.length > 3 ? pixel[3] | 0 : 255;
+      at += 4;
+    }
+  }
+  canvas.getContext("2d").putImageData(image, 0, 0);
+  canvas.hidden = false;
 }
 
 function historyRow(e, i) {
