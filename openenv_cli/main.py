@@ -102,8 +102,8 @@ VERBS: dict[str, Verb] = {
         "List environment Spaces on the Hugging Face Hub with their version and hardware.",
         (
             "openenv discover",
-            "openenv discover echo --author openenv --limit 50",
-            "openenv discover --json | jq -r '.spaces[].id'",
+            "openenv discover echo --limit 50 --sort updated",
+            "openenv discover --author my-org --json --no-versions",
         ),
     ),
     "migrate": Verb(

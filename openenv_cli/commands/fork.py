@@ -77,9 +77,9 @@ def command(
         ),
     ] = None,
 ) -> None:
-    """Copy a Hugging Face Space (an environment) into your namespace, with the Hub's duplicate.
+    """Copy a Hugging Face Space (an environment) into your namespace.
 
-    The Hub copies the Space's files, their history and its SDK, and its variables (-e overrides them). Secrets are never copied (nobody can read their values back): give the ones the copy needs with --secret, set in the same request; when your token can read the source's secret names, the ones still missing are listed. A Space that exists already is never overwritten. The Hub is [bold]$HF_ENDPOINT[/] (default https://huggingface.co).
+    It is the Hub's own duplicate: the Hub copies the Space's files, their history and its SDK, and its variables (-e overrides them). Secrets are never copied (nobody can read their values back): give the ones the copy needs with --secret, set in the same request; when your token can read the source's secret names, the ones still missing are listed. A Space that exists already is never overwritten. The Hub is [bold]$HF_ENDPOINT[/] (default https://huggingface.co).
     """
     from openenv_cli.config import parse_assignments
     from openenv_cli.hub.errors import Redactor, redacting, resolve_token

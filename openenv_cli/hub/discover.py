@@ -20,6 +20,7 @@ from openenv_cli.hub.space import OPENENV_TAG, space_urls
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi, SpaceInfo
+    from huggingface_hub.hf_api import ExpandSpaceProperty_T
 
 MANIFEST = "openenv.yaml"
 # A manifest is a few hundred bytes; a larger file is not read (nor downloaded).
@@ -33,21 +34,7 @@ SORTS: dict[str, Literal["likes", "last_modified", "created_at"]] = {
     "created": "created_at",
 }
 # Properties of each Space asked for; the Hub answers only these.
-_EXPAND: list[
-    Literal[
-        "author",
-        "cardData",
-        "lastModified",
-        "likes",
-        "private",
-        "runtime",
-        "sdk",
-        "sha",
-        "siblings",
-        "subdomain",
-        "tags",
-    ]
-] = [
+_EXPAND: list[ExpandSpaceProperty_T] = [
     "author",
     "cardData",
     "lastModified",
@@ -155,6 +142,13 @@ def _version(api: HfApi, info: SpaceInfo, cache: Path) -> str | None:
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import HfHubHTTPError
 
+    failures: tuple[type[BaseException], ...] = (
+        HfHubHTTPError,
+        OSError,
+        UnicodeDecodeError,
+        yaml.YAMLError,
+        *network_errors(),
+    )
     try:
         url = hf_hub_url(
             info.id, MANIFEST, repo_type="space", revision=info.sha, endpoint=api.endpoint
@@ -176,7 +170,7 @@ def _version(api: HfApi, info: SpaceInfo, cache: Path) -> str | None:
         if len(text) > MAX_MANIFEST_BYTES:
             return None
         data = yaml.safe_load(text.decode("utf-8"))
-    except (HfHubHTTPError, OSError, UnicodeDecodeError, yaml.YAMLError, *network_errors()):
+    except failures:
         return None
     version = data.get("version") if isinstance(data, dict) else None
     return str(version) if isinstance(version, str | int | float) and str(version) else None
