@@ -13,26 +13,24 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, cast
 
 from openenv_cli.hub.errors import HubContext, hub_call, network_errors
 from openenv_cli.hub.space import OPENENV_TAG, space_urls
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi, SpaceInfo
-    from huggingface_hub.hf_api import ExpandSpaceProperty_T
+    from huggingface_hub.hf_api import ExpandSpaceProperty_T, SpaceSort_T
 
 MANIFEST = "openenv.yaml"
 # A manifest is a few hundred bytes; a larger file is not read (nor downloaded).
 MAX_MANIFEST_BYTES = 64 * 1024
 # Manifests read at once.
 _READERS = 8
-# --sort → huggingface_hub's name for it (most first).
-SORTS: dict[str, Literal["likes", "last_modified", "created_at"]] = {
-    "likes": "likes",
-    "updated": "last_modified",
-    "created": "created_at",
-}
+# --sort → the Hub's own name for it (most first). huggingface_hub passes these through
+# unchanged in every version (it renames only its snake_case spellings, and not all of them
+# before 1.0).
+SORTS: dict[str, str] = {"likes": "likes", "updated": "lastModified", "created": "createdAt"}
 # Properties of each Space asked for; the Hub answers only these.
 _EXPAND: list[ExpandSpaceProperty_T] = [
     "author",
@@ -91,7 +89,7 @@ def discover_spaces(
                 filter=OPENENV_TAG,
                 search=query or None,
                 author=author or None,
-                sort=SORTS[sort],
+                sort=cast("SpaceSort_T", SORTS[sort]),
                 limit=limit,
                 expand=_EXPAND,
             )

@@ -108,7 +108,8 @@ def fork_space(
             ) from None
         if api.repo_exists(target_id, repo_type="space"):
             raise _taken(api, target_id)
-    missing = _secret_names(api, source_id)
+    with hub_call(f"reading the secret names of {source_id}", ctx):
+        missing = _secret_names(api, source_id)
     if missing is not None:
         missing = sorted(set(missing) - set(secrets))
 

@@ -76,6 +76,18 @@ def test_query_author_and_limit(spaces: HubHandle) -> None:
     assert "filter=openenv" in listing.query and "limit=1" in listing.query
 
 
+def test_sort_orders(spaces: HubHandle) -> None:
+    def order(sort: str) -> list[str]:
+        return [s.id for s in discover_spaces(sort=sort, endpoint=spaces.url, versions=False)]
+
+    assert order("created") == ["bob/maze_env", "alice/echo_env"]  # newest first
+    echo = spaces.state.repo("alice/echo_env")
+    spaces.state.commit(echo, author="alice", summary="touch", writes={"x.txt": b"x"})
+    assert order("updated") == ["alice/echo_env", "bob/maze_env"]
+    sent = [r.query for r in listings(spaces)]
+    assert "sort=createdAt" in sent[0] and "sort=lastModified" in sent[1]
+
+
 def test_pages_are_followed(spaces: HubHandle) -> None:
     spaces.state.page_size = 1
     assert len(discover_spaces(endpoint=spaces.url, versions=False)) == 2

@@ -51,7 +51,7 @@ def pushed_space(
 
 
 def run_cli(
-    hub: HubHandle, work: Path, *args: str, token: str | None
+    hub: HubHandle, work: Path, *args: str, token: str | None, **extra_env: str
 ) -> subprocess.CompletedProcess[str]:
     """`openenv ARGS` in a subprocess that sees this Hub only (and `token` as HF_TOKEN)."""
     env = {
@@ -61,6 +61,7 @@ def run_cli(
     }
     env.update(hub.client_env(work / "cli_hf_home", token))
     env["COLUMNS"] = "200"
+    env.update(extra_env)
     return subprocess.run(
         [*CLI, *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )

@@ -1,4 +1,5 @@
-"""The HTTP face of the local test Hub: the routes `huggingface_hub` calls to deploy a Space.
+"""The HTTP face of the local test Hub: the routes `huggingface_hub` calls to deploy a Space
+(`openenv push`), duplicate one (`openenv fork`) and search them (`openenv discover`).
 
 Handlers are `async` so they all run on the server's event loop, one at a time; `HubState.lock`
 guards against the test thread reading while a handler writes.
@@ -126,7 +127,7 @@ class _RequestLog:
 
 
 def create_app(state: HubState) -> FastAPI:
-    """A FastAPI app serving `state` over the subset of the Hub API that `push` needs."""
+    """A FastAPI app serving `state` over the subset of the Hub API that openenv uses."""
     app = FastAPI(title="local test Hub", openapi_url=None, docs_url=None, redoc_url=None)
     app.add_middleware(_RequestLog, state=state)
 
