@@ -93,4 +93,3 @@ def test_secret_values_stay_out_of_output_debug_logs_and_errors(
         for text in (result.stdout, result.stderr):
             assert SECRET not in text and ENV_SECRET not in text and ALICE_TOKEN not in text
     assert "Send:" in results[0].stderr  # the debug log was on, and said nothing secret
-
