@@ -127,6 +127,16 @@ def test_existing_target_is_refused_and_a_free_name_suggested(
     assert not hub.state.calls("POST", "/duplicate")
 
 
+def test_when_every_proposed_name_is_taken_the_hint_says_to_pick_one(
+    hub: HubHandle, bobs_env: str
+) -> None:
+    for name in ["echo_env", "echo_env-fork", *(f"echo_env-fork-{n}" for n in range(2, 6))]:
+        hub.state.create_repo(f"alice/{name}")
+    with pytest.raises(OpenEnvError) as caught:
+        fork_space(bobs_env, ALICE_TOKEN, endpoint=hub.url)
+    assert caught.value.hint == "Choose a new name: --repo-id alice/NEW_NAME."
+
+
 def test_a_target_taken_between_check_and_copy_is_refused_too(
     hub: HubHandle, bobs_env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -233,3 +243,55 @@ def test_cli_fork_not_logged_in(hub: HubHandle, tmp_path: Path, bobs_env: str) -
     assert done.returncode == 1 and "not logged in" in done.stderr
     assert "hf auth login" in done.stderr
     assert not hub.state.calls("POST", "/duplicate")
+
+
+def test_clients_before_duplicate_repo_use_duplicate_space(
+    hub: HubHandle, bobs_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """huggingface_hub < 1.x names the call `duplicate_space(from_id, to_id, *, private,
+    hardware, secrets, variables, ...)` and sends the older `private` flag: the same request."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    def duplicate_space(
+        self: HfApi,
+        from_id: str,
+        to_id: str | None = None,
+        *,
+        private: bool | None = None,
+        token: object = None,
+        exist_ok: bool = False,
+        hardware: str | None = None,
+        storage: str | None = None,
+        sleep_time: int | None = None,
+        secrets: list[dict[str, str]] | None = None,
+        variables: list[dict[str, str]] | None = None,
+    ) -> None:
+        given = {
+            "private": private,
+            "hardware": hardware,
+            "secrets": secrets,
+            "variables": variables,
+        }
+        payload = {"repository": to_id, **{k: v for k, v in given.items() if v is not None}}
+        response = get_session().post(
+            f"{self.endpoint}/api/spaces/{from_id}/duplicate",
+            headers=self._build_hf_headers(),
+            json=payload,
+        )
+        hf_raise_for_status(response)
+
+    monkeypatch.delattr(HfApi, "duplicate_repo")
+    monkeypatch.setattr(HfApi, "duplicate_space", duplicate_space, raising=False)
+    result = fork_space(
+        bobs_env,
+        ALICE_TOKEN,
+        repo_id="old_client",
+        private=True,
+        secrets={"API_KEY": SECRET},
+        endpoint=hub.url,
+    )
+    fork = hub.state.repo("alice/old_client")
+    assert result.private and fork.private and fork.secret_values() == {"API_KEY": SECRET}
+    with pytest.raises(OpenEnvError, match="alice/old_client already exists"):
+        fork_space(bobs_env, ALICE_TOKEN, repo_id="old_client", endpoint=hub.url)
