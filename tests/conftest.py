@@ -39,6 +39,7 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
                 "test_containers_runtime",
                 "test_deploy_envoy",
                 "test_deploy_kubernetes",
+                "test_deploy_monitoring",  # a real Prometheus and Envoy on the rendered files
                 "test_deploy_slurm",
                 "test_deploy_swarm",
                 "test_docker_support",
@@ -114,7 +115,11 @@ NEEDED_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
         ("jsf", "collect"),
         ("openai", "collect"),
     ),
-    "integration/test_docs_site.py": (("mkdocs", "docs"), ("material", "docs")),
+    "integration/test_docs_site.py": (
+        ("mkdocs", "docs"),
+        ("material", "docs"),
+        ("mkdocstrings", "docs"),
+    ),
     "integration/test_llm_judge.py": (("openai", "ci"),),
     "integration/test_release.py": (("build", "ci"), ("twine", "ci"), ("pypiserver", "ci")),
 }

@@ -26,6 +26,11 @@ class Backend:
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def netloc(self) -> str:
+        """``host:port`` as a URL (and Prometheus) writes it: an IPv6 address in brackets."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else str(self)
+
 
 def _is_ip(host: str) -> bool:
     try:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from openenv_cli.deploy import monitoring
 from openenv_cli.deploy.render import envoy_files, render_target
 from openenv_cli.deploy.settings import DeploySettings
 from openenv_cli.errors import OpenEnvError
@@ -39,10 +40,12 @@ def render(settings: DeploySettings, out: Path, *, app: str) -> dict[str, str]:
             "python_path": shlex.quote(str(settings.project_dir.parent)),
             "out_dir": shlex.quote(str(out.absolute())),
             "eds_placeholder": EDS_PLACEHOLDER,
+            "monitoring_dir": monitoring.FOLDER,
         },
     )
     # Endpoints come from a file the job writes once its tasks have started (file-based EDS).
     files |= envoy_files(settings, discovery="EDS", eds_path=EDS_PLACEHOLDER)
+    files |= monitoring.render(settings, envoy=False)
     return files
 
 
