@@ -88,6 +88,24 @@ VERBS: dict[str, Verb] = {
             "openenv push -e LOG_LEVEL=debug --secret API_KEY",
         ),
     ),
+    "fork": Verb(
+        "openenv_cli.commands.fork",
+        "Copy a Hugging Face Space (an environment) into your namespace.",
+        (
+            "openenv fork openenv/echo_env",
+            "openenv fork openenv/echo_env --repo-id my-org/echo --private -H t4-small",
+            "openenv fork alice/chat_env -e MODEL_ID=my/model --secret API_KEY",
+        ),
+    ),
+    "discover": Verb(
+        "openenv_cli.commands.discover",
+        "List environment Spaces on the Hugging Face Hub with their version and hardware.",
+        (
+            "openenv discover",
+            "openenv discover echo --limit 50 --sort updated",
+            "openenv discover --author my-org --json --no-versions",
+        ),
+    ),
     "migrate": Verb(
         "openenv_cli.commands.migrate",
         "Rewrite a project written for the reference OpenEnv (openenv.core) to run on openenv-runtime.",

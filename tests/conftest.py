@@ -77,6 +77,8 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
         "integration/test_providers_swarm.py",
     ),
     "hub": (
+        "integration/test_discover.py",
+        "integration/test_fork.py",
         "integration/test_hub_server.py",
         "integration/test_providers_space.py",
         "integration/test_push.py",

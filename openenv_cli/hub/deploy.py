@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openenv_cli.errors import OpenEnvError
+from openenv_cli.hub.account import writable_repo_id
 from openenv_cli.hub.errors import HubContext, hub_call, no_request_logging, quiet_client
 from openenv_cli.hub.space import SpaceUrls, space_urls
 from openenv_cli.hub.upload import PushPlan
@@ -36,33 +36,6 @@ class PushResult:
     notes: list[str]
 
 
-def _check_user(plan: PushPlan, me: dict[str, object], token_source: str, endpoint: str) -> str:
-    """The Space id to push to; refuses read-only tokens and foreign namespaces."""
-    user = str(me.get("name"))
-    auth = me.get("auth")
-    token = auth.get("accessToken") if isinstance(auth, dict) else None
-    if isinstance(token, dict) and token.get("role") == "read":
-        raise OpenEnvError(
-            f"The token from {token_source} is read-only; deploying a Space needs write access.",
-            hint=f"Create a write token at {endpoint}/settings/tokens, then run `hf auth login` or pass --token.",
-        )
-    repo_id = plan.repo.with_user(user)
-    namespace = repo_id.split("/", 1)[0]
-    raw_orgs = me.get("orgs")
-    orgs = (
-        [str(o.get("name")) for o in raw_orgs if isinstance(o, dict)]
-        if isinstance(raw_orgs, list)
-        else []
-    )
-    if namespace != user and namespace not in orgs:
-        member_of = f" (your organizations: {', '.join(orgs)})" if orgs else ""
-        raise OpenEnvError(
-            f"{user} cannot push to {repo_id}: {namespace!r} is neither your user nor one of your organizations{member_of}.",
-            hint=f"Use --repo-id {user}/{plan.repo.name}, or ask an admin of {namespace} to add you with write access.",
-        )
-    return repo_id
-
-
 def deploy(
     plan: PushPlan, token: str, *, token_source: str = "--token", endpoint: str | None = None
 ) -> PushResult:
@@ -84,7 +57,14 @@ def deploy(
     with hub_call("checking the token", ctx):
         me = api.whoami()
     ctx.user = str(me.get("name"))
-    repo_id = ctx.repo_id = _check_user(plan, me, token_source, endpoint)
+    repo_id = ctx.repo_id = writable_repo_id(
+        plan.repo,
+        me,
+        token_source=token_source,
+        endpoint=endpoint,
+        doing="deploying a Space",
+        verb="push to",
+    )
 
     with hub_call(f"reading {repo_id}", ctx):
         try:

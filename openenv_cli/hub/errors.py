@@ -16,8 +16,11 @@ from typing import Any
 from openenv_cli.errors import OpenEnvError
 
 
-def resolve_token(flag: str | None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The token and where it came from: ``--token``, then ``HF_TOKEN``, then the stored login."""
+def find_token(
+    flag: str | None, environ: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
+    """The token and where it came from: ``--token``, then ``HF_TOKEN``, then the stored
+    login; None when there is none (reading public Spaces needs no token)."""
     environ = os.environ if environ is None else environ
     if flag and flag.strip():
         return flag.strip(), "--token"
@@ -28,6 +31,14 @@ def resolve_token(flag: str | None, environ: Mapping[str, str] | None = None) ->
     stored = get_token()
     if stored:
         return stored, "the stored login"
+    return None
+
+
+def resolve_token(flag: str | None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """:func:`find_token`, for commands that cannot work without a token."""
+    found = find_token(flag, environ)
+    if found is not None:
+        return found
     raise OpenEnvError(
         "You are not logged in to the Hugging Face Hub.",
         hint="Run `hf auth login` with a token that has write access, or pass --token (or set HF_TOKEN).",
@@ -67,12 +78,12 @@ def redacting(redactor: Redactor) -> Iterator[None]:
         raise
     except Exception as error:
         raise OpenEnvError(
-            redactor(f"Unexpected {type(error).__name__} while pushing: {error}"),
+            redactor(f"Unexpected {type(error).__name__} while talking to the Hub: {error}"),
             hint="This may be a bug in openenv; please report it (without your secrets).",
         ) from None
 
 
-def _network_errors() -> tuple[type[BaseException], ...]:
+def network_errors() -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = [ConnectionError, TimeoutError]
     for module, name in (
         ("httpx2", "TransportError"),
@@ -109,7 +120,7 @@ def hub_call(what: str, ctx: HubContext) -> Iterator[None]:
         ) from None
     except HfHubHTTPError as exc:
         raise http_error(exc, what, ctx) from None
-    except _network_errors() as exc:
+    except network_errors() as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise OpenEnvError(
             f"Cannot reach the Hugging Face Hub at {ctx.endpoint} while {what}: {reason}.",

@@ -51,7 +51,7 @@ def parse_repo_id(raw: str, namespace: str | None = None) -> RepoRef:
     """Read ``name``, ``ns/name``, ``spaces/ns/name`` or a ``.../spaces/ns/name`` URL.
 
     ``namespace`` (``--namespace``) places a bare name in that namespace; it must agree with
-    a namespace given in ``raw``. Model and dataset ids are refused: ``push`` deploys Spaces.
+    a namespace given in ``raw``. Model and dataset ids are refused: only Spaces are meant.
     """
     text = raw.strip()
     if "://" in text:
@@ -71,7 +71,7 @@ def parse_repo_id(raw: str, namespace: str | None = None) -> RepoRef:
         text = "/".join(pieces[1:])
     elif len(pieces) == 3 and pieces[0] in {"datasets", "models"}:
         raise UsageError(
-            f"{raw!r} names a {pieces[0][:-1]} repository; openenv push deploys a Space.",
+            f"{raw!r} names a {pieces[0][:-1]} repository, not a Space.",
             hint=f"Use --repo-id {pieces[1]}/{pieces[2]} (a Space may share a model's name).",
         )
     try:

@@ -440,6 +440,124 @@ def test_older_clients_private_flag_forms(hub: HubHandle) -> None:
     assert status == 200 and not hub.state.repo("alice/legacy-env").private
 
 
+def test_duplicate_copies_history_and_variables_never_secrets(hub: HubHandle) -> None:
+    repo_id = "bob/source-env"
+    source = hub.state.create_repo(repo_id, visibility="private")
+    hub.state.commit(source, author="bob", summary="files", writes={"README.md": README.encode()})
+    hub.api(BOB_TOKEN).add_space_variable(repo_id, "LEVEL", "3")
+    hub.api(BOB_TOKEN).add_space_secret(repo_id, "API_KEY", "bob-secret-1")
+    hub.state.repo(repo_id).visibility = "public"
+    body = {
+        "repository": "alice/copy",
+        "hardware": "t4-small",
+        "variables": [{"key": "MODE", "value": "x"}],
+        "secrets": [{"key": "TOKEN_B", "value": "alice-secret"}],
+    }
+    status, answer = _raw(
+        hub,
+        "POST",
+        f"/api/spaces/{repo_id}/duplicate",
+        json.dumps(body).encode(),
+        ALICE_TOKEN,
+        "application/json",
+    )
+    assert status == 200 and answer["url"] == f"{hub.url}/spaces/alice/copy"
+    copy = hub.state.repo("alice/copy")
+    assert [c.oid for c in copy.commits] == [c.oid for c in source.commits]
+    assert copy.files == source.files and copy.sdk == "docker" and not copy.private
+    assert copy.variable_values() == {"LEVEL": "3", "MODE": "x"}
+    assert copy.secret_values() == {"TOKEN_B": "alice-secret"}
+    assert copy.hardware == "t4-small"
+    # private=True in the request wins over the source's visibility
+    status, _ = _raw(
+        hub,
+        "POST",
+        f"/api/spaces/{repo_id}/duplicate",
+        b'{"repository": "alice/copy2", "private": true}',
+        ALICE_TOKEN,
+        "application/json",
+    )
+    assert status == 200 and hub.state.repo("alice/copy2").private
+    assert hub.state.repo("alice/copy2").hardware == "cpu-basic"
+
+
+@pytest.mark.parametrize(
+    ("body", "token", "status"),
+    [
+        ({"repository": "alice/echo-env"}, ALICE_TOKEN, 409),  # the target exists
+        ({"repository": "bob/x"}, ALICE_TOKEN, 403),  # not alice's namespace
+        ({"repository": "alice/x"}, ALICE_READ_TOKEN, 403),  # a read token
+        ({"repository": "alice/x", "hardware": "h100-x99"}, ALICE_TOKEN, 400),
+        (
+            {"repository": "alice/x", "secrets": [{"key": "bad key", "value": "v"}]},
+            ALICE_TOKEN,
+            400,
+        ),
+        ({"repository": "no-namespace"}, ALICE_TOKEN, 400),
+    ],
+)
+def test_duplicate_refusals(hub: HubHandle, body: dict, token: str, status: int) -> None:
+    repo_id = _space(hub)
+    got, _ = _raw(
+        hub,
+        "POST",
+        f"/api/spaces/{repo_id}/duplicate",
+        json.dumps(body).encode(),
+        token,
+        "application/json",
+    )
+    assert got == status
+    missing, _ = _raw(
+        hub,
+        "POST",
+        "/api/spaces/alice/missing/duplicate",
+        b'{"repository": "alice/y"}',
+        ALICE_TOKEN,
+        "application/json",
+    )
+    assert missing == 404
+    assert sorted(hub.state.repos) == [f"spaces/{repo_id}"]
+
+
+def test_list_spaces_search_filter_visibility_expand_and_pages(hub: HubHandle) -> None:
+    api = hub.api()
+    for repo_id, private in (
+        ("alice/echo-env", False),
+        ("alice/maze-env", True),
+        ("bob/Echo-2", False),
+    ):
+        hub.state.create_repo(repo_id, visibility="private" if private else "public")
+        repo = hub.state.repo(repo_id)
+        hub.state.commit(repo, author="x", summary="card", writes={"README.md": README.encode()})
+    hub.state.create_repo("bob/untagged")
+    hub.state.create_repo("alice/echo-model", kind="model")
+
+    def ids(**kwargs: object) -> list[str]:
+        return [s.id for s in api.list_spaces(**kwargs)]  # type: ignore[arg-type]
+
+    assert ids(filter="openenv") == ["alice/echo-env", "alice/maze-env", "bob/Echo-2"]
+    assert ids(filter="openenv", search="ECHO") == ["alice/echo-env", "bob/Echo-2"]
+    assert ids(author="bob") == ["bob/Echo-2", "bob/untagged"]
+    assert "alice/maze-env" not in [s.id for s in hub.api(BOB_TOKEN).list_spaces()]
+    assert "alice/maze-env" not in [s.id for s in hub.api(False).list_spaces()]
+
+    [space] = api.list_spaces(search="maze", expand=["runtime", "sdk", "cardData"])
+    assert space.sdk == "docker" and space.runtime is not None and space.card_data is not None
+    assert space.private is None  # only what was asked for
+    short = next(iter(api.list_spaces(search="maze")))
+    assert short.private is True and short.card_data is None
+
+    hub.state.page_size = 2
+    assert len(ids()) == 4 and len(ids(limit=3)) == 3
+    pages = [r for r in hub.state.calls("GET") if r.path == "/api/spaces"][-2:]
+    assert "cursor=2" in pages[-1].query
+
+    from huggingface_hub.errors import BadRequestError
+
+    with pytest.raises(BadRequestError, match="Invalid sort"):
+        list(api.list_spaces(sort="stars"))  # type: ignore[arg-type]
+
+
 def test_agent_harness_registry_is_empty(hub: HubHandle) -> None:
     with urllib.request.urlopen(f"{hub.url}/api/agent-harnesses", timeout=10) as response:
         assert json.loads(response.read()) == {"standardEnvVars": [], "harnesses": {}}

@@ -17,7 +17,9 @@ Without pytest: `with running_hub(tokens={"tok": "carol"}) as hub: ...`. More to
 `hub.state.add_token("tok", "carol", role="read", orgs=["team"])`. Seed repositories with
 `hub.state.create_repo("bob/existing")` and `hub.state.commit(repo, author=..., summary=..., writes={...})`.
 A Space reports BUILDING for `state.build_polls` runtime reads after each commit, then
-`state.build_result` (default "RUNNING").
+`state.build_result` (default "RUNNING"). `POST /api/spaces/{id}/duplicate` copies a Space as the
+Hub does (history, SDK, variables; never secrets); `GET /api/spaces` searches them (`search`,
+`author`, `filter` tags, `sort`, `limit`, `expand`), `state.page_size` items a page.
 """
 
 from __future__ import annotations

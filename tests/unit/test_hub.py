@@ -10,7 +10,14 @@ import pytest
 import yaml
 
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.hub.errors import HubContext, Redactor, http_error, redacting, resolve_token
+from openenv_cli.hub.errors import (
+    HubContext,
+    Redactor,
+    find_token,
+    http_error,
+    redacting,
+    resolve_token,
+)
 from openenv_cli.hub.space import (
     RepoRef,
     parse_repo_id,
@@ -246,6 +253,14 @@ def test_not_logged_in(monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_token(None, {})
     assert "not logged in" in caught.value.message
     assert "hf auth login" in caught.value.hint and "--token" in caught.value.hint
+
+
+def test_no_token_is_fine_where_none_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    assert find_token(None, {}) is None
+    assert find_token(None, {"HF_TOKEN": "env"}) == ("env", "HF_TOKEN")
 
 
 # -- redaction and errors -------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The HTTP face of the local test Hub: the routes `huggingface_hub` calls to deploy a Space.
+"""The HTTP face of the local test Hub: the routes `huggingface_hub` calls to deploy a Space
+(`openenv push`), duplicate one (`openenv fork`) and search them (`openenv discover`).
 
 Handlers are `async` so they all run on the server's event loop, one at a time; `HubState.lock`
 guards against the test thread reading while a handler writes.
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from huggingface_hub import SpaceHardware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .state import (
@@ -23,6 +25,7 @@ from .state import (
     REPO_KINDS,
     SPACE_SDKS,
     Account,
+    Commit,
     HubRequest,
     HubState,
     Repo,
@@ -36,6 +39,31 @@ from .state import (
 INVALID_CREDENTIALS = "Invalid credentials in Authorization header"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What `GET /api/spaces` accepts in `expand` and `sort` (huggingface_hub's own lists).
+_SPACE_EXPAND = (
+    "author",
+    "cardData",
+    "createdAt",
+    "datasets",
+    "disabled",
+    "lastModified",
+    "likes",
+    "models",
+    "private",
+    "region",
+    "resourceGroup",
+    "runtime",
+    "sdk",
+    "sha",
+    "siblings",
+    "subdomain",
+    "tags",
+    "trendingScore",
+    "usedStorage",
+)
+_SPACE_SORTS = ("createdAt", "lastModified", "likes", "trendingScore")
+# The hardware flavors a Space may request (huggingface_hub's SpaceHardware).
+_SPACE_HARDWARE = tuple(flavor.value for flavor in SpaceHardware)
 # The empty agent-harness registry, in the shape huggingface_hub's agent detection reads.
 _EMPTY_HARNESS_REGISTRY = {"standardEnvVars": [], "harnesses": {}}
 
@@ -99,7 +127,7 @@ class _RequestLog:
 
 
 def create_app(state: HubState) -> FastAPI:
-    """A FastAPI app serving `state` over the subset of the Hub API that `push` needs."""
+    """A FastAPI app serving `state` over the subset of the Hub API that openenv uses."""
     app = FastAPI(title="local test Hub", openapi_url=None, docs_url=None, redoc_url=None)
     app.add_middleware(_RequestLog, state=state)
 
@@ -161,6 +189,32 @@ def create_app(state: HubState) -> FastAPI:
             raise HubError(400, "Request body must be a JSON object")
         return body
 
+    def requested_visibility(body: dict) -> str | None:
+        """`visibility` (clients >=1.8) or the older `private` flag; None when neither is given."""
+        if "visibility" in body:
+            visibility = body["visibility"]
+            if visibility not in ("public", "private", "protected"):
+                raise HubError(400, f"Invalid visibility {visibility!r}")
+            return str(visibility)
+        if body.get("private") is not None:
+            return "private" if body["private"] else "public"
+        return None
+
+    def settings_from(body: dict, field_name: str) -> dict[str, Setting]:
+        """The `variables` or `secrets` list of a create or duplicate request, checked."""
+        found: dict[str, Setting] = {}
+        items = body.get(field_name) or []
+        if not isinstance(items, list):
+            raise HubError(400, f"{field_name} must be a list of {{key, value}} objects")
+        for item in items:
+            key = item.get("key") if isinstance(item, dict) else None
+            if not isinstance(key, str) or not _ENV_KEY.match(key) or "value" not in item:
+                raise HubError(
+                    400, f"Invalid {field_name} entry: give a key (letters, digits, _) and a value"
+                )
+            found[key] = Setting(str(item["value"]), item.get("description"), utc_now())
+        return found
+
     def repo_url(request: Request, repo: Repo) -> str:
         base = str(request.base_url).rstrip("/")
         return f"{base}/{repo.id}" if repo.kind == "model" else f"{base}/{repo.kind}s/{repo.id}"
@@ -209,12 +263,7 @@ def create_app(state: HubState) -> FastAPI:
                 403,
                 f"You don't have the rights to create a {kind} under the namespace {namespace!r}",
             )
-        if "visibility" in body:
-            visibility = body["visibility"]
-            if visibility not in ("public", "private", "protected"):
-                raise HubError(400, f"Invalid visibility {visibility!r}")
-        else:
-            visibility = "private" if body.get("private") else "public"
+        visibility = requested_visibility(body) or "public"
         sdk = body.get("sdk")
         if kind == "space" and sdk not in SPACE_SDKS:
             raise HubError(
@@ -238,14 +287,8 @@ def create_app(state: HubState) -> FastAPI:
             )
             if kind == "space":
                 repo.hardware = body.get("hardware") or repo.hardware
-                for field_name, target in (
-                    ("variables", repo.variables),
-                    ("secrets", repo.secrets),
-                ):
-                    for item in body.get(field_name) or []:
-                        target[item["key"]] = Setting(
-                            str(item["value"]), item.get("description"), utc_now()
-                        )
+                repo.variables.update(settings_from(body, "variables"))
+                repo.secrets.update(settings_from(body, "secrets"))
         return JSONResponse({"url": repo_url(request, repo), "name": repo.id, "id": repo.id})
 
     @app.delete("/api/repos/delete")
@@ -257,6 +300,47 @@ def create_app(state: HubState) -> FastAPI:
         )
         state.delete_repo(repo)
         return {}
+
+    @app.post("/api/{kinds}/{namespace}/{name}/duplicate")
+    async def duplicate(request: Request, kinds: str, namespace: str, name: str) -> JSONResponse:
+        """The Hub's server-side copy: history, SDK and (for a Space) its variables; never
+        its secrets. Visibility defaults to the source's; hardware to cpu-basic."""
+        source, who = readable(request, kinds, namespace, name)
+        if who is None:
+            raise HubError(401, "You must be authenticated to duplicate a repository")
+        body = await json_body(request)
+        target = body.get("repository")
+        if not isinstance(target, str) or target.count("/") != 1:
+            raise HubError(400, "repository must be NAMESPACE/NAME")
+        target_namespace, target_name = target.split("/")
+        if not _NAME.match(target_name) or ".." in target_name or "--" in target_name:
+            raise HubError(400, f"Invalid repository name {target_name!r}")
+        if not who.can_write(target_namespace):
+            raise HubError(
+                403,
+                f"You don't have the rights to create a {source.kind} under the namespace {target_namespace!r}",
+            )
+        visibility = requested_visibility(body) or source.visibility
+        variables = settings_from(body, "variables")
+        secrets = settings_from(body, "secrets")
+        hardware = body.get("hardware")
+        if hardware is not None and hardware not in _SPACE_HARDWARE:
+            raise HubError(400, f"Invalid hardware {hardware!r}")
+        if state.find(target, source.kind) is not None:
+            message = f"You already created this {source.kind} repo"
+            return JSONResponse(
+                {"error": message}, status_code=409, headers={"X-Error-Message": message}
+            )
+        with state.lock:
+            repo = state.duplicate_repo(
+                source,
+                target,
+                visibility=visibility,
+                hardware=hardware,
+                variables=variables,
+                secrets=secrets,
+            )
+        return JSONResponse({"url": repo_url(request, repo), "filesCopyPending": False})
 
     @app.put("/api/{kinds}/{namespace}/{name}/settings")
     async def update_settings(request: Request, kinds: str, namespace: str, name: str) -> dict:
@@ -278,7 +362,11 @@ def create_app(state: HubState) -> FastAPI:
     def info(request: Request, kinds: str, namespace: str, name: str, rev: str) -> dict:
         repo, _ = readable(request, kinds, namespace, name)
         with state.lock:
-            commit = revision(repo, rev)
+            return describe(request, repo, revision(repo, rev))
+
+    def describe(request: Request, repo: Repo, commit: Commit) -> dict:
+        """Everything `GET /api/{kinds}/{id}` says about `repo` at `commit`."""
+        with state.lock:
             card = repo.card_data(commit.files)
             blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
             siblings = [
@@ -312,6 +400,60 @@ def create_app(state: HubState) -> FastAPI:
             if repo.kind == "model":
                 data["modelId"] = repo.id
             return data
+
+    @app.get("/api/spaces")
+    async def list_spaces(request: Request) -> JSONResponse:
+        """The Hub's Space search: `search` (a case-insensitive part of the id), `author`,
+        `filter` (tags, all of them), `sort` with `direction`, `limit`, and `expand` (only
+        those properties, plus `_id` and `id`) or `full`; pages linked by a `Link` header."""
+        who = caller(request)
+        params = request.query_params
+        expand = params.getlist("expand") + params.getlist("expand[]")
+        full = params.get("full", "").lower() in ("1", "true")
+        if expand and full:
+            raise HubError(400, "expand cannot be used together with full")
+        unknown = sorted(set(expand) - set(_SPACE_EXPAND))
+        if unknown:
+            raise HubError(400, f"Invalid expand value(s): {', '.join(unknown)}")
+        sort = params.get("sort")
+        if sort is not None and sort not in _SPACE_SORTS:
+            raise HubError(400, f"Invalid sort {sort!r}; expected one of {', '.join(_SPACE_SORTS)}")
+        try:
+            limit = int(params["limit"]) if "limit" in params else None
+            cursor = int(params.get("cursor") or 0)
+        except ValueError:
+            raise HubError(400, "limit and cursor must be integers") from None
+        search = (params.get("search") or "").lower()
+        author = params.get("author")
+        tags = params.getlist("filter")
+        with state.lock:
+            rows = []
+            for repo in list(state.repos.values()):
+                visible = not repo.private or (who is not None and who.member_of(repo.namespace))
+                if repo.kind != "space" or not visible:
+                    continue
+                if search not in repo.id.lower() or (author and repo.namespace != author):
+                    continue
+                data = describe(request, repo, repo.head)
+                if all(tag in data["tags"] for tag in tags):
+                    rows.append(data)
+        if sort is not None:
+            descending = params.get("direction", "-1") != "1"
+            rows.sort(key=lambda row: row.get(sort) or 0, reverse=descending)
+        size = min(limit or state.page_size, state.page_size)
+        page = rows[cursor : cursor + size]
+        if expand:
+            shown = [{k: row[k] for k in ("_id", "id", *expand) if k in row} for row in page]
+        elif full:
+            shown = page
+        else:  # the Hub's short form
+            keys = ("_id", "id", "likes", "private", "sdk", "tags", "createdAt")
+            shown = [{k: row[k] for k in keys if k in row} for row in page]
+        headers = {}
+        if cursor + size < len(rows):
+            nxt = request.url.include_query_params(cursor=cursor + size)
+            headers["Link"] = f'<{nxt}>; rel="next"'
+        return JSONResponse(shown, headers=headers)
 
     @app.get("/api/{kinds}/{namespace}/{name}")
     async def repo_info(request: Request, kinds: str, namespace: str, name: str) -> dict:

@@ -206,6 +206,9 @@ class HubState:
         # runtime, then `build_result` ("RUNNING", "BUILD_ERROR", "RUNTIME_ERROR", ...).
         self.build_result = "RUNNING"
         self.build_polls = 1
+        # The most items one page of a listing (`GET /api/spaces`) holds; more pages are
+        # linked with a `Link: <...>; rel="next"` header, which the client follows.
+        self.page_size = 1000
         self._counter = itertools.count(1)
         for token, who in (tokens or {}).items():
             account = who if isinstance(who, Account) else Account(user=who)
@@ -268,6 +271,50 @@ class HubState:
                 summary="initial commit",
                 writes={".gitattributes": INITIAL_GITATTRIBUTES},
             )
+        return repo
+
+    def duplicate_repo(
+        self,
+        source: Repo,
+        target_id: str,
+        *,
+        visibility: str,
+        hardware: str | None = None,
+        variables: Mapping[str, Setting] | None = None,
+        secrets: Mapping[str, Setting] | None = None,
+    ) -> Repo:
+        """A copy of `source` under `target_id`, as the Hub's duplicate endpoint makes it.
+
+        The whole history is copied (the Hub copies the git history server-side). For a Space,
+        the source's variables are copied and then overridden by `variables`; its secrets are
+        not copied (the Hub never does: they cannot be read back), only `secrets` are set.
+        """
+        namespace, name = target_id.split("/", 1)
+        with self.lock:
+            repo = Repo(
+                kind=source.kind,
+                namespace=namespace,
+                name=name,
+                visibility=visibility,
+                sdk=source.sdk,
+                commits=[
+                    Commit(**{**vars(commit), "files": dict(commit.files)})
+                    for commit in source.commits
+                ],
+            )
+            if repo.key in self.repos:
+                raise ValueError(f"{repo.key} already exists")
+            if repo.kind == "space":
+                repo.variables = {
+                    key: Setting(entry.value, entry.description, utc_now())
+                    for key, entry in source.variables.items()
+                }
+                repo.variables.update(variables or {})
+                repo.secrets = dict(secrets or {})
+                repo.hardware = hardware or "cpu-basic"
+            self.repos[repo.key] = repo
+            if repo.kind == "space":
+                self.start_build(repo)
         return repo
 
     def delete_repo(self, repo: Repo) -> None:
