@@ -14,6 +14,7 @@ from pathlib import Path
 
 from openenv_cli.config import resolve
 from openenv_cli.deploy import envoy, kubernetes, slurm, swarm
+from openenv_cli.deploy.endpoints import write_endpoints
 from openenv_cli.deploy.render import WriteOutcome, write_files
 from openenv_cli.deploy.settings import TARGETS, DeploySettings, Target, resolve_settings
 from openenv_cli.errors import UsageError
@@ -156,6 +157,10 @@ def run_deploy(
     elif apply and target == "slurm":
         job = slurm.apply(plan.out, plan.settings.replicas, timeout=timeout, progress=progress)
         result.url, result.job_id, result.endpoints = job.url, job.job_id, job.endpoints
+    elif target == "envoy":
+        result.endpoints = [str(backend) for backend in plan.settings.backends]
+    if result.endpoints and (apply or target == "envoy"):
+        write_endpoints(plan.out, result.endpoints)  # what `openenv top --deploy` reads
     return result
 
 
