@@ -67,16 +67,9 @@ def command(
         ),
     ] = None,
 ) -> None:
-    """Watch every replica of a fleet: sessions / capacity, steps/s, step p50/p99, refusals,
-    resumes, stuck calls, version.
+    """Watch every replica of a fleet: sessions, steps/s, step latency, refusals, stuck calls.
 
-    Each replica's /health and /metrics are read every [bold]--interval[/] seconds, all
-    replicas at once. Sessions, capacity, workers and totals are the whole server's (every
-    worker's); steps/s and the step latency p50/p99 come from the differences between two
-    reads (the step histogram's buckets, interpolated within a bucket), so the first screen
-    shows them empty and [bold]--once[/] reads twice, one interval apart. A replica that cannot
-    be read shows why, in its row. Ctrl-C quits. The key ([bold]$OPENENV_API_KEY[/]) travels
-    in the Authorization header only and is never shown.
+    Per replica: sessions / capacity, steps/s, step p50/p99, refusals, resumes, stuck calls, version. Each replica's /health and /metrics are read every [bold]--interval[/] seconds, all replicas at once. Sessions, capacity, workers and totals are the whole server's (every worker's); steps/s and the step latency p50/p99 come from the differences between two reads (the step histogram's buckets, interpolated within a bucket), so the first screen shows them empty and [bold]--once[/] reads twice, one interval apart. A replica that cannot be read shows why, in its row. Ctrl-C quits. The key ([bold]$OPENENV_API_KEY[/]) travels in the Authorization header only and is never shown.
     """
     from openenv_cli.bench.auth import auth_headers, resolve_api_key
     from openenv_cli.fleet.scrape import Fleet, replica_url, sample
