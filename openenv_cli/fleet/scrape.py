@@ -53,10 +53,21 @@ def replica_url(text: str) -> str:
     return raw.rstrip("/")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as its status: urllib would send the Authorization header on to
+    wherever it points, another host included."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _get(url: str, headers: Mapping[str, str], timeout: float) -> tuple[int, bytes]:
     request = urllib.request.Request(url, headers=dict(headers))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             status, body = response.status, response.read(MAX_BODY + 1)
     except urllib.error.HTTPError as exc:
         return exc.code, b""

@@ -4,7 +4,9 @@ Authorization header and never appears in what top prints, whichever way it was 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from typer.testing import CliRunner
@@ -67,3 +69,46 @@ def test_a_password_in_a_url_is_refused_unshown(capsys: pytest.CaptureFixture[st
     assert exited.value.code != 0
     shown = capsys.readouterr()
     assert "OPENENV_API_KEY" in shown.err and "hunter2-secret" not in shown.out + shown.err
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Answers /health and /metrics with a redirect to ``self.server.target`` and records the
+    Authorization header of every request it gets."""
+
+    def do_GET(self) -> None:
+        seen: list[str | None] = self.server.seen  # type: ignore[attr-defined]
+        seen.append(self.headers.get("Authorization"))
+        target: str | None = self.server.target  # type: ignore[attr-defined]
+        if target is None:
+            self.send_response(404)
+        else:
+            self.send_response(302)
+            self.send_header("Location", target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def recorder(target: str | None) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.seen, server.target = [], target  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_redirect_is_not_followed_with_the_key() -> None:
+    elsewhere = recorder(None)  # "another host": it must never see the key
+    redirecting = recorder(f"http://127.0.0.1:{elsewhere.server_port}")
+    try:
+        code, output = run([f"127.0.0.1:{redirecting.server_port}", "--json"], KEY)
+    finally:
+        for server in (redirecting, elsewhere):
+            server.shutdown()
+            server.server_close()
+    assert code == 0, output
+    (view,) = json.loads(output)
+    assert "302" in view["error"] and KEY not in output
+    assert set(redirecting.seen) == {f"Bearer {KEY}"}  # type: ignore[attr-defined]
+    assert elsewhere.seen == []  # type: ignore[attr-defined]
