@@ -25,7 +25,9 @@ def write_endpoints(out: Path, endpoints: Sequence[str | Backend]) -> None:
     write_inside(out, ENDPOINTS, "".join(f"{e}\n" for e in endpoints))
 
 
-def _parse(text: str) -> list[Backend]:
+def parse_endpoints(text: str) -> list[Backend]:
+    """The ``host:port`` lines of ``text`` (``#`` comments, blank lines skipped), each checked
+    by :func:`parse_backend` (a :class:`UsageError` names a bad one)."""
     found = [
         parse_backend(line.split("#", 1)[0])
         for line in text.splitlines()
@@ -50,7 +52,7 @@ def read_endpoints(out: Path) -> list[Backend]:
             raise UsageError(
                 f"{out / relative} is not text.", hint="It should list one host:port a line."
             ) from None
-        found = _parse(text)
+        found = parse_endpoints(text)
         if found:
             return found
     raise UsageError(
