@@ -52,6 +52,17 @@ def parse_backend(raw: str) -> Backend:
     return Backend(host, int(port))
 
 
+def parse_backend_lines(text: str) -> list[Backend]:
+    """The ``host:port`` lines of ``text`` (``#`` comments and blank lines skipped), each
+    checked by :func:`parse_backend`, duplicates dropped."""
+    found = [
+        parse_backend(line.split("#", 1)[0])
+        for line in text.splitlines()
+        if line.split("#", 1)[0].strip()
+    ]
+    return list(dict.fromkeys(found))
+
+
 def read_backends(values: list[str]) -> tuple[Backend, ...]:
     """``--backend`` values: ``host:port``, or a file with one ``host:port`` a line (``#`` comments)."""
     found: list[Backend] = []
@@ -65,11 +76,7 @@ def read_backends(values: list[str]) -> tuple[Backend, ...]:
                     f"--backend {value}: not host:port, and not a readable file ({exc.strerror}).",
                     hint="Pass host:port, or a file with one host:port a line.",
                 ) from None
-            found.extend(
-                parse_backend(line.split("#", 1)[0])
-                for line in lines
-                if line.split("#", 1)[0].strip()
-            )
+            found.extend(parse_backend_lines("\n".join(lines)))
         else:
             found.append(parse_backend(value))
     return tuple(dict.fromkeys(found))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from openenv_cli.deploy.backends import Backend, parse_backend
+from openenv_cli.deploy.backends import Backend, parse_backend_lines
 from openenv_cli.errors import UsageError
 from openenv_cli.safe_files import read_inside, write_inside
 
@@ -23,17 +23,6 @@ RUN_FOLDERS = "openenv-run-*"  # a Slurm job's own folder (templates/deploy/slur
 def write_endpoints(out: Path, endpoints: Sequence[str | Backend]) -> None:
     """Record ``endpoints`` (``host:port``) in ``out/endpoints.txt``, never through a link."""
     write_inside(out, ENDPOINTS, "".join(f"{e}\n" for e in endpoints))
-
-
-def parse_endpoints(text: str) -> list[Backend]:
-    """The ``host:port`` lines of ``text`` (``#`` comments, blank lines skipped), each checked
-    by :func:`parse_backend` (a :class:`UsageError` names a bad one)."""
-    found = [
-        parse_backend(line.split("#", 1)[0])
-        for line in text.splitlines()
-        if line.split("#", 1)[0].strip()
-    ]
-    return list(dict.fromkeys(found))
 
 
 def read_endpoints(out: Path) -> list[Backend]:
@@ -52,7 +41,13 @@ def read_endpoints(out: Path) -> list[Backend]:
             raise UsageError(
                 f"{out / relative} is not text.", hint="It should list one host:port a line."
             ) from None
-        found = parse_endpoints(text)
+        try:
+            found = parse_backend_lines(text)
+        except UsageError as error:
+            raise UsageError(
+                f"{out / relative}: {error.message}",
+                hint="Each line is one replica's host:port, e.g. 10.0.0.5:8000 (# starts a comment).",
+            ) from None
         if found:
             return found
     raise UsageError(

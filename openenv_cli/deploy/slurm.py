@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from openenv_cli.deploy.endpoints import ENDPOINTS, parse_endpoints
+from openenv_cli.deploy.backends import parse_backend_lines
+from openenv_cli.deploy.endpoints import ENDPOINTS
 from openenv_cli.deploy.render import envoy_files, render_target
 from openenv_cli.deploy.settings import DeploySettings
 from openenv_cli.errors import OpenEnvError
@@ -143,7 +144,7 @@ def apply(
         with _sigterm_interrupts():
             url = _wait_for_front(job_id, run_dir, deadline, progress)
             written = (run_dir / ENDPOINTS).read_text(encoding="utf-8")
-            endpoints = [str(endpoint) for endpoint in parse_endpoints(written)]
+            endpoints = [str(endpoint) for endpoint in parse_backend_lines(written)]
             if len(endpoints) < replicas:
                 raise OpenEnvError(f"Job {job_id} lists {len(endpoints)} of {replicas} servers.")
             progress(f"Job {job_id} runs; front {url}; waiting for {len(endpoints)} servers")
