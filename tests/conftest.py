@@ -112,7 +112,11 @@ NEEDED_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
         ("jsf", "collect"),
         ("openai", "collect"),
     ),
-    "integration/test_docs_site.py": (("mkdocs", "docs"), ("material", "docs")),
+    "integration/test_docs_site.py": (
+        ("mkdocs", "docs"),
+        ("material", "docs"),
+        ("mkdocstrings", "docs"),
+    ),
     "integration/test_llm_judge.py": (("openai", "ci"),),
     "integration/test_release.py": (("build", "ci"), ("twine", "ci"), ("pypiserver", "ci")),
 }

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 import psutil
 
+from openenv_runtime.providers.base import wait_until_healthy
 from openenv_runtime.testing import free_port
 
 from . import procstat
@@ -114,27 +114,28 @@ class ServerProcess:
 
     def wait_healthy(self, timeout: float = 60.0) -> dict[str, Any]:
         """Poll ``/health`` until it answers; raises :class:`ServerStartError` if the server exits or stalls."""
-        assert self.process is not None
-        deadline = time.monotonic() + timeout
-        last: object = None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerStartError(
-                    f"the {self.name} server exited with code {self.process.returncode}:\n"
-                    f"{self.log_tail()}"
-                )
-            try:
-                health = get_json(f"{self.url}/health")
-                if self.cpus:
-                    pin_tree(self.pids, self.cpus)  # workers started meanwhile, and their threads
-                return health if isinstance(health, dict) else {}
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                last = exc
-            time.sleep(0.1)
-        raise ServerStartError(
-            f"the {self.name} server did not answer {self.url}/health within {timeout:.0f}s "
-            f"({last}):\n{self.log_tail()}"
-        )
+        process = self.process
+        assert process is not None
+
+        def exited() -> str | None:
+            if process.poll() is None:
+                return None
+            return (
+                f"the {self.name} server exited with code {process.returncode}:\n{self.log_tail()}"
+            )
+
+        try:
+            health = wait_until_healthy(self.url, timeout, interval_s=0.1, alive=exited)
+        except RuntimeError as exc:
+            raise ServerStartError(str(exc)) from None
+        except TimeoutError:
+            raise ServerStartError(
+                f"the {self.name} server did not answer {self.url}/health within {timeout:.0f}s:\n"
+                f"{self.log_tail()}"
+            ) from None
+        if self.cpus:
+            pin_tree(self.pids, self.cpus)  # workers started meanwhile, and their threads
+        return health
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM the process group, then SIGKILL what is left; remove the log unless it failed."""

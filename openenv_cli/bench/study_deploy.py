@@ -8,14 +8,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openenv_runtime.providers.base import wait_until_healthy
 from openenv_runtime.testing import free_port
 
 from .study_net import LOOPBACK, bridge_gateway, reach_note, userland_proxy_limit
@@ -116,16 +115,18 @@ def _openenv(*args: str, cwd: Path, timeout: float, env: dict[str, str] | None =
 
 
 def wait_healthy(url: str, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and alive():
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=3) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{url}/health did not answer in {timeout:.0f} s")
+    try:
+        wait_until_healthy(
+            url,
+            timeout,
+            interval_s=0.5,
+            probe_timeout_s=3.0,
+            alive=lambda: (
+                None if alive() else f"the server at {url} exited before /health answered"
+            ),
+        )
+    except TimeoutError:
+        raise RuntimeError(f"{url}/health did not answer in {timeout:.0f} s") from None
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan, plan
 from .store import Store
 
 FLUSH_SECONDS = 5.0
+ETA_AFTER = 10  # episodes ended (or a whole round of --concurrency) before an ETA is shown
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Progress:
 
     total: int
     skipped: int = 0
+    concurrency: int = 1  # episodes in flight: the first ones end together
     done: int = 0
     errors: int = 0
     reward_sum: float = 0.0
@@ -49,8 +51,12 @@ class Progress:
 
     @property
     def eta_s(self) -> float | None:
-        left = self.total - self.skipped - self.done
-        return left / self.rate if self.rate > 0 else None
+        """Seconds left at the rate so far; None until a fair sample has ended (the first
+        episodes to end are the quick ones, before every connection is warm)."""
+        planned = self.total - self.skipped
+        if self.done < min(planned, max(self.concurrency, ETA_AFTER)) or self.rate <= 0:
+            return None
+        return (planned - self.done) / self.rate
 
 
 @dataclass
@@ -62,7 +68,8 @@ class CollectResult:
     written: int
     skipped: int
     errors: int
-    mean_reward: float
+    mean_reward: float  # over every episode in the dataset: ``in_dataset`` of them
+    in_dataset: int
     seconds: float
     shards: int
     provenance: dict[str, Any]
@@ -135,7 +142,7 @@ async def collect(
         store = Store(out, spec)
         already = store.open(resume, provenance)
         todo = [p for p in plan(spec) if p.episode_id not in already]
-        progress = Progress(total=spec.episodes, skipped=len(already))
+        progress = Progress(total=spec.episodes, skipped=len(already), concurrency=spec.concurrency)
         project = Path(spec.targets[0]) if Path(spec.targets[0]).is_dir() else None
         policy = make_policy(spec, schema.get("action", {}), project)
         failures = FailureLog()
@@ -163,6 +170,7 @@ async def collect(
         skipped=len(already),
         errors=progress.errors,
         mean_reward=summary["mean_reward"],
+        in_dataset=int(summary.get("episodes", 0)),
         seconds=time.monotonic() - started,
         shards=len(store.shards()),
         provenance=store.provenance,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from dataclasses import dataclass
 from typing import Annotated
@@ -119,13 +120,15 @@ def command(
             "start].",
         ),
     ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No log line per forwarded call.")] = False,
 ) -> None:
     """Proxy a model server and record each session's token ids and log-probabilities.
 
     POST /sessions gives a session (session_id, base_url, api_key) for an agent harness;
     GET /sessions/ID/trace_entries reads what it sampled and DELETE /sessions/ID ends it,
-    each with the session's api_key (or the admin token). Only /v1/chat/completions,
-    /v1/completions and /v1/models are forwarded.
+    each with the session's api_key (or the admin token); GET /sessions lists the sessions.
+    Only /v1/chat/completions, /v1/completions and /v1/models are forwarded; each call is
+    logged (session, route, status, latency) unless --quiet.
     """
     settings = resolve(
         upstream, host, port, upstream_api_key, admin_token, max_body_bytes, max_sessions
@@ -154,4 +157,10 @@ def command(
         f"{proxy.max_body_bytes:,} bytes, at most {proxy.max_sessions:,} sessions)",
         highlight=False,
     )
+    if not quiet:
+        calls = logging.StreamHandler()
+        calls.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        capture_log = logging.getLogger("openenv_runtime.capture")
+        capture_log.addHandler(calls)
+        capture_log.setLevel(logging.INFO)
     uvicorn.run(proxy.app, host=settings.host, port=settings.port, log_level="warning")

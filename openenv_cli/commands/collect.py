@@ -141,6 +141,7 @@ def command(
         "skipped_already_done": result.skipped,
         "errors": result.errors,
         "mean_reward": round(result.mean_reward, 6),
+        "mean_reward_over_episodes": result.in_dataset,  # every row on disk, resumed runs too
         "seconds": round(result.seconds, 2),
         "episodes_per_second": round(result.written / result.seconds, 2) if result.seconds else 0.0,
         "shards": result.shards,
@@ -151,8 +152,9 @@ def command(
         return
     console.print(
         f"[green]Collected[/] {result.written} episodes ({result.skipped} already done) into "
-        f"{result.out} in {result.seconds:.1f} s: mean reward {result.mean_reward:.4f}, "
-        f"{result.errors} with errors."
+        f"{result.out} in {result.seconds:.1f} s, {result.errors} with errors; mean reward "
+        f"{result.mean_reward:.4f} over all {result.in_dataset} episodes in the dataset (failed "
+        "ones with the reward they had when they failed)."
     )
     if url:
         console.print(f"Pushed to {url}")

@@ -14,13 +14,14 @@ from pathlib import Path
 
 from openenv_cli.config import resolve
 from openenv_cli.deploy import envoy, kubernetes, slurm, swarm
-from openenv_cli.deploy.endpoints import write_endpoints
 from openenv_cli.deploy.render import WriteOutcome, write_files
 from openenv_cli.deploy.settings import TARGETS, DeploySettings, Target, resolve_settings
 from openenv_cli.errors import UsageError
 from openenv_cli.image import BASE_IMAGE_ENV
 from openenv_cli.image.plan import DEFAULT_BASE_IMAGE, is_valid_reference
 from openenv_cli.manifest import MANIFEST_FILE, load_manifest
+from openenv_cli.safe_files import write_inside
+from openenv_runtime.client.endpoints import ENDPOINTS_FILE, Endpoints
 
 TOKEN_ENV = "OPENENV_API_KEY"
 
@@ -140,7 +141,9 @@ def run_deploy(
             hint=f"export {TOKEN_ENV}=... (sbatch passes it to the job; no file holds it), "
             "or pass --no-token.",
         )
-    outcome: WriteOutcome = write_files(plan.files, plan.out, force=force, keep_edits=apply)
+    outcome: WriteOutcome = write_files(
+        plan.files, plan.out, force=force, keep_edits=apply, later=[ENDPOINTS_FILE]
+    )
     result = DeployResult(
         target=target,
         out=str(plan.out),
@@ -157,11 +160,24 @@ def run_deploy(
     elif apply and target == "slurm":
         job = slurm.apply(plan.out, plan.settings.replicas, timeout=timeout, progress=progress)
         result.url, result.job_id, result.endpoints = job.url, job.job_id, job.endpoints
-    elif target == "envoy":
-        result.endpoints = [str(backend) for backend in plan.settings.backends]
-    if result.endpoints and (apply or target == "envoy"):
-        write_endpoints(plan.out, result.endpoints)  # what `openenv top --deploy` reads
+    write_inside(plan.out, ENDPOINTS_FILE, known_endpoints(plan, result).to_json())
+    result.files = sorted([*result.files, ENDPOINTS_FILE])
     return result
+
+
+def known_endpoints(plan: DeployPlan, result: DeployResult) -> Endpoints:
+    """What ``endpoints.json`` records (``EnvPool.from_deploy`` reads it): the front, and the
+    replicas where this machine reaches each one (Slurm's, checked by --apply; the servers
+    given to the envoy target). Swarm's replicas answer on the stack's network only."""
+    settings = plan.settings
+    if settings.target == "kubernetes":  # in the cluster, through the Envoy Service
+        host = f"{settings.name}-envoy" + (f".{settings.namespace}" if settings.namespace else "")
+        return Endpoints("kubernetes", front=f"http://{host}:{settings.front_port}")
+    if settings.target == "envoy":
+        return Endpoints("envoy", replicas=[f"http://{b.netloc}" for b in settings.backends])
+    if settings.target == "swarm":
+        return Endpoints("swarm", front=result.url or f"http://127.0.0.1:{settings.front_port}")
+    return Endpoints("slurm", front=result.url, replicas=[f"http://{e}" for e in result.endpoints])
 
 
 def remove_deployment(target: str, *, stack: str | None, job_id: str | None) -> DeployResult:

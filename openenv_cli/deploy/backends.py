@@ -26,6 +26,11 @@ class Backend:
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def netloc(self) -> str:
+        """``host:port`` as a URL (and Prometheus) writes it: an IPv6 address in brackets."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else str(self)
+
 
 def _is_ip(host: str) -> bool:
     try:
@@ -52,17 +57,6 @@ def parse_backend(raw: str) -> Backend:
     return Backend(host, int(port))
 
 
-def parse_backend_lines(text: str) -> list[Backend]:
-    """The ``host:port`` lines of ``text`` (``#`` comments and blank lines skipped), each
-    checked by :func:`parse_backend`, duplicates dropped."""
-    found = [
-        parse_backend(line.split("#", 1)[0])
-        for line in text.splitlines()
-        if line.split("#", 1)[0].strip()
-    ]
-    return list(dict.fromkeys(found))
-
-
 def read_backends(values: list[str]) -> tuple[Backend, ...]:
     """``--backend`` values: ``host:port``, or a file with one ``host:port`` a line (``#`` comments)."""
     found: list[Backend] = []
@@ -76,7 +70,11 @@ def read_backends(values: list[str]) -> tuple[Backend, ...]:
                     f"--backend {value}: not host:port, and not a readable file ({exc.strerror}).",
                     hint="Pass host:port, or a file with one host:port a line.",
                 ) from None
-            found.extend(parse_backend_lines("\n".join(lines)))
+            found.extend(
+                parse_backend(line.split("#", 1)[0])
+                for line in lines
+                if line.split("#", 1)[0].strip()
+            )
         else:
             found.append(parse_backend(value))
     return tuple(dict.fromkeys(found))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from openenv_cli.deploy import monitoring
 from openenv_cli.deploy.render import Discovery, envoy_files
 from openenv_cli.deploy.settings import Backend, DeploySettings
 
@@ -19,10 +20,10 @@ def discovery_for(backends: tuple[Backend, ...]) -> Discovery:
 
 
 def render(settings: DeploySettings) -> dict[str, str]:
-    """``{"envoy.yaml": text}`` balancing ``settings.backends``."""
+    """``envoy.yaml`` balancing ``settings.backends``, and ``monitoring/`` scraping them."""
     return envoy_files(
         settings,
         discovery=discovery_for(settings.backends),
         backends=settings.backends,
         path="envoy.yaml",
-    )
+    ) | monitoring.render(settings, backends=settings.backends, envoy=False)

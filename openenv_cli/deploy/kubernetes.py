@@ -3,6 +3,7 @@ disruption budget and an Envoy entry point). Applying it is ``kubectl apply -k D
 
 from __future__ import annotations
 
+from openenv_cli.deploy import monitoring
 from openenv_cli.deploy.render import envoy_files, render_target
 from openenv_cli.deploy.settings import Backend, DeploySettings
 
@@ -33,5 +34,7 @@ def render(settings: DeploySettings) -> dict[str, str]:
         discovery="STRICT_DNS",
         backends=(Backend(f"{settings.name}-headless", settings.port),),
         admin_port=ENVOY_ADMIN_PORT,
+        stats=True,
     )
+    files |= monitoring.render(settings, envoy=True)
     return files

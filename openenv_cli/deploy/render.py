@@ -25,6 +25,11 @@ REPLICA_BACKLOG = 4096  # a replica's listen queue (the runtime's backlog; somax
 IDLE_MARGIN_S = 60  # Envoy's idle limits stay this far above the server's session timeout
 GRACE_MARGIN_S = 15  # the termination grace period stays this far above the drain timeout
 
+# Envoy's counters for Prometheus: a listener serving only GET /stats/prometheus from the admin
+# page (which itself stays on the loopback), where a front has a fixed admin port.
+ENVOY_STATS_PORT = 9902
+ENVOY_STATS_PATH = "/stats/prometheus"
+
 # Where the shared checkpoint volume is mounted in each replica (the image creates it).
 CHECKPOINT_MOUNT = "/var/lib/openenv/checkpoints"
 
@@ -87,6 +92,9 @@ def base_context(settings: DeploySettings) -> dict[str, Any]:
         "balancing": settings.balancing,
         "checkpoints": settings.checkpoints,
         "checkpoint_dir": CHECKPOINT_MOUNT,
+        "metrics_path": "/metrics",
+        "stats_port": ENVOY_STATS_PORT,
+        "stats_path": ENVOY_STATS_PATH,
     }
 
 
@@ -97,9 +105,11 @@ def envoy_files(
     backends: Sequence[Backend] = (),
     eds_path: str = "",
     admin_port: int = 0,
+    stats: bool = False,
     path: str = "envoy/envoy.yaml",
 ) -> dict[str, str]:
-    """Envoy's configuration for ``settings``: ``{path: text}``."""
+    """Envoy's configuration for ``settings``: ``{path: text}``; ``stats``: serve its counters
+    to Prometheus on :data:`ENVOY_STATS_PORT` (needs a fixed ``admin_port``)."""
     context = (
         base_context(settings)
         | burst_limits(settings)
@@ -109,6 +119,7 @@ def envoy_files(
             "eds_path": eds_path,
             "admin_address": "127.0.0.1",
             "admin_port": admin_port,
+            "stats_port": ENVOY_STATS_PORT if stats and admin_port else 0,
             "listen_address": "0.0.0.0",
             "max_connections": connection_limit(settings),
             "backlog": max(4096, min(settings.sessions_per_front, 65535)),
@@ -148,16 +159,22 @@ RECORD = ".openenv-deploy.json"  # what the last run wrote: {relative path: sha2
 
 
 def write_files(
-    files: Mapping[str, str], out: Path, *, force: bool, keep_edits: bool = False
+    files: Mapping[str, str],
+    out: Path,
+    *,
+    force: bool,
+    keep_edits: bool = False,
+    later: Iterable[str] = (),
 ) -> WriteOutcome:
-    """Write ``files`` under ``out``, all or nothing.
+    """Write ``files`` under ``out``, all or nothing (``later``: files the caller writes
+    afterwards, whose path is checked for links now too).
 
     A file already there with other contents is replaced when it is still what an earlier
     run wrote (the options changed; ``out/.openenv-deploy.json`` records what was written);
     otherwise it is someone's edit: replaced only with ``force``, and with ``keep_edits``
     (``--apply``) kept and used as it is.
     """
-    linked = _links_in_the_way([*files, RECORD], out)
+    linked = _links_in_the_way([*files, RECORD, *later], out)
     if linked:
         raise UsageError(
             f"Symbolic links are on the way to the deploy files: {', '.join(linked)}. "

@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from openenv_cli.deploy.backends import parse_backend_lines
-from openenv_cli.deploy.endpoints import ENDPOINTS
+from openenv_cli.deploy import monitoring
 from openenv_cli.deploy.render import envoy_files, render_target
 from openenv_cli.deploy.settings import DeploySettings
 from openenv_cli.errors import OpenEnvError
@@ -41,10 +40,12 @@ def render(settings: DeploySettings, out: Path, *, app: str) -> dict[str, str]:
             "python_path": shlex.quote(str(settings.project_dir.parent)),
             "out_dir": shlex.quote(str(out.absolute())),
             "eds_placeholder": EDS_PLACEHOLDER,
+            "monitoring_dir": monitoring.FOLDER,
         },
     )
     # Endpoints come from a file the job writes once its tasks have started (file-based EDS).
     files |= envoy_files(settings, discovery="EDS", eds_path=EDS_PLACEHOLDER)
+    files |= monitoring.render(settings, envoy=False)
     return files
 
 
@@ -143,8 +144,9 @@ def apply(
     try:
         with _sigterm_interrupts():
             url = _wait_for_front(job_id, run_dir, deadline, progress)
-            written = (run_dir / ENDPOINTS).read_text(encoding="utf-8")
-            endpoints = [str(endpoint) for endpoint in parse_backend_lines(written)]
+            endpoints = [
+                line for line in (run_dir / "endpoints.txt").read_text().splitlines() if line
+            ]
             if len(endpoints) < replicas:
                 raise OpenEnvError(f"Job {job_id} lists {len(endpoints)} of {replicas} servers.")
             progress(f"Job {job_id} runs; front {url}; waiting for {len(endpoints)} servers")

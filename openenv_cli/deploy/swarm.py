@@ -10,17 +10,17 @@ import re
 import shutil
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from openenv_cli.deploy import monitoring
 from openenv_cli.deploy.render import envoy_files, render_target
 from openenv_cli.deploy.settings import Backend, DeploySettings
 from openenv_cli.errors import OpenEnvError
+from openenv_runtime.providers.base import wait_until_healthy
 
 STACK_FILE = "stack.yml"
 NAMESPACE_LABEL = "com.docker.stack.namespace"  # what `docker stack` uses, so it sees ours too
@@ -44,8 +44,11 @@ def render(settings: DeploySettings, *, stack: str, app: str, base_image: str) -
         discovery="STRICT_DNS",
         backends=(Backend(f"tasks.{stack}_server", settings.port),),
         # Several fronts in one container cannot share an admin port: each takes a free one.
+        # (and cannot share a stats port either: Prometheus reads one front's alone)
         admin_port=ENVOY_ADMIN_PORT if settings.fronts == 1 else 0,
+        stats=settings.fronts == 1,
     )
+    files |= monitoring.render(settings, stack=stack, envoy=settings.fronts == 1)
     return files
 
 
@@ -321,19 +324,15 @@ def _wait(
                     hint=f"See `docker service ps {name} --no-trunc` and its logs.",
                 )
             time.sleep(1)
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=3) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise OpenEnvError(
-                f"The replicas are healthy but Envoy at {url} does not answer /health.",
-                hint="See the envoy service's logs (`docker service logs`).",
-            )
-        time.sleep(1)
+    try:
+        wait_until_healthy(
+            url, max(0.0, deadline - time.monotonic()), interval_s=1.0, probe_timeout_s=3.0
+        )
+    except TimeoutError:
+        raise OpenEnvError(
+            f"The replicas are healthy but Envoy at {url} does not answer /health.",
+            hint="See the envoy service's logs (`docker service logs`).",
+        ) from None
 
 
 def remove(stack: str, *, client: Any = None, timeout: float = 120.0) -> list[str]:

@@ -1,28 +1,28 @@
 """Read every replica's ``/health`` and ``/metrics``, all at once, each bounded in time and size.
 
 A replica that cannot be read (down, refusing the key, answering something else) becomes an
-error row, never an exception: one bad replica does not hide the others. The access token
-travels only in the ``Authorization`` header; no error message repeats a header.
+error row, never an exception: one bad replica does not hide the others. The reads go through
+the runtime's one HTTP reader (``openenv_runtime.http_reads``): the access token travels only
+in the ``Authorization`` header, never on to where a redirect points, and no error message
+repeats a header.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit
 
 from openenv_cli.errors import UsageError
 from openenv_cli.fleet.snapshot import Snapshot, down_view, from_health, from_metrics, replica_view
+from openenv_runtime.client.endpoints import EndpointsError, check_url
+from openenv_runtime.errors import EnvError
+from openenv_runtime.http_reads import read_answer
 
 TIMEOUT = 5.0
 """Seconds one request to a replica may take before the replica shows as an error."""
-MAX_BODY = 8 * 1024 * 1024
-"""Bytes of one answer read at most (a server's /metrics is a few kB)."""
 _AUTH = (401, 403)
 
 
@@ -33,55 +33,33 @@ class ScrapeError(Exception):
 def replica_url(text: str) -> str:
     """``text`` as a base URL: ``http://`` added when no scheme is given, no trailing slash.
 
-    Raises :class:`UsageError` for another scheme, or a URL carrying a user or password (it
-    would show in the view; the key goes in ``OPENENV_API_KEY``).
+    Raises :class:`UsageError` for what is not a server URL, or one carrying a user or
+    password (it would show in the view; the key goes in ``OPENENV_API_KEY``), a query or a
+    fragment: the rule of ``endpoints.json``.
     """
     raw = text.strip()
     if "://" not in raw:
         raw = "http://" + raw
-    parts = urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(
-            f"{text!r} is not a server URL.",
-            hint="Write e.g. http://10.0.0.5:8000 or 10.0.0.5:8000.",
-        )
-    if parts.username or parts.password:
-        raise UsageError(
-            "A replica URL carries a user or password, which the view would show.",
-            hint="Drop it from the URL and export OPENENV_API_KEY=<key> instead.",
-        )
-    return raw.rstrip("/")
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as its status: urllib would send the Authorization header on to
-    wherever it points, another host included."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-def _get(url: str, headers: Mapping[str, str], timeout: float) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=dict(headers))
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            status, body = response.status, response.read(MAX_BODY + 1)
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise ScrapeError(f"unreachable: {reason}") from None
-    if len(body) > MAX_BODY:
-        raise ScrapeError(f"{urlsplit(url).path} answered more than {MAX_BODY // 2**20} MiB")
-    return status, body
+        return check_url(raw, "URL").rstrip("/")
+    except EndpointsError:
+        raise UsageError(
+            "A replica URL is not a server URL, or carries a user, password, query or fragment.",
+            hint="Write e.g. http://10.0.0.5:8000 or 10.0.0.5:8000; the key goes in "
+            "OPENENV_API_KEY, never in the URL.",
+        ) from None
 
 
-def scrape(url: str, headers: Mapping[str, str], timeout: float = TIMEOUT) -> Snapshot:
+def _get(url: str, path: str, token: str | None, timeout: float) -> tuple[int, bytes]:
+    try:
+        return read_answer(url, path, token=token, timeout=timeout)
+    except EnvError as exc:
+        raise ScrapeError(f"unreachable: {exc.message}") from None
+
+
+def scrape(url: str, token: str | None, timeout: float = TIMEOUT) -> Snapshot:
     """One replica's :class:`Snapshot`; raises :class:`ScrapeError` when it cannot be read."""
-    status, body = _get(url + "/health", headers, timeout)
+    status, body = _get(url, "/health", token, timeout)
     if status != 200:
         raise ScrapeError(f"/health answered HTTP {status}")
     try:
@@ -91,14 +69,13 @@ def scrape(url: str, headers: Mapping[str, str], timeout: float = TIMEOUT) -> Sn
     if not isinstance(health, dict):
         raise ScrapeError("/health did not answer a JSON object: not an OpenEnv server")
     at = time.monotonic()
-    status, body = _get(url + "/metrics", headers, timeout)
+    status, body = _get(url, "/metrics", token, timeout)
     if status == 404:  # metrics off (OPENENV_METRICS=0): what /health says
         return from_health(health, at)
     if status in _AUTH:
-        given = "Authorization" in headers
         raise ScrapeError(
             f"/metrics refused the API key (HTTP {status}): set OPENENV_API_KEY to the server's key"
-            if given
+            if token
             else f"/metrics needs the server's API key (HTTP {status}): export OPENENV_API_KEY=<key>"
         )
     if status != 200:
@@ -112,17 +89,15 @@ def scrape(url: str, headers: Mapping[str, str], timeout: float = TIMEOUT) -> Sn
 class Fleet:
     """The replicas at ``urls``, read on each :meth:`poll`; rates span two polls."""
 
-    def __init__(
-        self, urls: Sequence[str], headers: Mapping[str, str], timeout: float = TIMEOUT
-    ) -> None:
+    def __init__(self, urls: Sequence[str], token: str | None, timeout: float = TIMEOUT) -> None:
         self.urls = list(dict.fromkeys(urls))
-        self.headers = dict(headers)
+        self.token = token
         self.timeout = timeout
         self.previous: dict[str, Snapshot] = {}
 
     def _read(self, url: str) -> Snapshot | str:
         try:
-            return scrape(url, self.headers, self.timeout)
+            return scrape(url, self.token, self.timeout)
         except ScrapeError as exc:
             return str(exc)
 

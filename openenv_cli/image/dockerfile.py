@@ -47,6 +47,12 @@ def _stage_of(instruction: dict[str, object]) -> DockerStage | None:
     )
 
 
+def final_env(dockerfile_text: str) -> dict[str, str]:
+    """The ``ENV`` values the Dockerfile's last stage sets (what a container starts with)."""
+    parser = DockerfileParser(fileobj=io.BytesIO(dockerfile_text.encode("utf-8")), env_replace=True)
+    return dict(parser.envs)
+
+
 def dockerfile_stages(dockerfile_text: str) -> list[DockerStage]:
     """The stages of a Dockerfile, in order."""
     _, structure = _parse(dockerfile_text)

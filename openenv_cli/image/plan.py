@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 from openenv_cli.config import Resolved, parse_assignments, resolve
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.image import BASE_IMAGE_ENV, TAG_ENV
+from openenv_cli.image.dockerfile import final_env
 from openenv_cli.image.runtime_bundle import runtime_version
 from openenv_cli.image.selection import typed_includes
 from openenv_cli.manifest import Manifest, load_manifest
@@ -66,8 +67,14 @@ class BuildPlan:
         return self.tags[0]
 
     def run_command(self) -> str:
+        """The ``docker run`` line that reaches the server on ``openenv.yaml``'s port; with
+        ``-e PORT`` when the Dockerfile's own ``PORT`` says another (``port:`` changed after
+        ``openenv init`` wrote the Dockerfile)."""
         port = self.manifest.port
-        return f"docker run --rm -p {port}:{port} {self.tag}"
+        path = self.project_dir / self.dockerfile
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        env = "" if final_env(text).get("PORT") == str(port) else f" -e PORT={port}"
+        return f"docker run --rm -p {port}:{port}{env} {self.tag}"
 
 
 def plan_build(

@@ -17,6 +17,7 @@ from openenv_cli.validation.checkpoint import check_checkpoint
 from openenv_cli.validation.isolation import import_layout
 from openenv_cli.validation.results import CheckResult, failed, passed
 from openenv_cli.validation.seed import check_seeded_reset
+from openenv_runtime.providers.base import wait_until_healthy
 from openenv_runtime.testing import free_port
 
 
@@ -129,16 +130,19 @@ def run_smoke(
 
 def _wait_until_up(proc: subprocess.Popen[bytes], base_url: str, timeout: float) -> str | None:
     """None once /health answers; otherwise why not."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def exited() -> str | None:
         code = proc.poll()
-        if code is not None:
-            return f"The server exited with code {code} before answering /health."
-        try:
-            status, _ = wire.get_json(base_url, "/health", 1.0)
-            if status < 500:
-                return None
-        except OSError:
-            pass
-        time.sleep(0.1)
-    return f"The server did not answer /health within {timeout:g}s."
+        return (
+            None
+            if code is None
+            else f"The server exited with code {code} before answering /health."
+        )
+
+    try:
+        wait_until_healthy(base_url, timeout, interval_s=0.1, probe_timeout_s=1.0, alive=exited)
+    except RuntimeError as exc:
+        return str(exc)
+    except TimeoutError:
+        return f"The server did not answer /health within {timeout:g}s."
+    return None

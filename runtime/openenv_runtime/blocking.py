@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-BLOCKING_METHODS = ("connect", "reset", "step", "state", "close")
+BLOCKING_METHODS = ("connect", "reset", "step", "state", "schema", "close")
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()

@@ -19,8 +19,6 @@ ints for Discrete, bools for ``terminated`` / ``truncated``). Needs the ``gymnas
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,16 +33,13 @@ from .client.generic import GenericEnvClient
 from .client.pool import EnvPool
 from .client.sync import SyncEnvClient
 from .errors import AdapterError, EnvError
+from .http_reads import read_schema
 from .models import StepResult
 
 
 def spaces_of(url: str, *, token: str | None = None, timeout: float = 30.0) -> tuple[Any, Any]:
     """``(observation_space, action_space)`` of the Gymnasium environment served at ``url``."""
-    request = urllib.request.Request(f"{url.rstrip('/')}/schema")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=timeout) as answer:
-        schema = json.loads(answer.read())
+    schema = read_schema(url, token=token, timeout=timeout)
     try:
         obs = schema["observation"]["properties"]["observation"][SPACE_KEY]
         act = schema["action"]["properties"]["action"][SPACE_KEY]

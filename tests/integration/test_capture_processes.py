@@ -20,7 +20,7 @@ openai = pytest.importorskip("openai", reason="needs openenv-runtime[llm]")
 
 
 @contextmanager
-def process(args: list[str], health: str) -> Iterator[None]:
+def process(args: list[str], health: str) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
 
@@ -32,7 +32,7 @@ def process(args: list[str], health: str) -> Iterator[None]:
 
         assert wait_until(up, timeout=30), "the process did not start"
         assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-        yield
+        yield proc
     finally:
         proc.terminate()
         proc.wait(10)
@@ -46,7 +46,7 @@ def test_capture_cli_records_a_stub_process_conversation() -> None:
     cli = [sys.executable, "-m", "openenv_cli", "capture", "--upstream", model + "/v1"]
     with (
         process(stub_cmd, model + "/health"),
-        process([*cli, "--port", str(proxy_port)], proxy + "/health"),
+        process([*cli, "--port", str(proxy_port)], proxy + "/health") as capture,
     ):
         session = httpx.post(proxy + "/sessions").json()
         client = openai.OpenAI(base_url=session["base_url"], api_key=session["api_key"])
@@ -63,7 +63,16 @@ def test_capture_cli_records_a_stub_process_conversation() -> None:
         own = {"Authorization": f"Bearer {session['api_key']}"}
         where = f"{proxy}/sessions/{session['session_id']}"
         entries = httpx.get(f"{where}/trace_entries", headers=own).json()
+        [listed] = httpx.get(proxy + "/sessions").json()
+        assert listed["session_id"] == session["session_id"] and listed["calls"] == 2
+        assert listed["last_call"] >= listed["created"] and "api_key" not in listed
         assert httpx.delete(where, headers=own).status_code == 204
+        assert httpx.get(proxy + "/sessions").json() == []
+        capture.terminate()
+        log = capture.communicate(timeout=10)[0].decode()
+    calls = [line for line in log.splitlines() if "POST /v1/chat/completions" in line]
+    assert len(calls) == 2 and f"session {session['session_id']}" in calls[0]
+    assert "-> 200" in calls[0] and session["api_key"] not in log
     (sample,) = assemble(entries)
     assert sum(sample.env_mask) == sum(len(e["completion_token_ids"]) for e in entries)
     assert len(entries) == 2

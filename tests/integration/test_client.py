@@ -53,6 +53,17 @@ def test_sync_episode(server: str) -> None:
         assert env.state().step_count == 1
 
 
+def test_the_schema_is_read_by_the_client_without_a_session(server: str) -> None:
+    async def read() -> dict[str, object]:
+        return await Echo(base_url=server.replace("http://", "ws://") + "/ws").schema()
+
+    schema = asyncio.run(read())
+    assert schema["action"] == EchoAction.model_json_schema()
+    with Echo(base_url=server).sync() as env:
+        assert env.schema()["observation"] == EchoObservation.model_json_schema()
+    assert Echo(base_url=server).schema()["state"]  # a plain call blocks, like reset()
+
+
 def test_sync_client_inside_a_running_event_loop(server: str) -> None:
     async def inside() -> float | None:
         with Echo(base_url=server).sync() as env:  # blocking call from a loop's own thread

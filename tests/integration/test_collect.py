@@ -462,7 +462,12 @@ def test_resume_keeps_the_card_over_every_row(echo_url: str, tmp_path: Path) -> 
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert summary["written"] == 2 and summary["mean_reward"] == round(mean, 6)
+    assert summary["mean_reward_over_episodes"] == 4  # the two resumed and the two kept
     assert (out / "README.md").read_bytes() == card
+    for name in sorted(shards)[2:]:
+        (out / "data" / name).unlink()
+    said = openenv(*args, "--resume").stdout
+    assert f"mean reward {mean:.4f} over all 4 episodes in the dataset" in " ".join(said.split())
 
 
 def test_tasks_and_system_prompt_from_local_files(echo_url: str, tmp_path: Path) -> None:

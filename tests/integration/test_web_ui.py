@@ -2,7 +2,7 @@
 
 Screenshots are written to test-artifacts/web/. Chromium comes from `.ci/browser.sh`; without
 it these tests skip locally and fail when CI is set. Set OPENENV_WRITE_DOCS_SCREENSHOT=1 to
-refresh docs/web-ui.png (the picture in docs/server-and-security.md) as well.
+refresh docs/web-ui.png (the picture in docs/server.md) as well.
 """
 
 from __future__ import annotations
@@ -848,7 +848,7 @@ def test_hostile_markdown_is_neutralised_even_without_the_csp(browser: Any) -> N
     assert "pic (image)" in found["text"]  # an image became a link, never fetched
 
 
-# ---------------------------------------------------------------- the picture of docs/server-and-security.md
+# ---------------------------------------------------------------- the picture of docs/server.md
 
 
 def test_screenshot_for_the_readme(visit: Callable[..., Visit]) -> None:

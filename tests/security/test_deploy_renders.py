@@ -87,6 +87,18 @@ def test_a_linked_record_is_refused_before_anything_is_written(
     assert snapshot(outside) == {"kustomization.yaml": "precious\n"}
 
 
+def test_a_linked_endpoints_file_is_refused_before_anything_is_written(
+    project: Path, outside: Path
+) -> None:
+    target = project / "deploy" / "kubernetes"
+    target.mkdir(parents=True)
+    (target / "endpoints.json").symlink_to(outside / "kustomization.yaml")
+    with pytest.raises(OpenEnvError, match=r"endpoints\.json"):
+        deploy(project)
+    assert [p.name for p in target.iterdir()] == ["endpoints.json"]
+    assert snapshot(outside) == {"kustomization.yaml": "precious\n"}
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [("SESSION_TIMEOUT", "inf"), ("DRAIN_TIMEOUT", "nan"), ("WORKERS", "-inf")],

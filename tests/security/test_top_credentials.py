@@ -98,7 +98,7 @@ def recorder(target: str | None) -> ThreadingHTTPServer:
     return server
 
 
-def test_a_redirect_is_not_followed_with_the_key() -> None:
+def test_the_key_does_not_follow_a_redirect() -> None:
     elsewhere = recorder(None)  # "another host": it must never see the key
     redirecting = recorder(f"http://127.0.0.1:{elsewhere.server_port}")
     try:
@@ -109,6 +109,6 @@ def test_a_redirect_is_not_followed_with_the_key() -> None:
             server.server_close()
     assert code == 0, output
     (view,) = json.loads(output)
-    assert "302" in view["error"] and KEY not in output
+    assert "error" in view and KEY not in output
     assert set(redirecting.seen) == {f"Bearer {KEY}"}  # type: ignore[attr-defined]
-    assert elsewhere.seen == []  # type: ignore[attr-defined]
+    assert not any(elsewhere.seen)  # type: ignore[attr-defined]

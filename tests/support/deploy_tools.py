@@ -16,7 +16,7 @@ import pytest
 from openenv_runtime.client.generic import GenericEnvClient
 from tests.support.docker_engine import in_ci
 from tests.support.optional import reason
-from tests.support.servers import get_json, server_process, stop_process
+from tests.support.servers import SOURCES, get_json, server_process, stop_process
 
 __all__ = ["server_process"]  # re-exported: the deploy tests start servers through here
 
@@ -73,7 +73,7 @@ def openenv(
     return subprocess.run(
         [sys.executable, "-m", "openenv_cli.main", *args],
         cwd=cwd,
-        env=cli_env(PYTHONPATH=str(REPO), **env),
+        env=cli_env(PYTHONPATH=SOURCES, **env),  # this checkout's runtime too
         capture_output=True,
         text=True,
         timeout=timeout,

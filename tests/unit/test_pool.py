@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from typing import Any
+
+import pytest
 
 from openenv_runtime import GenericEnvClient
+from openenv_runtime.client import pool as pool_module
+from openenv_runtime.client.placement import accepting, free_sessions, spread
 from openenv_runtime.client.pool import UNLIMITED, EnvPool, _Server
 
 
@@ -53,3 +59,34 @@ def test_forks_spread_by_free_capacity_without_counting_as_slots() -> None:
         "a": 3,
         "b": 2,
     }
+
+
+def test_a_draining_or_silent_server_gets_no_new_session_while_another_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers: dict[str, dict[str, Any] | None] = {
+        "http://a": {"status": "draining", "active_sessions": 0, "max_sessions": 100},
+        "http://b": {"status": "healthy", "active_sessions": 99, "max_sessions": 100},
+        "http://c": None,  # does not answer /health
+    }
+    monkeypatch.setattr(pool_module, "health", lambda url, timeout: answers[url])
+    pool = EnvPool(GenericEnvClient, urls=list(answers), size=1)
+    asyncio.run(pool._refresh_capacity())
+    assert [(s.url, s.free, s.accepting) for s in pool._servers.values()] == [
+        ("http://a", 0, False),
+        ("http://b", 1, True),
+        ("http://c", 0, False),
+    ]
+    # b is full after one, yet the overflow stays on it: the others would refuse (or are gone).
+    assert Counter(pool._pick_server() for _ in range(3)) == {"http://b": 3}
+    assert set(spread(pool._servers.values(), 4)) == {"http://b"}
+    # Every server draining: nowhere better to go, so they share (and refusals move slots on).
+    answers["http://b"] = {"status": "draining"}
+    asyncio.run(pool._refresh_capacity())
+    assert pool._pick_server() in answers
+
+
+def test_a_server_that_does_not_say_its_status_is_taken_at_its_word() -> None:
+    assert accepting({"active_sessions": 1, "max_sessions": 2})
+    assert free_sessions({"active_sessions": 1, "max_sessions": 2}) == 1
+    assert not accepting({"status": "draining"}) and not accepting(None)

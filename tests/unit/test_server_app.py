@@ -1,8 +1,11 @@
 import asyncio
 import gc
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
+from openenv_runtime import Action, Environment, Observation, State, create_app
 from openenv_runtime.server.app import collect_connection_cycles
 
 
@@ -25,3 +28,69 @@ def test_cycles_are_collected_every_n_sessions(monkeypatch: pytest.MonkeyPatch) 
 
     asyncio.run(go())
     assert collected == [1]
+
+
+class Say(Action):
+    message: str
+
+
+class Heard(Observation):
+    message: str = ""
+
+
+class Count(State):
+    heard: int = 0
+
+
+class Parrot(Environment[Say, Heard, Count]):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kw: Any) -> Heard:
+        return Heard()
+
+    def step(self, action: Say, **kw: Any) -> Heard:
+        return Heard(message=action.message)
+
+    @property
+    def state(self) -> Count:
+        return Count()
+
+
+class LoudParrot(Parrot):
+    """A subclass inherits what its base declared."""
+
+
+@pytest.mark.parametrize("env", [Parrot, LoudParrot])
+def test_the_models_are_read_from_the_environments_declaration(env: type[Parrot]) -> None:
+    with TestClient(create_app(env=env)) as client:
+        schema = client.get("/schema").json()
+        assert schema["action"]["required"] == ["message"]
+        assert "message" in schema["observation"]["properties"]
+        assert "heard" in schema["state"]["properties"]
+        session = client.post("/reset", json={}).json()["session_id"]
+        reply = client.post("/step", json={"action": {"message": "hi"}, "session_id": session})
+        assert reply.json()["observation"]["message"] == "hi"
+
+
+def test_models_given_win_over_the_declaration() -> None:
+    class Shout(Action):
+        words: list[str]
+
+    with TestClient(create_app(Parrot, Shout, Heard)) as client:
+        assert client.get("/schema").json()["action"]["required"] == ["words"]
+
+
+def test_a_declaration_left_generic_falls_back_to_the_base_models() -> None:
+    class Odd(Environment[Any, Heard, State]):
+        def reset(self, seed: int | None = None, episode_id: str | None = None, **kw: Any) -> Heard:
+            return Heard()
+
+        def step(self, action: Any, **kw: Any) -> Heard:
+            return Heard()
+
+        @property
+        def state(self) -> State:
+            return State()
+
+    with TestClient(create_app(Odd)) as client:  # Any: the base Action, as for tool servers
+        assert client.get("/schema").status_code == 200

@@ -11,6 +11,9 @@ are forwarded, matched on the path decoded once; any other path (dot segments, e
 or backslashes included) gets 404 and never reaches the model server, which is called with the
 proxy's own upstream key. A session's entries are read (and the session deleted) with its own
 key, or the admin token when one is set; at most ``max_sessions`` sessions live at once.
+``GET /sessions`` lists them (ids, calls, times; never a key), with the admin token when set.
+Each forwarded call is logged on ``openenv_runtime.capture`` at INFO: session, route, status,
+latency (never a key or a message).
 
 The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path);
 each answer is kept as the bytes the server sent and turned into a ``TraceEntry`` when the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 import time
@@ -50,6 +54,7 @@ FORWARDED_ROUTES: dict[str, frozenset[str]] = {
 """The routes forwarded (under ``/v1/``) and their methods; every other path gets 404."""
 _UNSAFE = re.compile(r"%|\\|(?:^|/)\.{1,2}(?:/|$)")  # left after one decoding: refused
 Scope = dict[str, Any]
+logger = logging.getLogger("openenv_runtime.capture")
 
 
 @dataclass
@@ -68,6 +73,8 @@ class _Session:
     id: str
     key_hash: str
     entries: list[TraceEntry | _Call] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+    last_call: float | None = None
 
 
 def _hash(key: str | bytes) -> str:
@@ -114,6 +121,7 @@ class CaptureProxy:
         self._routes = Starlette(
             routes=[
                 Route("/sessions", self._create, methods=["POST"]),
+                Route("/sessions", self._list, methods=["GET"]),
                 Route("/sessions/{sid}/trace_entries", self._entries, methods=["GET"]),
                 Route("/sessions/{sid}", self._delete, methods=["DELETE"]),
                 Route("/health", self._health, methods=["GET"]),
@@ -185,6 +193,19 @@ class CaptureProxy:
                 entries[index] = self._parse(session.id, index, entry)
         return [e for e in entries if isinstance(e, TraceEntry)]
 
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every live session: ``session_id``, ``calls`` recorded, ``created`` and
+        ``last_call`` (Unix times; None before the first call). Never a key."""
+        return [
+            {
+                "session_id": s.id,
+                "calls": len(s.entries),
+                "created": s.created,
+                "last_call": s.last_call,
+            }
+            for s in self._sessions.values()
+        ]
+
     def delete_session(self, session_id: str) -> bool:
         session = self._sessions.pop(session_id, None)
         if session is None:
@@ -224,6 +245,12 @@ class CaptureProxy:
         except SessionLimitError as error:
             return _error(429, str(error))
         return JSONResponse(made, status_code=201)
+
+    async def _list(self, request: Request) -> Response:
+        refused = self._admin_refused(request)
+        if refused is not None:
+            return refused
+        return Response(orjson.dumps(self.sessions()), media_type="application/json")
 
     async def _entries(self, request: Request) -> Response:
         sid = request.path_params["sid"]
@@ -313,9 +340,20 @@ class CaptureProxy:
                 await send(_start(upstream, len(content)))
         finally:
             upstream.release()
+        latency = (time.perf_counter() - started) * 1000
         if upstream.status == 200:  # recorded before the answer ends: a reader sees it at once
-            latency = (time.perf_counter() - started) * 1000
             session.entries.append(_Call(timestamp, body, content, stream, latency))
+        session.last_call = timestamp
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "session %s: POST /v1/%s -> %d in %.0f ms%s (%d calls recorded)",
+                session.id,
+                path,
+                upstream.status,
+                latency,
+                ", streamed" if stream else "",
+                len(session.entries),
+            )
         await send({"type": "http.response.body", "body": b"" if stream else content})
         return None
 

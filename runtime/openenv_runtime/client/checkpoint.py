@@ -13,7 +13,7 @@
 
 The environment must opt in (``SUPPORTS_CHECKPOINT = True``); otherwise the server refuses
 with ``EnvError`` code ``CHECKPOINT_UNSUPPORTED``. The messages are in
-docs/protocol-checkpoints.md; a client that never calls these never sees them.
+docs/protocol.md (checkpoint, restore and fork); a client that never calls these never sees them.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ..blocking import install_blocking
 from ..errors import EnvError
+from ..http_reads import read_schema
 from ..models import Action, Observation, State, StepResult
 from ..protocol import CLOSE_FRAME, STATE_FRAME, encode, reply_data, reset_frame, step_frame
 from .checkpoint import CheckpointMixin
@@ -63,7 +64,8 @@ class EnvClient(
         connect_timeout: seconds allowed to open the connection.
         message_timeout: seconds allowed for one reply; None (default) waits as long as a
             step takes, while WebSocket pings keep checking that the server is alive.
-        ping_interval, ping_timeout: keepalive pings (None disables them).
+        ping_interval: seconds between keepalive pings (None disables them).
+        ping_timeout: seconds a ping may wait for its pong (None: no limit).
         headers: extra handshake headers.
         resume: after a dropped connection, reconnect (with backoff) and resume the same
             session, so a request just returns its result (default on, when the server offers
@@ -267,6 +269,13 @@ class EnvClient(
         """The episode's state (``episode_id``, ``step_count`` and the environment's own fields)."""
         data = await self._request(STATE_FRAME)
         return self._parse_state(data)
+
+    async def schema(self) -> dict[str, Any]:
+        """The server's JSON schemas of its ``action``, ``observation`` and ``state``
+        (``GET /schema`` with this client's token; no session needed)."""
+        return await asyncio.to_thread(
+            read_schema, self.base_url, token=self.token, timeout=self.connect_timeout
+        )
 
     # -- frames (the pool sends them too) -------------------------------------------------
     def _reset_frame(

@@ -24,17 +24,19 @@ from __future__ import annotations
 import asyncio
 import typing
 from collections.abc import Callable, Container, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
 
 from ..errors import EnvError
 from ..providers.base import Provider, health
 from .batch import CAPACITY_REACHED, Batch, SlotReply
 from .checkpoint import Checkpoint
+from .endpoints import ENDPOINTS_FILE, EndpointsError, read_endpoints
 from .env_client import EnvClient
 from .first_ready import AutoReset, FirstReady
 from .placement import UNLIMITED as UNLIMITED
 from .placement import Server as _Server
-from .placement import free_sessions, pick_server, release, spread
+from .placement import accepting, free_sessions, pick_server, release, spread
 from .port import Result as Result
 from .port import SessionPort, as_env_error
 from .sync import SyncEnvPool
@@ -93,6 +95,37 @@ class EnvPool(Generic[ClientT]):
         self._opened = False
         self._first_ready = FirstReady(self, autoreset)
 
+    @classmethod
+    def from_deploy(
+        cls,
+        directory: str | Path,
+        client_cls: type[ClientT],
+        *,
+        size: int,
+        via: Literal["replicas", "front"] | None = None,
+        **kwargs: Any,
+    ) -> EnvPool[ClientT]:
+        """A pool over what ``openenv deploy`` deployed: the servers in ``directory``'s
+        ``endpoints.json`` (its ``--out`` folder).
+
+        ``via="replicas"`` opens the sessions on the replicas themselves (the pool spreads them
+        by each one's ``/health``); ``via="front"`` through the Envoy front; by default the
+        replicas when the file lists them, else the front. Other arguments are
+        :class:`EnvPool`'s. Raises :class:`~openenv_runtime.client.endpoints.EndpointsError`
+        (a ``ValueError``) naming the file when it is missing or malformed.
+        """
+        endpoints = read_endpoints(directory)
+        where = f"in {Path(directory) / ENDPOINTS_FILE}"
+        if via == "replicas" or (via is None and endpoints.replicas):
+            if not endpoints.replicas:
+                raise EndpointsError(f"No replicas listed {where}; pass via='front'.")
+            urls = list(endpoints.replicas)
+        elif endpoints.front is not None:
+            urls = [endpoints.front]
+        else:
+            raise EndpointsError(f"No front or replicas listed {where} (deploy with --apply).")
+        return cls(client_cls, urls=urls, size=size, **kwargs)
+
     # -- opening ----------------------------------------------------------------------------------
     async def open(self) -> typing.Self:
         """Start the provider (if any), then open every session (``async with`` does this)."""
@@ -123,7 +156,8 @@ class EnvPool(Generic[ClientT]):
     async def _refresh_capacity(self) -> None:
         answers = await asyncio.gather(*(asyncio.to_thread(health, url, 5.0) for url in self.urls))
         for url, answer in zip(self.urls, answers, strict=True):
-            self._servers.setdefault(url, _Server(url, 0)).free = free_sessions(answer)
+            server = self._servers.setdefault(url, _Server(url, 0))
+            server.free, server.accepting = free_sessions(answer), accepting(answer)
 
     def _pick_server(self, exclude: Iterable[str] = ()) -> str:
         """The server with the most free capacity (the fewest of our sessions on a tie)."""

@@ -153,6 +153,11 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         state: StateT = self._call(async_call(self.client, "state"))
         return state
 
+    def schema(self) -> dict[str, Any]:
+        """The server's JSON schemas of its ``action``, ``observation`` and ``state``."""
+        schema: dict[str, Any] = self._call(async_call(self.client, "schema"))
+        return schema
+
     def close(self, timeout: float | None = None) -> None:
         """Close the session; with ``timeout``, give up waiting after that many seconds."""
         future = asyncio.run_coroutine_threadsafe(async_call(self.client, "close"), self._loop)

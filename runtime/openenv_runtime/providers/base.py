@@ -14,18 +14,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import json
 import signal
 import threading
 import time
 import typing
-import urllib.error
-import urllib.parse
-import urllib.request
 import weakref
 from abc import ABC, abstractmethod
 
 from ..errors import EnvError
+from ..http_reads import read_json
 
 _live: weakref.WeakSet[Provider] = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -195,27 +192,13 @@ class Provider(ABC):
         return f"<{type(self).__name__} {state}>"
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-_DEFAULT = urllib.request.build_opener()
-
-
 def health(
     base_url: str, timeout: float = 5.0, token: str | None = None
 ) -> dict[str, typing.Any] | None:
     """The JSON of ``GET base_url/health``, or None while it does not answer 200."""
-    request = urllib.request.Request(base_url.rstrip("/") + "/health")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    # A proxy from the environment must not stand between us and a server on this machine.
-    host = urllib.parse.urlsplit(base_url).hostname or ""
-    opener = _DIRECT if host in ("127.0.0.1", "localhost", "::1", "0.0.0.0") else _DEFAULT
     try:
-        with opener.open(request, timeout=timeout) as response:
-            if response.status != 200:
-                return None
-            body = json.loads(response.read() or b"{}")
-            return body if isinstance(body, dict) else {}
-    except (urllib.error.URLError, OSError, ValueError):
+        return read_json(base_url, "/health", token=token, timeout=timeout)
+    except EnvError:
         return None
 
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from . import dockerfile
-from .base import missing_extra
+from .base import missing_extra, wait_until_healthy
 from .interfaces import ContainerProvider
 
 PORT = 8000
@@ -262,27 +261,24 @@ class DaytonaProvider(ContainerProvider):
     def wait_for_ready(self, base_url: str, timeout_s: float = 120.0) -> None:
         """Poll ``/health`` (cold starts take a while); ``RuntimeError`` with the server's log
         as soon as its process has died, ``TimeoutError`` after ``timeout_s``."""
-        try:
-            import requests
-        except ImportError:
-            raise missing_extra("requests", "daytona") from None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{base_url}/health", timeout=5.0).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if self._sandbox is not None:
-                state = _run(
-                    self._sandbox, f"kill -0 $(cat {PID}) 2>/dev/null && echo RUNNING || echo DEAD"
-                )
-                if "DEAD" in state:
-                    log = _run(self._sandbox, f"cat {LOG} 2>/dev/null")
-                    raise RuntimeError(f"Server process died; its log:\n{log}")
-            time.sleep(1.0)
-        raise TimeoutError(
-            f"Daytona sandbox at {base_url} did not become ready within {timeout_s}s"
+
+        def died() -> str | None:
+            if self._sandbox is None:
+                return None
+            state = _run(
+                self._sandbox, f"kill -0 $(cat {PID}) 2>/dev/null && echo RUNNING || echo DEAD"
+            )
+            if "DEAD" not in state:
+                return None
+            return f"Server process died; its log:\n{_run(self._sandbox, f'cat {LOG} 2>/dev/null')}"
+
+        wait_until_healthy(
+            base_url,
+            timeout_s,
+            what="Daytona sandbox",
+            interval_s=1.0,
+            probe_timeout_s=5.0,
+            alive=died,
         )
 
 

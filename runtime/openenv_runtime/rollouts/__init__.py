@@ -86,7 +86,8 @@ def build_rollout_func(
             observation's fields without reward, done and metadata.
         env_timeout: seconds per reset or step before the episode is marked failed.
         llm_timeout: seconds per model call.
-        temperature, top_p, max_tokens, sampling: passed to every model call.
+        temperature: passed to every model call; likewise ``top_p``, ``max_tokens`` and the
+            other options in ``sampling``.
         seed: sampling seed; episode ``i`` of a batch uses ``seed + i``.
         env_kwargs: passed to the pool's clients (e.g. ``token``).
         max_error_rate: a call raises ``RolloutError`` (naming the first errors of each kind)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..http_reads import read_schema
 from ..llm import LLMResponse
 from .episode import Episode
 from .mapping import ActionError, default_to_action, default_to_message
@@ -74,11 +75,9 @@ class SkyRLTextEnv:
     """An environment server as a SkyRL text environment (one session per instance)."""
 
     def __init__(self, url: str, *, seed: int | None = None, **client_kwargs: Any) -> None:
-        import httpx
-
         from ..client import GenericEnvClient
 
-        schema = httpx.get(f"{url.rstrip('/')}/schema", timeout=30).json().get("action") or {}
+        schema = read_schema(url, token=client_kwargs.get("token")).get("action") or {}
         self._to_action = default_to_action(schema)
         self._client = GenericEnvClient(url, **client_kwargs).sync()
         self._seed = seed

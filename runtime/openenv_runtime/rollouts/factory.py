@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..http_reads import read_schema
 from .mapping import default_to_message
 
 _TYPES: dict[str, type] = {
@@ -111,7 +112,7 @@ def environment_factory(
     if not urls:
         raise ValueError("environment_factory needs at least one server URL")
     options = dict(client_kwargs or {})
-    schema = _schema(urls[0], options.get("token"))
+    schema = read_schema(urls[0], token=options.get("token"))
     action = schema.get("action") or {}
     is_mcp = _looks_mcp(action) if mcp is None else mcp
     show = to_message or default_to_message
@@ -225,16 +226,6 @@ def _call_tool(tool: str) -> Callable[[Any, dict[str, Any]], str]:
 def _looks_mcp(action: dict[str, Any]) -> bool:
     text = json.dumps(action)
     return "tool_name" in text or "CallToolAction" in text
-
-
-def _schema(url: str, token: str | None) -> dict[str, Any]:
-    import httpx
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    answer = httpx.get(f"{url.rstrip('/')}/schema", headers=headers, timeout=30)
-    answer.raise_for_status()
-    data = answer.json()
-    return data if isinstance(data, dict) else {}
 
 
 def _connect_probe(url: str, options: dict[str, Any]) -> list[Any]:

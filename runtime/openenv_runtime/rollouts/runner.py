@@ -18,6 +18,7 @@ from ..failures import (
     env_kind,
     too_many,
 )
+from ..http_reads import read_schema
 from ..llm import OpenAIClient
 from .episode import Episode, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
@@ -227,20 +228,15 @@ def _all_gone(pool: Any) -> bool:
 
 async def _action_schema(urls: Sequence[str], token: str | None) -> dict[str, Any]:
     """The action's JSON schema from the first server that answers ``GET /schema``."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     problems = []
-    async with httpx.AsyncClient(timeout=30) as client:
-        for url in urls:
-            try:
-                answer = await client.get(f"{url.rstrip('/')}/schema", headers=headers)
-                answer.raise_for_status()
-            except httpx.HTTPError as error:
-                problems.append(f"{url}: {type(error).__name__} {error}")
-                continue
-            schema = answer.json().get("action") or {}
-            return schema if isinstance(schema, dict) else {}
+    for url in urls:
+        try:
+            answer = await asyncio.to_thread(read_schema, url, token=token)
+        except EnvError as error:
+            problems.append(error.message)
+            continue
+        schema = answer.get("action") or {}
+        return schema if isinstance(schema, dict) else {}
     raise EnvError("CONNECTION_ERROR", "no server answered GET /schema: " + "; ".join(problems))
 
 

@@ -134,7 +134,8 @@ class RolloutService:
             ``env_mask``, ``env_reward``, ...) or ``"verl"`` (``AgentLoopOutput``'s fields);
             both with ``policy_versions``.
         policy_version: the version the model server starts with.
-        The other arguments are ``build_rollout_func``'s.
+
+    The other arguments are ``build_rollout_func``'s.
     """
 
     def __init__(

@@ -23,7 +23,7 @@ from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
 from .actions import action_validator
 from .adapter import ClassAdapter, EnvRunner
-from .app_inputs import _check_env, _check_model, _first_line, _readme
+from .app_inputs import check_env, check_model, declared_models, first_line, readme_text
 from .auth import BearerAuthMiddleware, public_paths
 from .checkpoint_ops import Checkpointer, build_checkpoint_router
 from .checkpoints import CheckpointBounds, CheckpointStore
@@ -87,8 +87,8 @@ class EnvironmentApp(FastAPI):
 
 def create_app(
     env: type[Environment[Any, Any, Any]] | Callable[[], Any],
-    action_cls: type[Action] | None,
-    observation_cls: type[Observation] | None,
+    action_cls: type[Action] | None = None,
+    observation_cls: type[Observation] | None = None,
     state_cls: type[State] | str = State,
     *,
     env_name: str | None = None,
@@ -124,24 +124,30 @@ def create_app(
         env: the ``Environment`` subclass, or a zero-argument factory (function, lambda or
             ``async def``) that returns a new instance. Never an instance: every session
             gets its own.
-        action_cls, observation_cls, state_cls: your model classes (subclasses of
-            ``Action``, ``Observation``, ``State``).
-        name, description, version, readme, author, documentation_url: what ``/metadata``
-            reports. ``readme`` is a path or the text itself; by default a README.md beside
-            the environment's module (or up to two folders above) is used.
-        max_concurrent_envs, session_timeout, api_key, enable_web_interface, sync_pool_size,
-            max_message_bytes, step_timeout, max_sessions_per_client, resume_grace,
-            drain_timeout, warm_pool: this app's defaults for the server settings of the
-            same names (see the settings table of ``openenv serve`` in docs/cli.md). An
+        action_cls: the action model (a subclass of ``Action``). Left out, it is read from
+            the class's declaration ``class MyEnv(Environment[MyAction, MyObservation,
+            MyState])``; so are the next two.
+        observation_cls: the observation model (a subclass of ``Observation``).
+        state_cls: the state model (a subclass of ``State``).
+        name: what ``/metadata`` reports as the name (default: the class's name); likewise
+            ``description``, ``version``, ``author`` and ``documentation_url``.
+        readme: a path or the text itself; by default a README.md beside the environment's
+            module (or up to two folders above).
+        max_concurrent_envs: this app's default for the server setting of the same name;
+            likewise ``session_timeout``, ``api_key``, ``enable_web_interface``,
+            ``sync_pool_size``, ``max_message_bytes``, ``step_timeout``,
+            ``max_sessions_per_client``, ``resume_grace``, ``drain_timeout`` and
+            ``warm_pool`` (the settings table of ``openenv serve`` in docs/cli.md). An
             explicit argument replaces the built-in default only: a command-line flag, an
             environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
             ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the
             last word; the server logs when it overrides an argument. An environment with
             ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets one session at a time whatever is set.
         reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
-        env_name, concurrency_config, mode, gradio_builder, custom_tab_name,
-            custom_tab_primary, show_default_tab, title_override: the reference OpenEnv's
-            options, each mapped to ours (see ``openenv_runtime.server.options``).
+        env_name: the reference OpenEnv's option, mapped to ours (see
+            ``openenv_runtime.server.options``); likewise ``concurrency_config``, ``mode``,
+            ``gradio_builder``, ``custom_tab_name``, ``custom_tab_primary``,
+            ``show_default_tab`` and ``title_override``.
     """
     gradio = (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab)
     ref = resolve_reference_options(
@@ -160,13 +166,17 @@ def create_app(
     )
     if session_timeout is None and ref.session_timeout is not None:
         session_timeout = ref.session_timeout
-    # The reference allows None for tool-only (MCP) servers.
-    action_cls = action_cls or Action
-    observation_cls = observation_cls or Observation
-    factory, env_cls = _check_env(env)
-    _check_model(action_cls, Action, "action_cls")
-    _check_model(observation_cls, Observation, "observation_cls")
-    _check_model(state_cls, State, "state_cls")
+    factory, env_cls = check_env(env)
+    declared = declared_models(env_cls)
+    # Neither given nor declared: the base classes, as the reference allows for tool-only
+    # (MCP) servers.
+    action_cls = action_cls or declared[0] or Action
+    observation_cls = observation_cls or declared[1] or Observation
+    if state_cls is State and declared[2] is not None:
+        state_cls = declared[2]
+    check_model(action_cls, Action, "action_cls")
+    check_model(observation_cls, Observation, "observation_cls")
+    check_model(state_cls, State, "state_cls")
     resolved = load_settings(
         code={
             "max_concurrent_envs": max_concurrent_envs,
@@ -248,10 +258,10 @@ def create_app(
         "name": env_name,
         # the class's own docstring only (inspect.getdoc would inherit Environment's)
         "description": description
-        or _first_line(env_cls.__doc__ if env_cls else None)
+        or first_line(env_cls.__doc__ if env_cls else None)
         or f"The {env_name} environment",
         "version": version or "0.0.0",
-        "readme_content": _readme(readme, env_cls or factory),
+        "readme_content": readme_text(readme, env_cls or factory),
         "author": author,
         "documentation_url": documentation_url,
     }

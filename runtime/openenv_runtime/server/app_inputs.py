@@ -5,13 +5,34 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
+from ..environment import Environment
 from ..errors import EnvironmentContractError
+from ..models import Action, Observation, State
 from .adapter import ClassAdapter
 
 
-def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:
+def declared_models(env_cls: type | None) -> tuple[type | None, type | None, type | None]:
+    """The action, observation and state classes a class declares as ``Environment[A, O, S]``.
+
+    ``None`` for a factory, and where a parameter is left generic (a ``TypeVar``, ``Any``).
+    """
+    bases = (Action, Observation, State)
+    for klass in env_cls.__mro__ if env_cls is not None else ():
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, Environment):
+                found: list[type | None] = [
+                    arg if isinstance(arg, type) and issubclass(arg, model) else None
+                    for arg, model in zip(get_args(base), bases, strict=False)
+                ]
+                found += [None] * (3 - len(found))
+                return found[0], found[1], found[2]
+    return None, None, None
+
+
+def check_env(env: Any) -> tuple[Callable[[], Any], type | None]:
     if isinstance(env, type):
         ClassAdapter(env)  # raises EnvironmentContractError with what to add
         return env, env
@@ -25,7 +46,7 @@ def _check_env(env: Any) -> tuple[Callable[[], Any], type | None]:
     )
 
 
-def _check_model(cls: Any, base: type, param: str) -> None:
+def check_model(cls: Any, base: type, param: str) -> None:
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise EnvironmentContractError(
             f"{param} must be a subclass of openenv_runtime.{base.__name__}, got {cls!r}. "
@@ -33,11 +54,11 @@ def _check_model(cls: Any, base: type, param: str) -> None:
         )
 
 
-def _first_line(doc: str | None) -> str | None:
+def first_line(doc: str | None) -> str | None:
     return doc.strip().splitlines()[0] if doc and doc.strip() else None
 
 
-def _readme(readme: str | Path | None, owner: Any) -> str | None:
+def readme_text(readme: str | Path | None, owner: Any) -> str | None:
     if isinstance(readme, Path) or (
         isinstance(readme, str) and "\n" not in readme and readme.endswith(".md")
     ):

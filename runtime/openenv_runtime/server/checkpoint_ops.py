@@ -1,6 +1,6 @@
 """Checkpoint and restore of sessions: the ``/ws`` messages, the handshake and HTTP routes.
 
-See :mod:`openenv_runtime.server.checkpoints` for the store and docs/protocol-checkpoints.md
+See :mod:`openenv_runtime.server.checkpoints` for the store and docs/protocol.md (checkpoint, restore and fork)
 for the wire format.
 """
 

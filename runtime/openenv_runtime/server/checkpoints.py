@@ -27,7 +27,7 @@ all the oldest are removed first; a client (its token, else its address) that ke
 file names alone.
 
 The protocol (message types ``checkpoint`` and ``restore``, the ``X-OpenEnv-Restore``
-handshake header and the HTTP routes) is in docs/protocol-checkpoints.md.
+handshake header and the HTTP routes) is in docs/protocol.md (checkpoint, restore and fork).
 """
 
 from __future__ import annotations

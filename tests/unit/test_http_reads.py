@@ -1,0 +1,104 @@
+"""The runtime's reads of /schema, /health, /metadata over plain HTTP, against a real socket."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from openenv_runtime.errors import EnvError
+from openenv_runtime.http_reads import MAX_BODY_BYTES, http_base, read_json, read_schema
+
+seen: list[tuple[str, str | None]] = []
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        seen.append((self.path, self.headers.get("Authorization")))
+        if self.path == "/schema":
+            self.answer(200, json.dumps({"action": {"type": "object"}}).encode())
+        elif self.path == "/away/schema":  # a redirect to another host's path
+            self.send_response(302)
+            self.send_header("Location", f"http://localhost:{self.server.server_port}/landed")
+            self.end_headers()
+        elif self.path == "/landed":
+            self.answer(200, b"{}")
+        elif self.path == "/huge":
+            self.answer(200, b"[" + b"0," * (MAX_BODY_BYTES // 2 + 8) + b"0]")
+        elif self.path == "/list":
+            self.answer(200, b"[1, 2]")
+        else:
+            self.answer(404, b"{}")
+
+    def answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_schema_is_read_with_the_token(base: str) -> None:
+    seen.clear()
+    assert read_schema(base + "/", token="t0k") == {"action": {"type": "object"}}
+    assert seen == [("/schema", "Bearer t0k")]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("ws://h:1/ws", "http://h:1"),
+        ("wss://h/ws/", "https://h"),
+        ("http://h:8000/", "http://h:8000"),
+        ("https://h/prefix/ws", "https://h/prefix"),
+    ],
+)
+def test_a_websocket_url_reads_beside_its_ws_path(given: str, expected: str) -> None:
+    assert http_base(given) == expected
+
+
+def test_the_token_does_not_follow_a_redirect(base: str) -> None:
+    seen.clear()
+    read_json(base + "/away", "/schema", token="secret")
+    assert seen == [("/away/schema", "Bearer secret"), ("/landed", None)]
+
+
+def test_a_proxy_from_the_environment_is_not_used_for_this_machine(
+    base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens there
+    assert read_schema(base)["action"] == {"type": "object"}
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/missing", "answered 404"),
+        ("/list", "not answer with a JSON object"),
+        ("/huge", f"over {MAX_BODY_BYTES} bytes"),
+    ],
+)
+def test_what_is_not_a_json_object_is_a_connection_error(base: str, path: str, says: str) -> None:
+    with pytest.raises(EnvError, match=says) as caught:
+        read_json(base, path)
+    assert caught.value.code == "CONNECTION_ERROR"
+
+
+def test_a_closed_port_is_a_connection_error() -> None:
+    with pytest.raises(EnvError, match="failed"):
+        read_schema("http://127.0.0.1:9", timeout=2)
