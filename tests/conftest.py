@@ -39,10 +39,12 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
                 "test_containers_runtime",
                 "test_deploy_envoy",
                 "test_deploy_kubernetes",
+                "test_deploy_monitoring",  # a real Prometheus and Envoy on the rendered files
                 "test_deploy_slurm",
                 "test_deploy_swarm",
                 "test_docker_support",
                 "test_docs_site",
+                "test_docs_learn",  # trains a tiny model with TRL for a few steps
                 "test_docs_train_with_trl",
                 "test_import_family",  # each family's library imported in several processes
                 "test_init_install",  # fresh virtualenvs
