@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,3 +112,20 @@ def test_steps_per_second_and_latency_cover_the_window(server: str) -> None:
     view = seen[0]
     assert view["window_seconds"] >= 1.1
     assert 0 < view["step_p50_seconds"] <= view["step_p99_seconds"]
+
+
+def test_deploy_folder_replicas_are_watched(server: str, tmp_path: Path) -> None:
+    out = tmp_path / "front"
+    backend = server.removeprefix("http://")
+    deployed = runner.invoke(
+        cli, ["deploy", "envoy", str(tmp_path), "--backend", backend, "--out", str(out)]
+    )
+    assert deployed.exit_code == 0, deployed.output
+    seen: list[dict[str, Any]] = []
+
+    def both_workers() -> bool:  # a worker's gauges arrive within its flush interval
+        seen[:] = top("--deploy", str(out), "--interval", "0.1")
+        return seen[0].get("capacity") == 2 * CAPACITY
+
+    assert wait_until(both_workers, timeout=30, interval=0.3), seen
+    assert [view["url"] for view in seen] == [server]
