@@ -72,7 +72,7 @@ def command(
     Per replica: sessions / capacity, steps/s, step p50/p99, refusals, resumes, stuck calls, version. Each replica's /health and /metrics are read every [bold]--interval[/] seconds, all replicas at once. Sessions, capacity, workers and totals are the whole server's (every worker's); steps/s and the step latency p50/p99 come from the differences between two reads (the step histogram's buckets, interpolated within a bucket), so the first screen shows them empty and [bold]--once[/] reads twice, one interval apart. A replica that cannot be read shows why, in its row. Ctrl-C quits. The key ([bold]$OPENENV_API_KEY[/]) travels in the Authorization header only and is never shown.
     """
     from openenv_cli.bench.auth import resolve_api_key
-    from openenv_cli.fleet.scrape import Fleet, replica_url, sample
+    from openenv_cli.fleet.scrape import Fleet, deploy_replicas, replica_url, sample
 
     targets = [replica_url(url) for url in urls or []]
     if deploy is not None:
@@ -93,27 +93,6 @@ def command(
             console.print(fleet_table(views, interval))
         return
     _watch(fleet, interval)
-
-
-def deploy_replicas(folder: Path) -> list[str]:
-    """The replicas' URLs in ``folder``'s ``endpoints.json``, as ``openenv deploy`` wrote it."""
-    from openenv_runtime.client.endpoints import EndpointsError, read_endpoints
-
-    try:
-        found = read_endpoints(folder)
-    except EndpointsError as error:
-        raise UsageError(
-            str(error), hint="Run openenv deploy with --out DIR, or name the replicas' URLs."
-        ) from None
-    if not found.replicas:
-        front = f" (its front: {found.front})" if found.front else ""
-        raise UsageError(
-            f"{folder}'s endpoints.json lists no replica this machine reaches{front}; a "
-            "front shows whichever replica answered each read.",
-            hint="Name the replicas' URLs: Kubernetes pods e.g. through kubectl port-forward, "
-            "Swarm tasks from a container on the stack's network.",
-        )
-    return found.replicas
 
 
 def _watch(fleet: Any, interval: float) -> None:

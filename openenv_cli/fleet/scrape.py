@@ -13,11 +13,12 @@ import json
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from openenv_cli.errors import UsageError
 from openenv_cli.fleet.snapshot import Snapshot, down_view, from_health, from_metrics, replica_view
-from openenv_runtime.client.endpoints import EndpointsError, check_url
+from openenv_runtime.client.endpoints import EndpointsError, check_url, read_endpoints
 from openenv_runtime.errors import EnvError
 from openenv_runtime.http_reads import read_answer
 
@@ -48,6 +49,25 @@ def replica_url(text: str) -> str:
             hint="Write e.g. http://10.0.0.5:8000 or 10.0.0.5:8000; the key goes in "
             "OPENENV_API_KEY, never in the URL.",
         ) from None
+
+
+def deploy_replicas(folder: Path) -> list[str]:
+    """The replicas' URLs in ``folder``'s ``endpoints.json``, as ``openenv deploy`` wrote it."""
+    try:
+        found = read_endpoints(folder)
+    except EndpointsError as error:
+        raise UsageError(
+            str(error), hint="Run openenv deploy with --out DIR, or name the replicas' URLs."
+        ) from None
+    if not found.replicas:
+        front = f" (its front: {found.front})" if found.front else ""
+        raise UsageError(
+            f"{folder}'s endpoints.json lists no replica this machine reaches{front}; a "
+            "front shows whichever replica answered each read.",
+            hint="Name the replicas' URLs: Kubernetes pods e.g. through kubectl port-forward, "
+            "Swarm tasks from a container on the stack's network.",
+        )
+    return found.replicas
 
 
 def _get(url: str, path: str, token: str | None, timeout: float) -> tuple[int, bytes]:
