@@ -159,6 +159,15 @@ VERBS: dict[str, Verb] = {
             "openenv deploy envoy --backend 10.0.0.5:8000 --backend 10.0.0.6:8000 --port 8080",
         ),
     ),
+    "top": Verb(
+        "openenv_cli.commands.top",
+        "Watch every replica of a fleet: sessions, steps/s, step latency, refusals, stuck calls.",
+        (
+            "openenv top http://10.0.0.5:8000 http://10.0.0.6:8000",
+            "openenv top --deploy deploy/slurm --interval 5",
+            "openenv top 127.0.0.1:8000 --once --json",
+        ),
+    ),
 }
 
 

@@ -13,6 +13,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from http import HTTPStatus
 from typing import Any
 
 from .errors import EnvError
@@ -34,10 +35,12 @@ def http_base(url: str) -> str:
     return urllib.parse.urlunsplit((scheme, parts.netloc, path, "", ""))
 
 
-def read_json(
+def read_answer(
     base_url: str, path: str, *, token: str | None = None, timeout: float = 30.0
-) -> dict[str, Any]:
-    """The JSON object of ``GET base_url + path`` (``path`` like ``/schema``)."""
+) -> tuple[int, bytes]:
+    """The status and body of ``GET base_url + path``, whatever the status (``/metrics``' text,
+    a 401 or a 404 included); at most :data:`MAX_BODY_BYTES` read. Raises ``EnvError``
+    ``CONNECTION_ERROR`` when the server cannot be reached or answers more than that."""
     url = http_base(base_url) + path
     request = urllib.request.Request(url)
     if token:
@@ -46,16 +49,30 @@ def read_json(
     opener = _DIRECT if host in LOOPBACK_HOSTS else _DEFAULT
     try:
         with opener.open(request, timeout=timeout) as answer:
-            body = answer.read(MAX_BODY_BYTES + 1)
+            status, body = answer.status, answer.read(MAX_BODY_BYTES + 1)
     except urllib.error.HTTPError as error:
-        raise EnvError(
-            "CONNECTION_ERROR", f"GET {url} answered {error.code} {error.reason}"
-        ) from None
+        with error:
+            status, body = error.code, error.read(MAX_BODY_BYTES + 1)
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise EnvError("CONNECTION_ERROR", f"GET {url} failed: {reason}") from None
     if len(body) > MAX_BODY_BYTES:
         raise EnvError("CONNECTION_ERROR", f"GET {url}: the answer is over {MAX_BODY_BYTES} bytes")
+    return status, body
+
+
+def read_json(
+    base_url: str, path: str, *, token: str | None = None, timeout: float = 30.0
+) -> dict[str, Any]:
+    """The JSON object of ``GET base_url + path`` (``path`` like ``/schema``)."""
+    status, body = read_answer(base_url, path, token=token, timeout=timeout)
+    url = http_base(base_url) + path
+    if not 200 <= status < 300:
+        try:
+            reason = " " + HTTPStatus(status).phrase
+        except ValueError:  # a status the standard library does not name
+            reason = ""
+        raise EnvError("CONNECTION_ERROR", f"GET {url} answered {status}{reason}")
     try:
         data = json.loads(body)
     except ValueError:

@@ -10,7 +10,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from openenv_runtime.errors import EnvError
-from openenv_runtime.http_reads import MAX_BODY_BYTES, http_base, read_json, read_schema
+from openenv_runtime.http_reads import (
+    MAX_BODY_BYTES,
+    http_base,
+    read_answer,
+    read_json,
+    read_schema,
+)
 
 seen: list[tuple[str, str | None]] = []
 
@@ -102,3 +108,12 @@ def test_what_is_not_a_json_object_is_a_connection_error(base: str, path: str, s
 def test_a_closed_port_is_a_connection_error() -> None:
     with pytest.raises(EnvError, match="failed"):
         read_schema("http://127.0.0.1:9", timeout=2)
+
+
+def test_read_answer_gives_any_status_and_its_body(base: str) -> None:
+    seen.clear()
+    assert read_answer(base, "/schema", token="t0k") == (200, b'{"action": {"type": "object"}}')
+    assert read_answer(base, "/missing") == (404, b"{}")  # a status, not an error
+    assert seen == [("/schema", "Bearer t0k"), ("/missing", None)]
+    with pytest.raises(EnvError, match=f"over {MAX_BODY_BYTES} bytes"):
+        read_answer(base, "/huge")
