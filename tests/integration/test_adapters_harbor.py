@@ -1,0 +1,148 @@
+"""harbor:/PATH targets on the local Docker engine: a task folder built and served, solved by a
+scripted policy (reward 1) and failed (reward 0), commands bounded in time and output, and no
+container outliving its session or its server (SIGTERM included)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from websockets.sync.client import connect
+
+from openenv_runtime import EnvClient
+from openenv_runtime.adapters.harbor import (
+    TASK_LABEL,
+    HarborAction,
+    HarborObservation,
+    HarborState,
+)
+from openenv_runtime.adapters.target import create_family_app
+from openenv_runtime.errors import AdapterError
+from openenv_runtime.testing import free_port, running_server
+from tests.support.harbor_task import INSTRUCTION, make_task
+from tests.support.servers import healthy, spawn_server, wait_until
+
+pytestmark = pytest.mark.docker
+
+
+class HarborClient(EnvClient[HarborAction, HarborObservation, HarborState]):
+    pass
+
+
+def labelled(client: docker.DockerClient, task: str) -> list[Any]:
+    return list(client.containers.list(all=True, filters={"label": f"{TASK_LABEL}={task}"}))
+
+
+@pytest.fixture
+def task(tmp_path: Path, client: docker.DockerClient, base_image: str) -> Iterator[Path]:
+    """A task folder with a unique name; every container of it removed (by id) at the end."""
+    root = make_task(tmp_path / f"hello-{uuid.uuid4().hex[:8]}", base_image=base_image)
+    try:
+        yield root
+    finally:
+        for container in labelled(client, root.name):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+
+
+def test_a_scripted_policy_solves_the_task_and_an_idle_one_fails(
+    task: Path, client: docker.DockerClient
+) -> None:
+    app = create_family_app(f"harbor:{task}?warm=1&max_output=1000&command_timeout=30")
+    with running_server(app) as url, HarborClient(base_url=url).sync() as env:
+        first = env.reset()
+        assert first.observation.instruction == INSTRUCTION
+        ran = env.step(HarborAction(command="pwd; echo hello > hello.txt; echo oops >&2; exit 3"))
+        assert (ran.observation.stdout, ran.observation.stderr) == ("/app\n", "oops\n")
+        assert ran.observation.exit_code == 3 and not ran.done
+        read = env.step(HarborAction(read_path="/app/hello.txt"))
+        assert read.observation.content == "hello\n"
+        solved = env.step(HarborAction(submit=True))
+        assert solved.done and solved.reward == 1.0
+        assert solved.observation.rewards == {"reward": 1.0}
+
+        # A new episode is a fresh container: the file is gone. A reward planted where the
+        # verifier writes its own does not count.
+        env.reset()
+        gone = env.step(HarborAction(command="cat /app/hello.txt"))
+        assert gone.observation.exit_code != 0
+        env.step(HarborAction(command="mkdir -p /logs/verifier /tests"))
+        env.step(HarborAction(write_path="/logs/verifier/reward.txt", content="1\n"))
+        env.step(HarborAction(write_path="/tests/test.sh", content="exit 0\n"))
+        failed = env.step(HarborAction(submit=True))
+        assert failed.done and failed.reward == 0.0
+
+        # Commands are bounded in time and output.
+        env.reset()
+        slow = env.step(HarborAction(command="sleep 60", time_limit=1))
+        assert slow.observation.timed_out and not slow.done
+        loud = env.step(HarborAction(command="head -c 5000 /dev/zero | tr '\\0' a"))
+        assert loud.observation.truncated and loud.observation.stdout == "a" * 1000
+        written = env.step(HarborAction(write_path="deep/er/hello.txt", content="hello"))
+        assert written.observation.exit_code == 0
+        assert env.step(HarborAction(submit=True)).reward == 0.0  # /app/hello.txt is missing
+    # the sessions' containers and the warm one are gone with the server
+    assert labelled(client, task.name) == []
+
+
+def test_sigterm_removes_every_container_the_server_made(
+    task: Path, client: docker.DockerClient
+) -> None:
+    port = free_port()
+    process = spawn_server(f"harbor:{task}?warm=2&command_timeout=300", port, timeout=120)
+    try:
+        with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as ws:
+            ws.send(json.dumps({"type": "reset"}))
+            assert json.loads(ws.recv(timeout=60))["type"] == "observation"
+            # a session busy with a long command, and two warm containers waiting
+            ws.send(json.dumps({"type": "step", "data": {"command": "sleep 300"}}))
+            assert wait_until(lambda: len(labelled(client, task.name)) == 3, timeout=60)
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=45) == 0
+        assert labelled(client, task.name) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+def test_a_missing_base_image_is_a_build_error_naming_the_dockerfile(
+    tmp_path: Path, client: docker.DockerClient
+) -> None:
+    root = make_task(tmp_path / "broken", base_image="openenv-test/no-such-image:never")
+    with pytest.raises(AdapterError, match="environment/Dockerfile did not build"):
+        create_family_app(f"harbor:{root}?warm=0")
+
+
+def test_openenv_serve_takes_a_harbor_target(task: Path, client: docker.DockerClient) -> None:
+    """The one-command form, through the CLI."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "openenv_cli", "serve", f"harbor:{task}", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert wait_until(lambda: healthy(url) or process.poll() is not None, timeout=120)
+        with HarborClient(base_url=url).sync() as env:
+            assert env.reset().observation.instruction == INSTRUCTION
+            env.step(HarborAction(write_path="/app/hello.txt", content="hello"))
+            assert env.step(HarborAction(submit=True)).reward == 1.0
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(45)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    assert labelled(client, task.name) == []
