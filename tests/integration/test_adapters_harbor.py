@@ -5,7 +5,9 @@ container outliving its session or its server (SIGTERM included)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -145,4 +147,15 @@ def test_openenv_serve_takes_a_harbor_target(task: Path, client: docker.DockerCl
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+    assert labelled(client, task.name) == []
+
+
+def test_the_docs_page_block_solves_the_task(task: Path, client: docker.DockerClient) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "env-harbor.md").read_text()
+    (block,) = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert '"/abs/path/to/task"' in block
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block.replace("/abs/path/to/task", str(task)), "<docs>", "exec"), {})
+    assert out.getvalue().splitlines() == [INSTRUCTION.strip(), "0", "1.0 True"]
     assert labelled(client, task.name) == []
