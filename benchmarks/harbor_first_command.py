@@ -56,7 +56,7 @@ class HarborClient(EnvClient[HarborAction, HarborObservation, HarborState]):
 
 
 def running(engine: Any, task: str) -> int:
-    found = engine.containers.list(filters={"label": f"{TASK_LABEL}={task}"})
+    found = engine.containers.list(filters={"label": f"{TASK_LABEL}={task}"}, ignore_removed=True)
     return len([c for c in found if c.status == "running"])
 
 

@@ -41,7 +41,11 @@ class HarborClient(EnvClient[HarborAction, HarborObservation, HarborState]):
 
 
 def labelled(client: docker.DockerClient, task: str) -> list[Any]:
-    return list(client.containers.list(all=True, filters={"label": f"{TASK_LABEL}={task}"}))
+    return list(
+        client.containers.list(
+            all=True, filters={"label": f"{TASK_LABEL}={task}"}, ignore_removed=True
+        )
+    )
 
 
 @pytest.fixture
@@ -60,39 +64,49 @@ def test_a_scripted_policy_solves_the_task_and_an_idle_one_fails(
     task: Path, client: docker.DockerClient
 ) -> None:
     app = create_family_app(f"harbor:{task}?warm=1&max_output=1000&command_timeout=30")
-    with running_server(app) as url, HarborClient(base_url=url).sync() as env:
-        first = env.reset()
-        assert first.observation.instruction == INSTRUCTION
-        ran = env.step(HarborAction(command="pwd; echo hello > hello.txt; echo oops >&2; exit 3"))
-        assert (ran.observation.stdout, ran.observation.stderr) == ("/app\n", "oops\n")
-        assert ran.observation.exit_code == 3 and not ran.done
-        read = env.step(HarborAction(read_path="/app/hello.txt"))
-        assert read.observation.content == "hello\n"
-        solved = env.step(HarborAction(submit=True))
-        assert solved.done and solved.reward == 1.0
-        assert solved.observation.rewards == {"reward": 1.0}
+    with running_server(app) as url:
+        with HarborClient(base_url=url).sync() as env:
+            first = env.reset()
+            assert first.observation.instruction == INSTRUCTION
+            ran = env.step(
+                HarborAction(command="pwd; echo hello > hello.txt; echo oops >&2; exit 3")
+            )
+            assert (ran.observation.stdout, ran.observation.stderr) == ("/app\n", "oops\n")
+            assert ran.observation.exit_code == 3 and not ran.done
+            read = env.step(HarborAction(read_path="/app/hello.txt"))
+            assert read.observation.content == "hello\n"
+            solved = env.step(HarborAction(submit=True))
+            assert solved.done and solved.reward == 1.0
+            assert solved.observation.rewards == {"reward": 1.0}
 
-        # A new episode is a fresh container: the file is gone. A reward planted where the
-        # verifier writes its own does not count.
-        env.reset()
-        gone = env.step(HarborAction(command="cat /app/hello.txt"))
-        assert gone.observation.exit_code != 0
-        env.step(HarborAction(command="mkdir -p /logs/verifier /tests"))
-        env.step(HarborAction(write_path="/logs/verifier/reward.txt", content="1\n"))
-        env.step(HarborAction(write_path="/tests/test.sh", content="exit 0\n"))
-        failed = env.step(HarborAction(submit=True))
-        assert failed.done and failed.reward == 0.0
+            # A new episode is a fresh container: the file is gone. A reward planted where the
+            # verifier writes its own does not count.
+            env.reset()
+            gone = env.step(HarborAction(command="cat /app/hello.txt"))
+            assert gone.observation.exit_code != 0
+            env.step(HarborAction(command="mkdir -p /logs/verifier /tests"))
+            env.step(HarborAction(write_path="/logs/verifier/reward.txt", content="1\n"))
+            env.step(HarborAction(write_path="/tests/test.sh", content="exit 0\n"))
+            plant = (
+                "while true; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; done"
+            )
+            env.step(HarborAction(command=f"nohup sh -c '{plant}' >/dev/null 2>&1 &"))
+            failed = env.step(HarborAction(submit=True))
+            assert failed.done and failed.reward == 0.0
 
-        # Commands are bounded in time and output.
-        env.reset()
-        slow = env.step(HarborAction(command="sleep 60", time_limit=1))
-        assert slow.observation.timed_out and not slow.done
-        loud = env.step(HarborAction(command="head -c 5000 /dev/zero | tr '\\0' a"))
-        assert loud.observation.truncated and loud.observation.stdout == "a" * 1000
-        written = env.step(HarborAction(write_path="deep/er/hello.txt", content="hello"))
-        assert written.observation.exit_code == 0
-        assert env.step(HarborAction(submit=True)).reward == 0.0  # /app/hello.txt is missing
-    # the sessions' containers and the warm one are gone with the server
+            # Commands are bounded in time and output.
+            env.reset()
+            slow = env.step(HarborAction(command="sleep 60", time_limit=1))
+            assert slow.observation.timed_out and not slow.done
+            loud = env.step(HarborAction(command="head -c 5000 /dev/zero | tr '\\0' a"))
+            assert loud.observation.truncated and loud.observation.stdout == "a" * 1000
+            written = env.step(HarborAction(write_path="deep/er/hello.txt", content="hello"))
+            assert written.observation.exit_code == 0
+            assert env.step(HarborAction(submit=True)).reward == 0.0  # /app/hello.txt is missing
+            # the session's container goes with the session; the warm one stays for the next
+            assert wait_until(lambda: len(labelled(client, task.name)) == 2)
+        assert wait_until(lambda: len(labelled(client, task.name)) == 1)
+    # and the warm one goes with the server
     assert labelled(client, task.name) == []
 
 

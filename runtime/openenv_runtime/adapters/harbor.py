@@ -15,8 +15,9 @@ carries ``instruction.md``. The agent then acts, one of these per step:
   (``truncated``), the command stopped after ``command_timeout`` seconds (``timed_out``);
 * ``read_path``: a file's text in ``content`` (same bounds); ``write_path`` + ``content``:
   writes a file (parent folders made);
-* ``submit: true``: the task's verifier runs: ``/tests`` and ``/logs/verifier`` are emptied
-  (nothing the agent planted there counts), ``tests/`` is copied to ``/tests``,
+* ``submit: true``: the task's verifier runs: every process the agent left running is
+  killed, ``/tests`` and ``/logs/verifier`` are emptied (nothing the agent planted there
+  counts), ``tests/`` is copied to ``/tests``,
   ``bash /tests/test.sh`` runs as root with ``[verifier] env`` and ``[verifier]
   timeout_sec``, and the reward is what it wrote to ``/logs/verifier/reward.txt`` (a number)
   or ``/logs/verifier/reward.json`` (``{"reward": 1.0}``, or one named number). The
@@ -170,9 +171,10 @@ class ContainerPool:
         self.server_id = uuid.uuid4().hex[:12]
         self._labels = {SERVER_LABEL: self.server_id, TASK_LABEL: task.name}
         self._options: dict[str, Any] = {
+            # PID 1 is `sleep`, which no signal from inside the container ends: the verifier
+            # can stop every process the agent left running (kill -9 -1) and keep the container.
             "entrypoint": ["sleep", "infinity"],
             "detach": True,
-            "init": True,
             "labels": self._labels,
             "network_disabled": not task.allow_internet,
         }
@@ -460,6 +462,11 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
     def _verify(self) -> HarborObservation:
         self._done = True
         self._state.submitted = True
+        # Nothing the agent started may write a reward: every process but PID 1 goes first
+        # (`kill -1` spares its caller, so this exec has no `timeout` parent to lose).
+        client = self.pool.client
+        stop = client.api.exec_create(self._container.id, ["sh", "-c", "kill -9 -1"], user="root")
+        client.api.exec_start(stop["Id"])
         prepare = f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}"
         self._run(["sh", "-c", prepare], 60, user="root")
         self._container.put_archive(TESTS_DIR, self.tests)
