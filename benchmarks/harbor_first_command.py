@@ -7,7 +7,8 @@ A small Harbor task folder (its Dockerfile ``FROM`` ``--base-image``, which must
 engine: ``python -m tests.support.base_image`` makes the default) is served in this process
 (``create_family_app`` + a real uvicorn server on 127.0.0.1). Each trial opens a WebSocket
 session, resets (the session's container), runs ``echo ready`` and reads its output; the time
-is from before the connection to after that output. Two ways:
+is from before the connection to after that output (the reset's own round trip is reported
+too). Two ways:
 
 * **cold**: ``warm=0``, every reset starts a container;
 * **warm**: ``warm=1``, the reset takes a started container from the pool (the trial waits
@@ -60,8 +61,8 @@ def running(engine: Any, task: str) -> int:
     return len([c for c in found if c.status == "running"])
 
 
-def trials(task: Path, warm: int, count: int, engine: Any) -> list[float]:
-    times = []
+def trials(task: Path, warm: int, count: int, engine: Any) -> tuple[list[float], list[float]]:
+    times, resets = [], []
     app = create_family_app(f"harbor:{task}?warm={warm}")
     with running_server(app) as url:
         for _ in range(count):
@@ -70,12 +71,14 @@ def trials(task: Path, warm: int, count: int, engine: Any) -> list[float]:
                 time.sleep(0.05)  # the pool refills in the background
             started = time.perf_counter()
             with HarborClient(base_url=url).sync() as env:
+                before = time.perf_counter()
                 env.reset()
+                resets.append(time.perf_counter() - before)
                 result = env.step(HarborAction(command="echo ready"))
                 took = time.perf_counter() - started
                 assert result.observation.stdout == "ready\n", result.observation
             times.append(took)
-    return times
+    return times, resets
 
 
 def summary(times: list[float]) -> dict[str, float]:
@@ -100,8 +103,15 @@ def main() -> None:
         task = make_task(Path(folder) / f"bench-hello-{os.getpid()}", base_image=args.base_image)
         create_family_app(f"harbor:{task}?warm=0")  # build the image once, outside the timing
         for mode, warm in (("cold", 0), ("warm", 1)):
-            times = trials(task, warm, args.trials, engine)
-            results[mode] = {"warm": warm, "trials": len(times), **summary(times), "times_s": times}
+            times, resets = trials(task, warm, args.trials, engine)
+            results[mode] = {
+                "warm": warm,
+                "trials": len(times),
+                **summary(times),
+                "reset_median_s": statistics.median(resets),
+                "times_s": times,
+                "resets_s": resets,
+            }
     run = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
@@ -115,11 +125,15 @@ def main() -> None:
         [
             mode,
             str(r["trials"]),
-            *(f"{r[k] * 1000:.0f} ms" for k in ("median_s", "p90_s", "min_s", "max_s")),
+            *(
+                f"{r[k] * 1000:.0f} ms"
+                for k in ("median_s", "p90_s", "min_s", "max_s", "reset_median_s")
+            ),
         ]
         for mode, r in results.items()
     ]
-    print(markdown_table(["pool", "trials", "median", "p90", "min", "max"], rows))
+    headers = ["pool", "trials", "median", "p90", "min", "max", "reset alone, median"]
+    print(markdown_table(headers, rows))
     print(f"\nwrote {OUT.relative_to(ROOT)}")
 
 
