@@ -173,3 +173,17 @@ def test_the_docs_page_block_solves_the_task(task: Path, client: docker.DockerCl
         exec(compile(block.replace("/abs/path/to/task", str(task)), "<docs>", "exec"), {})
     assert out.getvalue().splitlines() == [INSTRUCTION.strip(), "0", "1.0 True"]
     assert labelled(client, task.name) == []
+
+
+def test_a_warm_container_that_ended_while_waiting_is_replaced(
+    task: Path, client: docker.DockerClient
+) -> None:
+    app = create_family_app(f"harbor:{task}?warm=1")
+    with running_server(app) as url:
+        assert wait_until(lambda: len(labelled(client, task.name)) == 1, timeout=60)
+        (warm,) = labelled(client, task.name)
+        warm.kill()
+        with HarborClient(base_url=url).sync() as env:
+            env.reset()
+            assert env.step(HarborAction(command="echo alive")).observation.stdout == "alive\n"
+    assert labelled(client, task.name) == []

@@ -231,7 +231,19 @@ class ContainerPool:
                 raise RuntimeError("the server is shutting down")
             container = self._ready.pop(0) if self._ready else None
         self.fill()
-        return container if container is not None else self.start()
+        if container is not None and self._running(container):
+            return container
+        if container is not None:  # it ended while it waited (the engine restarted, OOM)
+            self.remove(container)
+        return self.start()
+
+    def _running(self, container: Any) -> bool:
+        docker = docker_module()
+        try:
+            container.reload()
+        except docker.errors.APIError:
+            return False
+        return bool(container.status == "running")
 
     def remove(self, container: Any) -> None:
         docker = docker_module()
