@@ -187,3 +187,27 @@ def test_a_warm_container_that_ended_while_waiting_is_replaced(
             env.reset()
             assert env.step(HarborAction(command="echo alive")).observation.stdout == "alive\n"
     assert labelled(client, task.name) == []
+
+
+def test_the_agents_time_and_the_verifiers_time_come_from_task_toml(
+    tmp_path: Path, client: docker.DockerClient, base_image: str
+) -> None:
+    toml = "[agent]\ntimeout_sec = 1.5\n[verifier]\ntimeout_sec = 1.0\n"
+    root = make_task(tmp_path / f"slow-{uuid.uuid4().hex[:8]}", toml=toml, base_image=base_image)
+    (root / "tests" / "test.sh").write_text("sleep 30\necho 1 > /logs/verifier/reward.txt\n")
+    try:
+        app = create_family_app(f"harbor:{root}?warm=0")
+        with running_server(app) as url, HarborClient(base_url=url).sync() as env:
+            assert env.reset().observation.time_left == 1.5
+            cut = env.step(HarborAction(command="sleep 30"))  # cut to the agent's 1.5 s
+            assert cut.observation.timed_out
+            late = env.step(HarborAction(command="echo too late"))
+            assert late.observation.error is not None and "submit" in late.observation.error
+            assert late.observation.stdout == ""
+            verified = env.step(HarborAction(submit=True))  # test.sh is stopped after 1 s
+            assert verified.done and verified.reward == 0.0 and verified.observation.timed_out
+            assert "wrote no" in (verified.observation.error or "")
+    finally:
+        for container in labelled(client, root.name):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
