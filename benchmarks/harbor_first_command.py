@@ -102,16 +102,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         task = make_task(Path(folder) / f"bench-hello-{os.getpid()}", base_image=args.base_image)
         create_family_app(f"harbor:{task}?warm=0")  # build the image once, outside the timing
-        for mode, warm in (("cold", 0), ("warm", 1)):
-            times, resets = trials(task, warm, args.trials, engine)
-            results[mode] = {
-                "warm": warm,
-                "trials": len(times),
-                **summary(times),
-                "reset_median_s": statistics.median(resets),
-                "times_s": times,
-                "resets_s": resets,
-            }
+        try:
+            for mode, warm in (("cold", 0), ("warm", 1)):
+                times, resets = trials(task, warm, args.trials, engine)
+                results[mode] = {
+                    "warm": warm,
+                    "trials": len(times),
+                    **summary(times),
+                    "reset_median_s": statistics.median(resets),
+                    "times_s": times,
+                    "resets_s": resets,
+                }
+        finally:  # the image built for the task
+            for image in engine.images.list(filters={"label": f"{TASK_LABEL}={task.name}"}):
+                engine.images.remove(image.id, force=True)
     run = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),

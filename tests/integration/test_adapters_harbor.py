@@ -40,6 +40,16 @@ class HarborClient(EnvClient[HarborAction, HarborObservation, HarborState]):
     pass
 
 
+def remove_built(client: docker.DockerClient, task: str) -> None:
+    """Remove the containers, then the images, made for the task folder named ``task``."""
+    for container in labelled(client, task):
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
+    for image in client.images.list(filters={"label": f"{TASK_LABEL}={task}"}):
+        with contextlib.suppress(docker.errors.NotFound):
+            client.images.remove(image.id, force=True)
+
+
 def labelled(client: docker.DockerClient, task: str) -> list[Any]:
     return list(
         client.containers.list(
@@ -50,14 +60,12 @@ def labelled(client: docker.DockerClient, task: str) -> list[Any]:
 
 @pytest.fixture
 def task(tmp_path: Path, client: docker.DockerClient, base_image: str) -> Iterator[Path]:
-    """A task folder with a unique name; every container of it removed (by id) at the end."""
+    """A task folder with a unique name; its containers and image removed (by id) at the end."""
     root = make_task(tmp_path / f"hello-{uuid.uuid4().hex[:8]}", base_image=base_image)
     try:
         yield root
     finally:
-        for container in labelled(client, root.name):
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
+        remove_built(client, root.name)
 
 
 def test_a_scripted_policy_solves_the_task_and_an_idle_one_fails(
@@ -208,6 +216,4 @@ def test_the_agents_time_and_the_verifiers_time_come_from_task_toml(
             assert verified.done and verified.reward == 0.0 and verified.observation.timed_out
             assert "wrote no" in (verified.observation.error or "")
     finally:
-        for container in labelled(client, root.name):
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
+        remove_built(client, root.name)
