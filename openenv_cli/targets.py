@@ -4,8 +4,9 @@
 running server, start one for the command's duration:
 
 - ``http://...`` / ``https://...``: a running server, used as it is;
-- ``FAMILY:NAME[?key=value&...]`` (``gymnasium:CartPole-v1``, ``reasoning_gym:leg_counting?seed=3``):
-  an environment of a library the runtime adapts, served in local processes. A known family
+- ``FAMILY:NAME[?key=value&...]`` (``gymnasium:CartPole-v1``, ``reasoning_gym:leg_counting?seed=3``,
+  ``harbor:/abs/path/to/task``): an environment of a library the runtime adapts, served in
+  local processes (a Harbor task's episodes run in containers on the local Docker engine). A known family
   prefix wins over ``MODULE:APP`` and over Docker image names (``gymnasium`` is importable);
 - ``space:org/name`` or ``org/name``: a Hugging Face Space;
 - ``image:NAME``: a Docker image;
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # the runtime imports pydantic: commands load this module at 
 Kind = Literal["url", "family", "project", "space", "image"]
 TARGET_HELP = (
     "A server URL, a family target (gymnasium:CartPole-v1, reasoning_gym:leg_counting?seed=3, "
-    "textarena:GuessTheNumber-v0), a project folder, a Docker image (image:NAME) "
+    "textarena:GuessTheNumber-v0, harbor:/abs/path/to/task), a project folder, a Docker image (image:NAME) "
     "or a Space (space:org/name)."
 )
 

@@ -26,6 +26,7 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
         *(
             f"integration/{name}.py"
             for name in (
+                "test_adapters_harbor",  # builds a task's image, runs its containers
                 "test_auto_install",  # a throwaway virtualenv, pip installs from a git "Hub"
                 "test_balancer_full",  # the reference's virtualenvs, Envoy, load
                 "test_bench",
@@ -69,6 +70,7 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
         ),
     ),
     "docker": (
+        "integration/test_adapters_harbor.py",
         "integration/test_build.py",
         "integration/test_build_secrets.py",
         "integration/test_deploy_swarm.py",

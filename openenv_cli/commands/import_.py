@@ -125,6 +125,11 @@ def import_project(
             f"{target!r} is not a family target.",
             hint=f"Give one of {known}, e.g. gymnasium:CartPole-v1.",
         )
+    if not FAMILIES[parsed.family.family].importable:
+        raise UsageError(
+            f"{parsed.family.family} targets are not imported: the task folder is the project.",
+            hint=f"Serve it as it is: openenv serve {parsed}",
+        )
     try:
         adapted = load_family(parsed.family)
     except AdapterError as exc:

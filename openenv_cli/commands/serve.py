@@ -223,7 +223,8 @@ def command(
 
     PATH is a project folder (with openenv.yaml), MODULE:APP (FILE.py:APP) for a
     single-file environment such as guess:app, or a family target FAMILY:NAME[?key=value&...]
-    for another library's environment, e.g. gymnasium:CartPole-v1 (quote it in a shell).
+    for another library's environment, e.g. gymnasium:CartPole-v1 (quote it in a shell), or
+    harbor:/abs/path/to/task for a Harbor task folder run in Docker containers.
 
     Each setting comes from its flag, else its environment variable, else openenv.yaml, else
     the default; the summary says which. Capacity is per worker: --workers 8

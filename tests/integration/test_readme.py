@@ -50,6 +50,7 @@ RUN_ELSEWHERE = {
     "env-reasoning-gym.md": "tests/integration/test_docs_adapters.py",
     "env-textarena.md": "tests/integration/test_docs_adapters.py",
     "learn.md": "tests/integration/test_docs_learn.py",
+    "env-harbor.md": "tests/integration/test_adapters_harbor.py",
 }
 
 # First line of a block → why it is not run here. (A page may instead say why right above

@@ -92,7 +92,12 @@ def test_a_missing_package_is_one_error_naming_the_extra(monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize(
     ("family", "extra"),
-    [("gymnasium", "gymnasium"), ("reasoning_gym", "reasoning-gym"), ("textarena", "textarena")],
+    [
+        ("gymnasium", "gymnasium"),
+        ("reasoning_gym", "reasoning-gym"),
+        ("textarena", "textarena"),
+        ("harbor", "harbor"),
+    ],
 )
 def test_every_family_names_its_extra(
     monkeypatch: pytest.MonkeyPatch, family: str, extra: str
@@ -117,3 +122,35 @@ def test_create_family_app_serves_the_environment() -> None:
         # max_episode_steps=3 reached Gymnasium as an int: the third step truncates
         assert step["observation"]["truncated"] or step["observation"]["terminated"]
         assert step["done"] is True
+
+
+def test_a_familys_shutdown_runs_once_when_the_server_stops_after_its_sessions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from openenv_runtime.adapters import target
+    from openenv_runtime.models import State
+    from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
+
+    events: list[str] = []
+
+    class Closing(EchoEnvironment):
+        def close(self) -> None:
+            events.append("session closed")
+
+    adapted = target.AdaptedEnvironment(
+        factory=Closing,
+        action_cls=EchoAction,
+        observation_cls=EchoObservation,
+        state_cls=State,
+        name="echo",
+        description="",
+        package="x",
+        package_version="1",
+        shutdown=lambda: events.append("shutdown"),
+    )
+    monkeypatch.setattr(target, "load_family", lambda _target: adapted)
+    app = create_family_app("gymnasium:anything")
+    with TestClient(app) as client:
+        client.post("/reset", json={})
+        assert events == []
+    assert events == ["session closed", "shutdown"]

@@ -57,3 +57,9 @@ def test_the_command_writes_the_project_into_out(tmp_path: Path) -> None:
     )
     assert other.exit_code == 0, other.output
     assert (tmp_path / "x-y" / "tests/test_cart_pole_v1.py").is_file()  # not a name: the env's
+
+
+def test_a_harbor_task_is_not_imported_but_served_as_it_is(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="the task folder is the project") as raised:
+        import_project(f"harbor:{tmp_path}")
+    assert raised.value.hint == f"Serve it as it is: openenv serve harbor:{tmp_path}"

@@ -1,7 +1,7 @@
 """The one home of the ``FAMILY:NAME[?key=value&...]`` target syntax.
 
 ``gymnasium:CartPole-v1``, ``reasoning_gym:leg_counting?size=500&seed=3``,
-``textarena:Wordle-v0``: a known family prefix, the library's own name of an environment, and
+``textarena:Wordle-v0``, ``harbor:/abs/path/to/task``: a known family prefix, the library's own name of an environment, and
 options for it as a URL query (quote the whole target in a shell). A known family prefix wins
 over ``MODULE:APP`` (``gymnasium`` is itself importable) and over Docker image names.
 
@@ -34,6 +34,8 @@ class Family:
     module: str
     extra: str
     package: str  # the distribution whose absence means "install the extra"
+    # whether `openenv import` writes a project for it (a Harbor task folder is one already)
+    importable: bool = True
 
 
 FAMILIES: dict[str, Family] = {
@@ -42,6 +44,8 @@ FAMILIES: dict[str, Family] = {
         "openenv_runtime.adapters.reasoning_gym", "reasoning-gym", "reasoning_gym"
     ),
     "textarena": Family("openenv_runtime.adapters.textarena", "textarena", "textarena"),
+    # a Harbor task folder, run in containers on the local Docker engine
+    "harbor": Family("openenv_runtime.adapters.harbor", "harbor", "docker", importable=False),
 }
 
 
@@ -72,6 +76,9 @@ class AdaptedEnvironment:
     description: str
     package: str  # the distribution name, e.g. "gymnasium"
     package_version: str
+    # Called once when the server stops (after its sessions are closed), e.g. to remove
+    # containers the family started ahead of sessions.
+    shutdown: Callable[[], None] | None = None
 
 
 class FamilyModule(Protocol):
@@ -114,6 +121,7 @@ _EXAMPLES = {
     "gymnasium": "gymnasium:CartPole-v1",
     "reasoning_gym": "reasoning_gym:leg_counting?size=500&seed=3",
     "textarena": "textarena:Wordle-v0",
+    "harbor": "harbor:/abs/path/to/task",
 }
 
 
@@ -170,7 +178,7 @@ def create_family_app(target: FamilyTarget | str) -> FastAPI:
     from ..server.app import create_app
 
     adapted = load_family(as_family_target(target))
-    return create_app(
+    app = create_app(
         adapted.factory,
         adapted.action_cls,
         adapted.observation_cls,
@@ -179,3 +187,24 @@ def create_family_app(target: FamilyTarget | str) -> FastAPI:
         description=adapted.description,
         version=adapted.package_version,
     )
+    if adapted.shutdown is not None:
+        _shut_down_with(app, adapted.shutdown)
+    return app
+
+
+def _shut_down_with(app: FastAPI, shutdown: Callable[[], None]) -> None:
+    """Run ``shutdown`` (in a thread) when ``app``'s lifespan ends, after the app's own end."""
+    import asyncio
+    import contextlib
+
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(given: Any) -> Any:
+        try:
+            async with inner(given) as state:
+                yield state
+        finally:
+            await asyncio.to_thread(shutdown)
+
+    app.router.lifespan_context = lifespan
