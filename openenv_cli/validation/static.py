@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from openenv_cli import __version__
 from openenv_cli.manifest import MANIFEST_FILE, Manifest, ManifestReport
 from openenv_cli.validation.results import CheckResult, failed, passed, skipped, warned
 
@@ -144,7 +145,7 @@ def check_pyproject(project_dir: Path, manifest: Manifest | None) -> list[CheckR
             failed(
                 "pyproject",
                 "pyproject.toml has no [project] table.",
-                'Add [project] with name, version and dependencies = ["openenv-runtime>=0.1.0"].',
+                f'Add [project] with name, version and dependencies = ["openenv-runtime>={__version__}"].',
                 file="pyproject.toml",
             )
         ]
@@ -156,7 +157,7 @@ def check_pyproject(project_dir: Path, manifest: Manifest | None) -> list[CheckR
             failed(
                 "pyproject",
                 "pyproject.toml does not depend on openenv-runtime, so the image and `pip install` miss it.",
-                'Add "openenv-runtime>=0.1.0" to [project] dependencies in pyproject.toml.',
+                f'Add "openenv-runtime>={__version__}" to [project] dependencies in pyproject.toml.',
                 file="pyproject.toml",
             )
         ]

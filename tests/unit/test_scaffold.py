@@ -16,6 +16,7 @@ from openenv_cli.errors import OpenEnvError
 from openenv_cli.main import app
 from openenv_cli.manifest import parse_manifest
 from openenv_cli.scaffold import (
+    RUNTIME_REQUIREMENT,
     project_context,
     render_project,
     template_root,
@@ -97,7 +98,7 @@ def test_pyproject_makes_the_folder_the_package() -> None:
     data = tomllib.loads(render_project("my_env")["pyproject.toml"])
     assert data["project"]["name"] == "my_env"
     deps = data["project"]["dependencies"]
-    assert any(d.startswith("openenv-runtime>=0.1.0") for d in deps)
+    assert any(d.startswith(RUNTIME_REQUIREMENT) for d in deps)
     assert not any("toolkit" in d for d in deps)
     assert data["tool"]["setuptools"]["package-dir"] == {"my_env": "."}
     assert "my_env.server" in data["tool"]["setuptools"]["packages"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from openenv_cli import __version__
 from openenv_cli.manifest import inspect_manifest
 from openenv_cli.scaffold import render_project, write_project
 from openenv_cli.validation import static
@@ -88,7 +89,7 @@ def test_app_file_for_reference_layout(tmp_path: Path) -> None:
         (
             '[project]\nname = "x"\ndependencies = ["fastapi"]\n',
             "does not depend on openenv-runtime",
-            "openenv-runtime>=0.1.0",
+            f"openenv-runtime>={__version__}",
         ),
     ],
 )
