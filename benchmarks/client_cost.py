@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from openenv_cli.bench.bench_env import BenchAction, BenchObservation  # noqa: E402
 from openenv_cli.bench.report import markdown_table  # noqa: E402
 from openenv_cli.bench.server import bench_server  # noqa: E402
-from openenv_cli.bench.sessions import Target, step_frame  # noqa: E402
+from openenv_cli.bench.target import Target, step_frame  # noqa: E402
 from openenv_cli.bench.wsclient import LeanConnection  # noqa: E402
 from openenv_runtime import EnvClient, EnvPool, State  # noqa: E402
 from openenv_runtime.client import ws_url  # noqa: E402

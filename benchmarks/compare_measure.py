@@ -26,8 +26,8 @@ from openenv_cli.bench.server import (  # noqa: E402
     pin_tree,
     serve_command,
 )
-from openenv_cli.bench.sessions import Target  # noqa: E402
 from openenv_cli.bench.stats import SUCCESS_THRESHOLD, SessionsCell, ThroughputCell  # noqa: E402
+from openenv_cli.bench.target import Target  # noqa: E402
 
 SERVERS = ("reference", "ours", "floor")
 METRICS = ("memory", "latency", "throughput", "sessions", "concurrency")

@@ -44,7 +44,7 @@ from compare_measure import _throughput_cell, make_server  # noqa: E402
 
 from openenv_cli.bench.loadgen import LoadGenerator  # noqa: E402
 from openenv_cli.bench.server import BENCH_ENV, ServerProcess, pin_tree  # noqa: E402
-from openenv_cli.bench.sessions import Target  # noqa: E402
+from openenv_cli.bench.target import Target  # noqa: E402
 from openenv_cli.bench.worker import raise_open_file_limit  # noqa: E402
 from openenv_cli.scaffold import render_project  # noqa: E402
 from openenv_runtime.testing import free_port  # noqa: E402

@@ -21,15 +21,12 @@ from pydantic import BaseModel, ValidationError
 from openenv_cli.errors import OpenEnvError
 
 # The schema, defined in manifest_schema, is part of this module's face.
-from openenv_cli.manifest_schema import MANIFEST_FILE as MANIFEST_FILE
-from openenv_cli.manifest_schema import SPEC_VERSION as SPEC_VERSION
-from openenv_cli.manifest_schema import BuildConfig as BuildConfig
-from openenv_cli.manifest_schema import DeployConfig as DeployConfig
-from openenv_cli.manifest_schema import Manifest as Manifest
-from openenv_cli.manifest_schema import PushConfig as PushConfig
-from openenv_cli.manifest_schema import Section
-from openenv_cli.manifest_schema import ServerSection as ServerSection
-from openenv_cli.manifest_schema import is_app_path as is_app_path
+from openenv_cli.manifest_schema import (
+    MANIFEST_FILE,
+    SPEC_VERSION,
+    Manifest,
+    Section,
+)
 from openenv_runtime.bounded_yaml import MAX_BYTES, YamlRefused, load_bounded
 
 

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.manifest import MANIFEST_FILE, Manifest, is_app_path, load_manifest
+from openenv_cli.manifest import load_manifest
+from openenv_cli.manifest_schema import MANIFEST_FILE, Manifest, is_app_path
 from openenv_runtime.adapters.served import served_app
 from openenv_runtime.adapters.target import parse_family_target
 from openenv_runtime.errors import AdapterError, EnvironmentContractError
-from openenv_runtime.server.settings import ResolvedSettings, ServerSettings, load_settings
+from openenv_runtime.server.settings import ResolvedSettings, load_settings
+from openenv_runtime.server.settings_fields import ServerSettings
 
 # What `openenv serve` shows in its settings table, in this order.
 

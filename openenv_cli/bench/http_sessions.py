@@ -15,16 +15,11 @@ from time import perf_counter
 
 import h11
 
+from openenv_cli.bench.outcomes import Collector, describe_failure, excerpt
+from openenv_cli.bench.target import Target, action_text
+
 from .auth import auth_headers
-from .sessions import (
-    Collector,
-    Guard,
-    Target,
-    Watchdog,
-    action_text,
-    describe_failure,
-    excerpt,
-)
+from .sessions import Guard, Watchdog
 from .wsclient import USER_AGENT
 
 _READ_SIZE = 65536

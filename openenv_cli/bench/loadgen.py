@@ -32,9 +32,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from .sessions import (
-    Target,
-)
+from openenv_cli.bench.target import Target
+
 from .worker import raise_open_file_limit
 
 GRACE_S = 15.0

@@ -17,11 +17,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from openenv_cli.bench.target import Target
+
 from . import procstat
 from .auth import auth_headers, mostly_unauthorized
 from .loadgen import LoadGenerator
 from .server import get_json
-from .sessions import Target
 from .stats import SUCCESS_THRESHOLD, BenchRun, SessionsCell, ThroughputCell, refusal
 
 MODES = ("sessions", "throughput")

@@ -18,15 +18,8 @@ from typing import Any
 from .auth import auth_headers
 
 # Where the load goes, and what went wrong, are part of this module's face.
-from .outcomes import OBSERVATION_PREFIXES
-from .outcomes import Collector as Collector
-from .outcomes import describe_failure as describe_failure
-from .outcomes import excerpt as excerpt
-from .outcomes import reply_problem as reply_problem
-from .target import RESET_FRAME as RESET_FRAME
-from .target import Target as Target
-from .target import action_text as action_text
-from .target import step_frame as step_frame
+from .outcomes import OBSERVATION_PREFIXES, Collector, describe_failure, excerpt, reply_problem
+from .target import RESET_FRAME, Target, step_frame
 from .wsclient import open_connection
 
 # --- WebSocket ------------------------------------------------------------------------------

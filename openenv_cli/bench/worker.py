@@ -15,16 +15,11 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from openenv_cli.bench.outcomes import Collector
+from openenv_cli.bench.target import Target
+
 from .http_sessions import http_close, http_open_and_reset, http_session, http_steps
-from .sessions import (
-    Collector,
-    Target,
-    Watchdog,
-    ws_close,
-    ws_open_and_reset,
-    ws_session,
-    ws_steps,
-)
+from .sessions import Watchdog, ws_close, ws_open_and_reset, ws_session, ws_steps
 
 
 def raise_open_file_limit() -> int:

@@ -173,7 +173,7 @@ def command(
         read_health,
     )
     from openenv_cli.bench.server import ServerStartError, bench_server
-    from openenv_cli.bench.sessions import Target
+    from openenv_cli.bench.target import Target
     from openenv_cli.targets import parse_target, start_target
 
     family = parse_target(url) if url is not None and not serve else None

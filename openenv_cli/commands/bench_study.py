@@ -11,7 +11,7 @@ from rich.table import Table
 from openenv_cli.bench.options import int_list
 from openenv_cli.console import console
 from openenv_cli.errors import OpenEnvError, UsageError
-from openenv_cli.manifest import MANIFEST_FILE
+from openenv_cli.manifest_schema import MANIFEST_FILE
 
 
 def run_study_command(

@@ -19,7 +19,8 @@ from openenv_cli.deploy.settings import TARGETS, DeploySettings, Target, resolve
 from openenv_cli.errors import UsageError
 from openenv_cli.image import BASE_IMAGE_ENV
 from openenv_cli.image.plan import DEFAULT_BASE_IMAGE, is_valid_reference
-from openenv_cli.manifest import MANIFEST_FILE, load_manifest
+from openenv_cli.manifest import load_manifest
+from openenv_cli.manifest_schema import MANIFEST_FILE
 from openenv_cli.safe_files import write_inside
 from openenv_runtime.client.endpoints import ENDPOINTS_FILE, Endpoints
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ipaddress
 
 from openenv_cli.deploy import monitoring
+from openenv_cli.deploy.backends import Backend
 from openenv_cli.deploy.render import Discovery, envoy_files
-from openenv_cli.deploy.settings import Backend, DeploySettings
+from openenv_cli.deploy.settings import DeploySettings
 
 
 def discovery_for(backends: tuple[Backend, ...]) -> Discovery:

@@ -4,8 +4,9 @@ disruption budget and an Envoy entry point). Applying it is ``kubectl apply -k D
 from __future__ import annotations
 
 from openenv_cli.deploy import monitoring
+from openenv_cli.deploy.backends import Backend
 from openenv_cli.deploy.render import envoy_files, render_target
-from openenv_cli.deploy.settings import Backend, DeploySettings
+from openenv_cli.deploy.settings import DeploySettings
 
 ENVOY_ADMIN_PORT = 9901
 

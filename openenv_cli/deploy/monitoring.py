@@ -16,8 +16,9 @@ from typing import Any
 
 import yaml
 
+from openenv_cli.deploy.backends import Backend
 from openenv_cli.deploy.render import ENVOY_STATS_PATH, ENVOY_STATS_PORT
-from openenv_cli.deploy.settings import Backend, DeploySettings
+from openenv_cli.deploy.settings import DeploySettings
 
 FOLDER = "monitoring"
 METRICS_PATH = "/metrics"

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from openenv_cli.deploy.settings import Backend, DeploySettings, front_session_budget
+from openenv_cli.deploy.backends import Backend
+from openenv_cli.deploy.settings import DeploySettings
+from openenv_cli.deploy.sizing import front_session_budget
 from openenv_cli.errors import UsageError
 from openenv_cli.safe_files import links_on_the_way, write_inside
 from openenv_cli.scaffold import render_project, write_project

@@ -14,19 +14,18 @@ from typing import Literal
 
 from openenv_cli.config import parse_bool, parse_float, resolve
 from openenv_cli.errors import UsageError
-from openenv_cli.manifest import DeployConfig, Manifest, load_manifest
+from openenv_cli.manifest import load_manifest
+from openenv_cli.manifest_schema import DeployConfig, Manifest
 
 # The servers behind Envoy and the sizing rules are part of this module's face.
-from .backends import Backend as Backend
-from .backends import parse_backend as parse_backend
-from .backends import read_backends as read_backends
-from .sizing import FDS_PER_SESSION as FDS_PER_SESSION
-from .sizing import FRONT_FD_RESERVE as FRONT_FD_RESERVE
-from .sizing import MAX_NOFILE as MAX_NOFILE
-from .sizing import default_memory as default_memory
-from .sizing import front_session_budget as front_session_budget
-from .sizing import fronts_needed as fronts_needed
-from .sizing import local_nofile_limit as local_nofile_limit
+from .backends import Backend, read_backends
+from .sizing import (
+    FDS_PER_SESSION,
+    FRONT_FD_RESERVE,
+    default_memory,
+    fronts_needed,
+    local_nofile_limit,
+)
 
 Target = Literal["kubernetes", "swarm", "slurm", "envoy"]
 Balancing = Literal["least_request", "session"]
@@ -123,7 +122,7 @@ def check_settings(settings: DeploySettings) -> DeploySettings:
 
 def runtime_default(name: str) -> float:
     """The runtime's own default for server setting ``name`` (written once, there)."""
-    from openenv_runtime.server.settings import ServerSettings
+    from openenv_runtime.server.settings_fields import ServerSettings
 
     value = ServerSettings.model_fields[name].default
     return float(value) if value is not None else 0.0

@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from openenv_cli.deploy import monitoring
+from openenv_cli.deploy.backends import Backend
 from openenv_cli.deploy.render import envoy_files, render_target
-from openenv_cli.deploy.settings import Backend, DeploySettings
+from openenv_cli.deploy.settings import DeploySettings
 from openenv_cli.errors import OpenEnvError
 from openenv_runtime.providers.base import wait_until_healthy
 

@@ -23,7 +23,7 @@ from openenv_cli.errors import UsageError
 from openenv_cli.image.secret_rules import secret_variable_name
 from openenv_cli.image.secret_scan import scan_text
 from openenv_cli.image.selection import RUNTIME_DIR
-from openenv_cli.manifest import Manifest
+from openenv_cli.manifest_schema import Manifest
 
 SPACE_COLORS = ("red", "yellow", "green", "blue", "indigo", "purple", "pink", "gray")
 OPENENV_TAG = "openenv"

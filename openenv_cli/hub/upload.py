@@ -20,7 +20,7 @@ from openenv_cli.hub.space import (
 from openenv_cli.image.context import ContextFolder, stage_context
 from openenv_cli.image.safe_files import read_inside
 from openenv_cli.image.selection import typed_includes
-from openenv_cli.manifest import Manifest
+from openenv_cli.manifest_schema import Manifest
 from openenv_cli.safe_files import write_inside
 
 README = "README.md"

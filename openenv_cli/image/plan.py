@@ -24,7 +24,8 @@ from openenv_cli.image import BASE_IMAGE_ENV, TAG_ENV
 from openenv_cli.image.dockerfile import final_env
 from openenv_cli.image.runtime_bundle import runtime_version
 from openenv_cli.image.selection import typed_includes
-from openenv_cli.manifest import Manifest, load_manifest
+from openenv_cli.manifest import load_manifest
+from openenv_cli.manifest_schema import Manifest
 from openenv_runtime.images import image_name
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"

@@ -40,7 +40,6 @@ from docker.utils.build import PatternMatcher
 
 from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.image.safe_files import read_inside, target_inside
-from openenv_cli.image.secret_rules import SECRET_PATTERNS as SECRET_PATTERNS
 from openenv_cli.image.secret_rules import secret_pattern
 from openenv_cli.image.secret_scan import scan_file, scan_text
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openenv_cli.manifest import Manifest
+from openenv_cli.manifest_schema import Manifest
 from openenv_cli.project_names import class_names
 from openenv_cli.validation.isolation import import_layout
 from openenv_cli.validation.results import CheckResult, failed, passed, skipped, warned

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from openenv_cli.console import debug_enabled
-from openenv_cli.manifest import MANIFEST_FILE, inspect_manifest
+from openenv_cli.manifest import inspect_manifest
+from openenv_cli.manifest_schema import MANIFEST_FILE
 from openenv_cli.validation import contract, static, wire
 from openenv_cli.validation.example import example_action
 from openenv_cli.validation.introspect import run_probe

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openenv_cli.manifest import Manifest
+from openenv_cli.manifest_schema import Manifest
 from openenv_cli.validation import wire
 from openenv_cli.validation.checkpoint import check_checkpoint
 from openenv_cli.validation.isolation import import_layout

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from openenv_cli import __version__
-from openenv_cli.manifest import MANIFEST_FILE, Manifest, ManifestReport
+from openenv_cli.manifest import ManifestReport
+from openenv_cli.manifest_schema import MANIFEST_FILE, Manifest
 from openenv_cli.validation.results import CheckResult, failed, passed, skipped, warned
 
 RUNTIME_DISTRIBUTIONS = {

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+# The reference's `openenv.core.llm_client` names: compat/llm_client.py is this very module
+# (so patching its AsyncOpenAI reaches the clients), hence these imports stay here.
 from .llm_tokens import MissingTokenIdsError as MissingTokenIdsError
 from .llm_tokens import read_reply
-from .llm_tools import _clean_mcp_schema as _clean_mcp_schema  # the reference's names
+from .llm_tools import _clean_mcp_schema as _clean_mcp_schema
 from .llm_tools import _mcp_tools_to_anthropic as _mcp_tools_to_anthropic
 from .llm_tools import _mcp_tools_to_openai as _mcp_tools_to_openai
 from .llm_tools import _openai_msgs_to_anthropic as _openai_msgs_to_anthropic

@@ -31,19 +31,19 @@ from typing import Any
 
 import uvicorn
 
+from openenv_runtime.server.settings_fields import (
+    FLAGS_VARIABLE,
+    KEYS,
+    MANIFEST_VARIABLE,
+    ServerSettings,
+)
+
 from .adapters.served import served_app
 from .adapters.target import parse_family_target
 from .errors import AdapterError, EnvironmentContractError
 from .server import connections, drain, metrics
 from .server.logs import install_redaction
-from .server.settings import (
-    FLAGS_VARIABLE,
-    KEYS,
-    MANIFEST_VARIABLE,
-    ServerSettings,
-    flags_variable,
-    load_settings,
-)
+from .server.settings import flags_variable, load_settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,7 +261,7 @@ def test_x_forwarded_for_counts_only_from_trusted_proxies(trusted: str, both_all
 
 
 def test_the_default_trusts_only_loopback_proxies() -> None:
-    from openenv_runtime.server.settings import ServerSettings
+    from openenv_runtime.server.settings_fields import ServerSettings
 
     assert ServerSettings().forwarded_allow_ips == "127.0.0.1,::1"
 

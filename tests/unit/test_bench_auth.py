@@ -9,8 +9,9 @@ import pytest
 
 from openenv_cli.bench import auth
 from openenv_cli.bench.http_sessions import HttpConnection
+from openenv_cli.bench.outcomes import describe_failure
 from openenv_cli.bench.runner import BenchSettings
-from openenv_cli.bench.sessions import Target, describe_failure
+from openenv_cli.bench.target import Target
 from openenv_cli.bench.wsclient import ConnectionLost
 from openenv_cli.errors import UsageError
 

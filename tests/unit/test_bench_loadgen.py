@@ -11,13 +11,8 @@ import pytest
 from openenv_cli.bench import procstat
 from openenv_cli.bench.http_sessions import http_step_body
 from openenv_cli.bench.loadgen import merge, split
-from openenv_cli.bench.sessions import (
-    Target,
-    describe_failure,
-    excerpt,
-    reply_problem,
-    step_frame,
-)
+from openenv_cli.bench.outcomes import describe_failure, excerpt, reply_problem
+from openenv_cli.bench.target import Target, step_frame
 
 
 class TestTarget:

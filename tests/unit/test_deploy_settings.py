@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.deploy.settings import parse_backend, read_backends, resolve_settings
+from openenv_cli.deploy.backends import parse_backend, read_backends
+from openenv_cli.deploy.settings import resolve_settings
 from openenv_cli.errors import UsageError
 
 

@@ -19,9 +19,10 @@ from openenv_cli.fleet.snapshot import (
     replica_view,
     window_buckets,
 )
+from openenv_runtime import __version__
 from openenv_runtime.server.metrics import WS_OK, Tally, families, series
 
-HEALTH = {"status": "healthy", "runtime_version": "0.1.0", "workers": 1}
+HEALTH = {"status": "healthy", "runtime_version": __version__, "workers": 1}
 
 
 def manager(active: int, capacity: int) -> Any:
@@ -59,7 +60,7 @@ def test_a_servers_metrics_read_back() -> None:
     assert (got.sessions, got.capacity, got.detached, got.stuck) == (4, 64, 1, 3)
     assert (got.steps, got.resumed, got.abandoned, got.workers) == (7, 5, 2, 1)
     assert got.refused == {"capacity": 2, "client_cap": 0, "draining": 1}
-    assert got.version == "0.1.0"
+    assert got.version == __version__
     assert got.status == "healthy"
     assert got.buckets[-1] == (float("inf"), 7.0)
     assert dict(got.buckets)[0.0005] == 7

@@ -31,7 +31,7 @@ from openenv_cli.hub.space import (
 )
 from openenv_cli.hub.upload import prepare_push
 from openenv_cli.image.selection import RUNTIME_DIR
-from openenv_cli.manifest import Manifest
+from openenv_cli.manifest_schema import Manifest
 from openenv_cli.scaffold import render_project
 
 

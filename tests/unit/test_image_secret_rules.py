@@ -10,7 +10,7 @@ from openenv_cli.errors import UsageError
 from openenv_cli.hub.space import space_variables
 from openenv_cli.image.secret_rules import secret_pattern, secret_variable_name
 from openenv_cli.image.selection import select_files
-from openenv_cli.manifest import Manifest
+from openenv_cli.manifest_schema import Manifest
 
 # Every name the second hostile pass uploaded, and the ones beside them.
 DENIED_FILES = [

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from openenv_cli.errors import OpenEnvError
-from openenv_cli.manifest import Manifest, inspect_manifest, load_manifest, parse_manifest
+from openenv_cli.manifest import inspect_manifest, load_manifest, parse_manifest
+from openenv_cli.manifest_schema import Manifest
 
 MINIMAL = "name: my_env\napp: my_env.server.app:app\n"
 

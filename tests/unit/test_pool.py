@@ -10,8 +10,8 @@ import pytest
 
 from openenv_runtime import GenericEnvClient
 from openenv_runtime.client import pool as pool_module
-from openenv_runtime.client.placement import accepting, free_sessions, spread
-from openenv_runtime.client.pool import UNLIMITED, EnvPool, _Server
+from openenv_runtime.client.placement import UNLIMITED, accepting, free_sessions, spread
+from openenv_runtime.client.pool import EnvPool, _Server
 
 
 def pool_with(**free: int) -> EnvPool[GenericEnvClient]:

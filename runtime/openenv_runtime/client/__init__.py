@@ -1,6 +1,8 @@
 """The client side: :class:`EnvClient` (async), ``.sync()`` (blocking), :class:`GenericEnvClient` (dicts)."""
 
-from .env_client import EnvClient, ws_url
+from openenv_runtime.client.connect import ws_url
+
+from .env_client import EnvClient
 from .generic import DictObservation, GenericEnvClient
 from .sync import SyncEnvClient
 

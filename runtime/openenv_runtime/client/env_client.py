@@ -14,9 +14,7 @@ from ..models import Action, Observation, State, StepResult
 from ..protocol import CLOSE_FRAME, STATE_FRAME, encode, reply_data, reset_frame, step_frame
 from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
-from .connect import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES
-from .connect import default_token, open_connection
-from .connect import ws_url as ws_url
+from .connect import DEFAULT_MAX_MESSAGE_BYTES, default_token, open_connection, ws_url
 from .constructors import ProviderConstructors
 from .resume import ResumingTransport
 from .sync import SyncEnvClient

@@ -34,11 +34,9 @@ from .checkpoint import Checkpoint
 from .endpoints import ENDPOINTS_FILE, EndpointsError, read_endpoints
 from .env_client import EnvClient
 from .first_ready import AutoReset, FirstReady
-from .placement import UNLIMITED as UNLIMITED
 from .placement import Server as _Server
 from .placement import accepting, free_sessions, pick_server, release, spread
-from .port import Result as Result
-from .port import SessionPort, as_env_error
+from .port import Result, SessionPort, as_env_error
 from .sync import SyncEnvPool
 
 ClientT = TypeVar("ClientT", bound=EnvClient)  # type: ignore[type-arg]

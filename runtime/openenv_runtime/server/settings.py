@@ -31,16 +31,16 @@ from pydantic_settings import EnvSettingsSource
 from ..errors import EnvironmentContractError
 
 # The fields, defined in settings_fields, are part of this module's face.
-from .settings_fields import FLAGS_VARIABLE as FLAGS_VARIABLE
-from .settings_fields import KEYS as KEYS
-from .settings_fields import MANIFEST_FILE as MANIFEST_FILE
-from .settings_fields import MANIFEST_VARIABLE as MANIFEST_VARIABLE
-from .settings_fields import PUBLIC_SESSIONS_PER_CLIENT as PUBLIC_SESSIONS_PER_CLIENT
-from .settings_fields import SECRET_SETTINGS
-from .settings_fields import SPACE_VARIABLE as SPACE_VARIABLE
-from .settings_fields import Key as Key
-from .settings_fields import ServerSettings as ServerSettings
-from .settings_fields import Source as Source
+from .settings_fields import (
+    FLAGS_VARIABLE,
+    KEYS,
+    MANIFEST_FILE,
+    MANIFEST_VARIABLE,
+    SECRET_SETTINGS,
+    Key,
+    ServerSettings,
+    Source,
+)
 
 logger = logging.getLogger("openenv_runtime.server")
 
