@@ -92,7 +92,12 @@ def test_a_missing_package_is_one_error_naming_the_extra(monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize(
     ("family", "extra"),
-    [("gymnasium", "gymnasium"), ("reasoning_gym", "reasoning-gym"), ("textarena", "textarena")],
+    [
+        ("gymnasium", "gymnasium"),
+        ("reasoning_gym", "reasoning-gym"),
+        ("textarena", "textarena"),
+        ("verifiers", "verifiers"),
+    ],
 )
 def test_every_family_names_its_extra(
     monkeypatch: pytest.MonkeyPatch, family: str, extra: str
