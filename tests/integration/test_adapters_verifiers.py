@@ -10,6 +10,8 @@ questions built in code) and ``vf_lookup`` (multi-turn, facts from a local file,
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -29,7 +31,7 @@ from openenv_runtime.adapters.verifiers import (
     VerifiersToolCall,
 )
 from tests.support.optional import unavailable
-from tests.support.servers import stop_process
+from tests.support.servers import REPO, stop_process
 from tests.support.verifiers_venv import (
     VerifiersVenvError,
     assistant_message,
@@ -157,6 +159,20 @@ def test_tool_turns_are_steps_and_the_episode_ends_as_verifiers_ends_it(
     assert [s["reward"] for s in seen] == [1.0, 0.0, 0.0] * size
     assert [s["metrics"]["tool_calls"] for s in seen] == [1.0, 1.0, 3.0] * size
     assert seen == verifiers_scores(vf_python, "vf_lookup", {}, episodes)
+
+
+def test_the_docs_page_block_plays_its_episode_as_written(lookup: str) -> None:
+    page = (REPO / "docs" / "env-verifiers.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert "http://127.0.0.1:8000" in block
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block.replace("http://127.0.0.1:8000", lookup), "<docs>", "exec"), {})
+    assert out.getvalue().splitlines() == [
+        "What is the author of Hamlet? Use the facts_lookup tool, then reply with the value only.",
+        "Shakespeare",
+        "1.0 True {'correct': 1.0}",
+    ]
 
 
 def test_an_unknown_option_is_one_clear_error_before_the_server_starts(vf_python: Path) -> None:

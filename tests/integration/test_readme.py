@@ -49,6 +49,7 @@ RUN_ELSEWHERE = {
     "train-with-trl.md": "tests/integration/test_docs_train_with_trl.py",
     "env-reasoning-gym.md": "tests/integration/test_docs_adapters.py",
     "env-textarena.md": "tests/integration/test_docs_adapters.py",
+    "env-verifiers.md": "tests/integration/test_adapters_verifiers.py",
 }
 
 # First line of a block → why it is not run here. (A page may instead say why right above
