@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from openenv_runtime.adapters.target import FamilyTarget, parse_family_target
 from openenv_runtime.adapters.verifiers import (
@@ -25,7 +25,6 @@ from openenv_runtime.adapters.verifiers import (
     prompt_messages,
     shown_fields,
     taskset_options,
-    tool_parameters,
 )
 from openenv_runtime.errors import AdapterError
 
@@ -133,12 +132,13 @@ async def test_a_tool_is_called_with_its_arguments_and_answers_text() -> None:
     assert await tools["facts_every_key"]({}) == '["a"]'  # not a string: its JSON
 
 
-def test_tool_parameters_without_annotations_take_anything() -> None:
-    def free(x, y=1):  # type: ignore[no-untyped-def]
-        return x
-
-    schema = tool_parameters(free)
-    assert schema["required"] == ["x"] and schema["properties"]["y"]["default"] == 1
+@pytest.mark.asyncio
+async def test_tool_arguments_are_converted_by_the_signature_or_refused() -> None:
+    lookup = discover_tools([Facts()])["facts_lookup"]
+    assert await lookup({"key": "ab", "limit": "3"}) == "ababab"  # "3" is an int here
+    for wrong in ({"limit": 2}, {"key": "a", "colour": "red"}, {"key": "a", "limit": "x"}):
+        with pytest.raises(ValidationError):
+            await lookup(wrong)
 
 
 class Config(BaseModel):

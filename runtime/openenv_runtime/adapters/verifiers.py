@@ -187,32 +187,33 @@ def call_arguments(call: VerifiersToolCall) -> tuple[str, dict[str, Any] | None]
     return call.arguments, parsed if isinstance(parsed, dict) else None
 
 
-def tool_parameters(fn: Callable[..., Any]) -> dict[str, Any]:
-    """The JSON schema of a tool's parameters (a bound method's: ``self`` left out)."""
-    adapter: TypeAdapter[Any] = TypeAdapter(fn)  # type: ignore[arg-type]  # a callable is fine at run time
-    schema: dict[str, Any] = adapter.json_schema()
-    return schema
-
-
 class Tool:
-    """One ``@vf.tool`` method of a tool server, callable in the server."""
+    """One ``@vf.tool`` method of a tool server, callable in the server.
+
+    Its arguments are validated and converted by its signature (``"2"`` for an ``int``
+    parameter is 2), as an MCP server does before a call; its parameters' JSON schema comes
+    from the same signature (a bound method's: ``self`` left out).
+    """
 
     def __init__(self, server_name: str, fn: Callable[..., Any]) -> None:
         raw = getattr(fn, "tool_name", None) or fn.__name__
         self.name = f"{server_name}_{raw}" if server_name else raw
-        self.fn = fn
         self.requires_runtime = "runtime" in inspect.signature(fn).parameters
+        # A callable is a valid TypeAdapter type at run time: it validates a call's arguments.
+        self.call: TypeAdapter[Any] = TypeAdapter(fn)  # type: ignore[arg-type]
         self.schema = {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": (fn.__doc__ or "").strip(),
-                "parameters": tool_parameters(fn),
+                "parameters": self.call.json_schema(),
             },
         }
 
     async def __call__(self, arguments: dict[str, Any]) -> str:
-        result = self.fn(**arguments)
+        """The tool's answer as text (JSON when it is not a string); raises
+        ``pydantic.ValidationError`` for arguments the signature refuses."""
+        result = self.call.validate_python(arguments)
         if inspect.isawaitable(result):
             result = await result
         return result if isinstance(result, str) else json.dumps(to_jsonable_python(result))
