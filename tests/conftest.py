@@ -27,6 +27,7 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
             f"integration/{name}.py"
             for name in (
                 "test_adapters_harbor",  # builds a task's image, runs its containers
+                "test_adapters_verifiers",  # verifiers' own virtualenv (minutes to build)
                 "test_auto_install",  # a throwaway virtualenv, pip installs from a git "Hub"
                 "test_balancer_full",  # the reference's virtualenvs, Envoy, load
                 "test_bench",

@@ -51,6 +51,7 @@ RUN_ELSEWHERE = {
     "env-textarena.md": "tests/integration/test_docs_adapters.py",
     "learn.md": "tests/integration/test_docs_learn.py",
     "env-harbor.md": "tests/integration/test_adapters_harbor.py",
+    "env-verifiers.md": "tests/integration/test_adapters_verifiers.py",
 }
 
 # First line of a block → why it is not run here. (A page may instead say why right above

@@ -88,7 +88,7 @@ def _is_healthy(
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path, timeout_s: float) -> Iterator[None]:
+def file_lock(path: Path, timeout_s: float) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         deadline = time.monotonic() + timeout_s
@@ -153,7 +153,7 @@ def _pinned_python(distribution: str, version: str) -> Path:
     if cached is not None:
         return cached
     venv = venv_dir(distribution, version)
-    with _file_lock(venv.parent / f"{venv.name}.lock", LOCK_TIMEOUT_S):
+    with file_lock(venv.parent / f"{venv.name}.lock", LOCK_TIMEOUT_S):
         if not _is_healthy(venv, distribution, version):
             _build(venv, requirement)
             if not _is_healthy(venv, distribution, version):

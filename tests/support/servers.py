@@ -78,15 +78,17 @@ def spawn_server(
     output: IO[Any] | int | None = subprocess.DEVNULL,
     cwd: Path = REPO,
     timeout: float = 30.0,
+    python: str = sys.executable,
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m openenv_runtime.serve APP`` on 127.0.0.1:``port`` and wait for /health.
 
     The one way the tests start a server process; the caller stops it by its handle
-    (:func:`stop_process`, or :func:`server_process` which does both).
+    (:func:`stop_process`, or :func:`server_process` which does both). ``python`` is the
+    interpreter (another virtualenv's, for a library that must not enter this one).
     """
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "openenv_runtime.serve", app, "--host", "127.0.0.1"),
+            *(python, "-m", "openenv_runtime.serve", app, "--host", "127.0.0.1"),
             *("--port", str(port), "--workers", str(workers), *args),
         ],
         cwd=cwd,

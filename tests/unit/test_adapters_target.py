@@ -97,6 +97,7 @@ def test_a_missing_package_is_one_error_naming_the_extra(monkeypatch: pytest.Mon
         ("reasoning_gym", "reasoning-gym"),
         ("textarena", "textarena"),
         ("harbor", "harbor"),
+        ("verifiers", "verifiers"),
     ],
 )
 def test_every_family_names_its_extra(

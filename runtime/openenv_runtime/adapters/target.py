@@ -1,9 +1,10 @@
 """The one home of the ``FAMILY:NAME[?key=value&...]`` target syntax.
 
 ``gymnasium:CartPole-v1``, ``reasoning_gym:leg_counting?size=500&seed=3``,
-``textarena:Wordle-v0``, ``harbor:/abs/path/to/task``: a known family prefix, the library's own name of an environment, and
-options for it as a URL query (quote the whole target in a shell). A known family prefix wins
-over ``MODULE:APP`` (``gymnasium`` is itself importable) and over Docker image names.
+``textarena:Wordle-v0``, ``harbor:/abs/path/to/task``, ``verifiers:my_taskset``: a known
+family prefix, the library's own name of an environment, and options for it as a URL query
+(quote the whole target in a shell). A known family prefix wins over ``MODULE:APP``
+(``gymnasium`` is itself importable) and over Docker image names.
 
 Each family is a module of :mod:`openenv_runtime.adapters` with
 ``load(name, options) -> AdaptedEnvironment``, imported only when a target of that family is
@@ -46,6 +47,7 @@ FAMILIES: dict[str, Family] = {
     "textarena": Family("openenv_runtime.adapters.textarena", "textarena", "textarena"),
     # a Harbor task folder, run in containers on the local Docker engine
     "harbor": Family("openenv_runtime.adapters.harbor", "harbor", "docker", importable=False),
+    "verifiers": Family("openenv_runtime.adapters.verifiers", "verifiers", "verifiers"),
 }
 
 
@@ -122,6 +124,7 @@ _EXAMPLES = {
     "reasoning_gym": "reasoning_gym:leg_counting?size=500&seed=3",
     "textarena": "textarena:Wordle-v0",
     "harbor": "harbor:/abs/path/to/task",
+    "verifiers": "verifiers:my_taskset?num_tasks=100",
 }
 
 
