@@ -41,8 +41,8 @@ from openenv_runtime.server.settings_fields import (
 from .adapters.served import served_app
 from .adapters.target import parse_family_target
 from .errors import AdapterError, EnvironmentContractError
+from .redaction import install_redaction
 from .server import connections, drain, metrics
-from .server.logs import install_redaction
 from .server.settings import flags_variable, load_settings
 
 

@@ -32,7 +32,7 @@ RUNTIME_TESTS = [
     "tests/unit/test_adapter.py",
     "tests/unit/test_client.py",
     "tests/unit/test_server_settings.py",
-    "tests/unit/test_server_logs.py",
+    "tests/unit/test_redaction.py",
     "tests/unit/test_server_app.py",
     "tests/integration/test_client.py",
     "tests/integration/test_client_transport.py",

@@ -19,6 +19,7 @@ from .._version import __version__
 from ..environment import Environment, overrides
 from ..mcp import code_mode
 from ..models import Action, Observation, State
+from ..redaction import install_redaction
 from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
 from .actions import action_validator
@@ -34,7 +35,6 @@ from .http_api import build_http_router
 from .http_step import HttpStep
 from .lifecycle import LifecycleSettings
 from .limits import EXTRA_FIELDS_ALLOWED, BodyLimitMiddleware, client_identity
-from .logs import install_redaction
 from .mcp import MCPHandler, build_mcp_router, serve_attached
 from .metrics import CONTENT_TYPE, MULTIPROC_VARIABLE, Exporter
 from .options import GRADIO_OPTIONS, resolve_reference_options

@@ -116,7 +116,7 @@ class StubLLM:
     @contextmanager
     def serve(self, host: str = "127.0.0.1") -> Iterator[str]:
         """Run on a free port in a background thread; yields the base URL (no ``/v1``)."""
-        from .. import running_server
+        from ..running import running_server
 
         with running_server(self.app, host=host) as url:
             yield url

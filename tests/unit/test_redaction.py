@@ -2,7 +2,7 @@ import logging
 
 import pytest
 
-from openenv_runtime.server.logs import RedactSecrets, redact
+from openenv_runtime.redaction import RedactSecrets, redact
 
 
 @pytest.mark.parametrize(
