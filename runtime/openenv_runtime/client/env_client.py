@@ -11,6 +11,7 @@ from ..blocking import install_blocking
 from ..errors import EnvError
 from ..http_reads import read_schema
 from ..models import Action, Observation, State, StepResult
+from ..observability import tracing
 from ..protocol import CLOSE_FRAME, STATE_FRAME, encode, reply_data, reset_frame, step_frame
 from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
@@ -75,6 +76,8 @@ class EnvClient(
     observation_cls: ClassVar[type[Observation]] = Observation
     state_cls: ClassVar[type[State]] = State
 
+    _traced = False  # see __init__
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         install_blocking(cls)  # plain calls block outside an event loop (client/compat.py)
@@ -128,6 +131,9 @@ class EnvClient(
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.headers = dict(headers or {})
+        # OpenTelemetry on (observability/tracing.py): the handshake and each reset and step
+        # carry the caller's current span, so the server's spans join the caller's trace.
+        self._traced = tracing.enabled()
         self.max_message_bytes = max_message_bytes
         self._own_conn: Connection | None = None  # without resume; else the resumer's
         self._connecting: asyncio.Task[None] | None = None
@@ -180,6 +186,8 @@ class EnvClient(
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         headers.update(extra_headers)
+        if self._traced:
+            headers.update(tracing.headers_for())
         return await open_connection(
             self.url,
             headers=headers,
@@ -280,10 +288,12 @@ class EnvClient(
     def _reset_frame(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> str:
-        return reset_frame({"seed": seed, "episode_id": episode_id, **kwargs})
+        frame = reset_frame({"seed": seed, "episode_id": episode_id, **kwargs})
+        return tracing.with_traceparent(frame) if self._traced else frame
 
     def _step_frame(self, action: ActT | dict[str, Any]) -> str:
-        return step_frame(self._action_json(action))
+        frame = step_frame(self._action_json(action))
+        return tracing.with_traceparent(frame) if self._traced else frame
 
     # -- hooks (override for custom payloads) -------------------------------------------
     def _action_json(self, action: ActT | dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from .._version import __version__
 from ..environment import Environment, overrides
 from ..mcp import code_mode
 from ..models import Action, Observation, State
+from ..observability.tracing import tracer
 from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
 from .actions import action_validator
@@ -283,6 +284,7 @@ def create_app(
         auth_required=bool(api_key),
         capacity_refusal=config.capacity_refusal,
         inline_frames=config.inline_frames,
+        tracer=tracer(str(env_name)),  # None unless OTEL_* variables turn tracing on
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
     if not config.metrics:
