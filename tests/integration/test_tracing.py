@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 from google.protobuf.json_format import MessageToJson
 from opentelemetry import trace
@@ -22,9 +23,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from websockets.sync.client import connect
 
+from openenv_runtime.capture import CaptureProxy
 from openenv_runtime.llm import LLMResponse
 from openenv_runtime.rollouts.episode import Episode, Player
 from openenv_runtime.testing import free_port, running_server
+from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
 from tests.support.servers import server_process, wait_until
 
@@ -231,3 +234,56 @@ def test_a_server_process_exports_its_spans_over_otlp() -> None:
     assert {service for _, _, service in receiver.spans} == {"counter-under-test"}
     [step] = [values for name, values, _ in receiver.spans if name == "openenv.step"]
     assert step["openenv.step.index"] == {"intValue": "1"}
+
+
+def test_frames_carry_traceparent_only_to_a_server_that_reads_it(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that does not trace (or another implementation, which may refuse a frame with
+    a key it does not know) gets plain frames; the handshake still carries the header."""
+    monkeypatch.delenv("OTEL_TRACES_EXPORTER")
+    untraced = make_app(Lifecycle())
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    traced = make_app(Lifecycle())
+
+    async def frames(url: str) -> str:
+        with trace.get_tracer("test").start_as_current_span("trainer"):
+            async with CounterClient(base_url=url) as client:
+                await client.step(CounterAction(delta=1))
+                return client._step_frame(CounterAction(delta=1))
+
+    with running_server(untraced) as plain_url, running_server(traced) as traced_url:
+        assert "traceparent" not in asyncio.run(frames(plain_url))
+        assert '"traceparent":"00-' in asyncio.run(frames(traced_url))
+
+
+def test_the_capture_proxy_traces_each_chat_completion(spans: InMemorySpanExporter) -> None:
+    stub = StubLLM(lambda messages: StubReply("hi"))
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    with stub.serve() as upstream:
+        proxy = CaptureProxy(upstream + "/v1")
+        sent: list[str | None] = []
+        forward = proxy._post
+
+        async def post(url: str, data: bytes, headers: dict[str, str]) -> Any:
+            sent.append(headers.get("traceparent"))
+            return await forward(url, data, headers)
+
+        proxy._post = post  # type: ignore[method-assign]
+        with running_server(proxy.app) as url:
+            session = httpx.post(f"{url}/sessions").json()
+            headers = {
+                "Authorization": f"Bearer {session['api_key']}",
+                "traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01",
+            }
+            answer = httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers)
+            assert answer.status_code == 200
+    [call] = named(spans, "openenv.capture.chat_completion")
+    assert call.parent is not None and format(call.parent.span_id, "016x") == PARENT_ID
+    assert call.attributes is not None
+    assert call.attributes["http.response.status_code"] == 200
+    assert call.attributes["openenv.capture.stream"] is False
+    for value in call.attributes.values():
+        assert session["api_key"] not in str(value) and session["session_id"] not in str(value)
+    assert call.context is not None  # the model server is asked inside the call's span
+    assert sent == [f"00-{TRACE_ID}-{format(call.context.span_id, '016x')}-01"]

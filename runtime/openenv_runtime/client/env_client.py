@@ -77,6 +77,7 @@ class EnvClient(
     state_cls: ClassVar[type[State]] = State
 
     _traced = False  # see __init__
+    _trace_frames = False  # the server reads traceparent in frames (see _open_connection)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -131,8 +132,9 @@ class EnvClient(
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.headers = dict(headers or {})
-        # OpenTelemetry on (observability/tracing.py): the handshake and each reset and step
-        # carry the caller's current span, so the server's spans join the caller's trace.
+        # OpenTelemetry on (observability/tracing.py): the handshake, and each reset and step
+        # when the server says it reads them, carry the caller's current span, so the server's
+        # spans join the caller's trace.
         self._traced = tracing.enabled()
         self.max_message_bytes = max_message_bytes
         self._own_conn: Connection | None = None  # without resume; else the resumer's
@@ -188,7 +190,7 @@ class EnvClient(
         headers.update(extra_headers)
         if self._traced:
             headers.update(tracing.headers_for())
-        return await open_connection(
+        conn = await open_connection(
             self.url,
             headers=headers,
             max_size=self.max_message_bytes,
@@ -196,6 +198,10 @@ class EnvClient(
             ping_timeout=self.ping_timeout,
             connect_timeout=self.connect_timeout,
         )
+        if self._traced:
+            response = conn.response
+            self._trace_frames = response is not None and tracing.FRAMES_HEADER in response.headers
+        return conn
 
     async def close(self) -> None:
         """End the session: the server closes this session's environment.
@@ -289,11 +295,11 @@ class EnvClient(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> str:
         frame = reset_frame({"seed": seed, "episode_id": episode_id, **kwargs})
-        return tracing.with_traceparent(frame) if self._traced else frame
+        return tracing.with_traceparent(frame) if self._trace_frames else frame
 
     def _step_frame(self, action: ActT | dict[str, Any]) -> str:
         frame = step_frame(self._action_json(action))
-        return tracing.with_traceparent(frame) if self._traced else frame
+        return tracing.with_traceparent(frame) if self._trace_frames else frame
 
     # -- hooks (override for custom payloads) -------------------------------------------
     def _action_json(self, action: ActT | dict[str, Any]) -> str:

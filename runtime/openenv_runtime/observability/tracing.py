@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 __all__ = [
+    "FRAMES_HEADER",
     "TRACEPARENT",
     "SessionSpan",
     "annotate",
@@ -35,6 +36,7 @@ __all__ = [
     "enabled",
     "failed",
     "headers_for",
+    "request_span",
     "span",
     "tracer",
     "with_traceparent",
@@ -42,6 +44,9 @@ __all__ = [
 
 TRACEPARENT = "traceparent"
 """The W3C header (and, in frames, the key) that carries a span's identity to another process."""
+FRAMES_HEADER = "x-openenv-trace-frames"
+"""A tracing server's handshake answer says it reads ``traceparent`` in reset and step frames
+(a client sends it only then: other servers may refuse a frame with a key they do not know)."""
 _SCOPE = "openenv_runtime"
 _setup_lock = threading.Lock()
 _configured = False
@@ -253,3 +258,20 @@ def annotate(attributes: Mapping[str, Any]) -> None:
     from opentelemetry import trace
 
     trace.get_current_span().set_attributes(attributes)
+
+
+def request_span(
+    tracer: Tracer | None,
+    name: str,
+    headers: Iterable[tuple[bytes, bytes]],
+    attributes: Mapping[str, Any] | None = None,
+) -> AbstractContextManager[Span | None]:
+    """The span of one ASGI request, a child of the caller's ``traceparent`` if it sent one;
+    nothing without a tracer."""
+    if tracer is None:
+        return nullcontext()
+    from opentelemetry.trace import SpanKind
+
+    return tracer.start_as_current_span(
+        name, context=context_from_asgi(headers), kind=SpanKind.SERVER, attributes=attributes
+    )
