@@ -287,3 +287,32 @@ def test_the_capture_proxy_traces_each_chat_completion(spans: InMemorySpanExport
         assert session["api_key"] not in str(value) and session["session_id"] not in str(value)
     assert call.context is not None  # the model server is asked inside the call's span
     assert sent == [f"00-{TRACE_ID}-{format(call.context.span_id, '016x')}-01"]
+
+
+def test_an_http_session_span_holds_its_resets_and_steps(spans: InMemorySpanExporter) -> None:
+    with running_server(make_app(Lifecycle())) as url:
+        sent = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+        opened = httpx.post(f"{url}/reset", json={"limit": 2}, headers=sent).json()
+        sid = opened["session_id"]
+        first = httpx.post(f"{url}/step", json={"session_id": sid, "action": {"delta": 1}})
+        assert first.status_code == 200  # the raw POST /step (http_step.py)
+        second = httpx.post(f"{url}/step", json={"session_id": sid, "action": {"delta": 1}})
+        assert second.status_code == 200 and second.json()["done"] is True
+        assert httpx.post(f"{url}/close", json={"session_id": sid}).status_code == 200
+        assert wait_until(lambda: len(named(spans, "openenv.session")) == 1)
+    [session] = named(spans, "openenv.session")
+    assert session.parent is not None and format(session.parent.span_id, "016x") == PARENT_ID
+    assert session.attributes is not None and session.context is not None
+    assert session.attributes["openenv.session.transport"] == "http"
+    assert session.attributes["openenv.session.steps"] == 2
+    [reset] = named(spans, "openenv.reset")
+    assert reset.parent is not None and format(reset.parent.span_id, "016x") == PARENT_ID
+    assert reset.links[0].context.span_id == session.context.span_id
+    steps = named(spans, "openenv.step")
+    assert [s.attributes["openenv.step.index"] for s in steps if s.attributes] == [1, 2]
+    assert [s.attributes["openenv.done"] for s in steps if s.attributes] == [False, True]
+    for step in steps:
+        assert step.parent is not None and step.parent.span_id == session.context.span_id
+    for span in spans.get_finished_spans():
+        for value in (span.attributes or {}).values():
+            assert sid not in str(value)  # an HTTP session's id is its credential

@@ -148,29 +148,30 @@ def headers_for(context: Context | None = None) -> dict[str, str]:
 
 
 class SessionSpan:
-    """A server session's span, current in the session's task from :meth:`open` to :meth:`end`.
+    """A server session's span, from its first request to its end.
 
-    Its resets and steps are spans of their own (:meth:`request`): children of the session's,
-    or of the span a client sent with the frame (``traceparent``), then linked to the
-    session's. Attributes name the session by its label (``#12``), never by its id or token.
+    A WebSocket session's is current in the session's task (:meth:`open`); an HTTP session's,
+    whose requests come on many connections, is kept on the session (:meth:`start`). Its resets
+    and steps are spans of their own (:meth:`request`): children of the session's, or of the
+    span the client sent with the request (``traceparent``), then linked to the session's.
+    Attributes name the session by its label (``#12``), never by its id or token.
     """
 
-    __slots__ = ("_detach", "_mine", "label", "span", "steps", "total")
+    __slots__ = ("_restore", "label", "span", "steps", "total")
 
-    def __init__(self, span: Span, label: str, detach: Any) -> None:
+    def __init__(self, span: Span, label: str) -> None:
         self.span = span
         self.label = label
         self.steps = 0  # in the current episode
         self.total = 0
-        self._detach = detach
-        self._mine: Any = None
+        self._restore: Any = None
 
     @classmethod
-    def open(
+    def start(
         cls, tracer: Tracer, label: str, kind: str, parent: Context | None = None
     ) -> SessionSpan:
-        """Start the session's span (a child of ``parent``, a client's context) and make it current."""
-        from opentelemetry import context, trace
+        """Start the session's span, a child of ``parent`` (a client's context) if given."""
+        from opentelemetry import trace
 
         span = tracer.start_span(
             "openenv.session",
@@ -178,20 +179,36 @@ class SessionSpan:
             kind=trace.SpanKind.SERVER,
             attributes={"openenv.session": label, "openenv.session.transport": kind},
         )
-        token = context.attach(trace.set_span_in_context(span))
-        opened = cls(span, label, lambda: context.detach(token))
-        opened._mine = _session.set(opened)
+        return cls(span, label)
+
+    @classmethod
+    def open(
+        cls, tracer: Tracer, label: str, kind: str, parent: Context | None = None
+    ) -> SessionSpan:
+        """:meth:`start`, and make the span current in this task until :meth:`end`."""
+        from opentelemetry import context, trace
+
+        opened = cls.start(tracer, label, kind, parent)
+        token = context.attach(trace.set_span_in_context(opened.span))
+        mine = _session.set(opened)
+
+        def restore() -> None:
+            context.detach(token)
+            _session.reset(mine)
+
+        opened._restore = restore
         return opened
 
     @staticmethod
     def current() -> SessionSpan | None:
-        """The span of the session this task serves, if it is traced."""
+        """The span of the WebSocket session this task serves, if it is traced."""
         return _session.get()
 
     def request(
         self, tracer: Tracer, kind: str, sent: object = None
     ) -> AbstractContextManager[Span]:
-        """The span of one ``reset`` or ``step``; ``sent`` is the frame's ``traceparent``, if any."""
+        """The span of one ``reset`` or ``step``; ``sent`` is the ``traceparent`` the client
+        sent with it, if any."""
         from opentelemetry import trace
 
         attributes: dict[str, Any] = {"openenv.session": self.label}
@@ -199,10 +216,10 @@ class SessionSpan:
             self.steps += 1
             self.total += 1
             attributes["openenv.step.index"] = self.steps
-        else:
+        elif kind == "reset":
             self.steps = 0
-        parent = None
         links = None
+        parent = None
         if type(sent) is str and len(sent) <= 256:
             parent = context_from({TRACEPARENT: sent})
             if trace.get_current_span(parent).get_span_context().is_valid:
@@ -211,19 +228,19 @@ class SessionSpan:
                 parent = None
         return tracer.start_as_current_span(
             f"openenv.{kind}",
-            context=parent,
+            context=parent if parent is not None else trace.set_span_in_context(self.span),
             kind=trace.SpanKind.SERVER,
             attributes=attributes,
             links=links,
         )
 
     def end(self, ended_by: str) -> None:
-        """End the session's span (``ended_by``: why the session ended) and restore the context."""
+        """End the session's span (``ended_by``: why the session ended)."""
         self.span.set_attribute("openenv.session.ended_by", ended_by)
         self.span.set_attribute("openenv.session.steps", self.total)
         self.span.end()
-        self._detach()
-        _session.reset(self._mine)
+        if self._restore is not None:
+            self._restore()
 
 
 def failed(span: Span, code: str) -> None:

@@ -277,6 +277,8 @@ def create_app(
         redoc_url=None,
     )
     install_docs(app)  # the same pages, with the title escaped and a CSP
+    traced = tracer(str(env_name))  # None unless OTEL_* variables turn tracing on
+    manager.tracer = traced  # HTTP sessions' spans (http_api.py)
     ws_endpoint = WebSocketEndpoint(
         manager,
         action_cls,
@@ -284,7 +286,7 @@ def create_app(
         auth_required=bool(api_key),
         capacity_refusal=config.capacity_refusal,
         inline_frames=config.inline_frames,
-        tracer=tracer(str(env_name)),  # None unless OTEL_* variables turn tracing on
+        tracer=traced,
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
     if not config.metrics:
