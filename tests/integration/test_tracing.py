@@ -25,10 +25,13 @@ from websockets.sync.client import connect
 
 from openenv_runtime.capture import CaptureProxy
 from openenv_runtime.llm import LLMResponse
+from openenv_runtime.rollouts import RolloutService
 from openenv_runtime.rollouts.episode import Episode, Player
 from openenv_runtime.testing import free_port, running_server
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
+from tests.fixtures.guess import counting_policy
+from tests.fixtures.guess import make_app as guess_app
 from tests.support.servers import server_process, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -316,3 +319,34 @@ def test_an_http_session_span_holds_its_resets_and_steps(spans: InMemorySpanExpo
     for span in spans.get_finished_spans():
         for value in (span.attributes or {}).values():
             assert sid not in str(value)  # an HTTP session's id is its credential
+
+
+def test_rollout_service_episodes_name_their_policy_version(
+    spans: InMemorySpanExporter,
+) -> None:
+    async def main(env_url: str, llm_url: str) -> list[list[dict[str, Any]]]:
+        async with RolloutService(
+            env_url,
+            prompts=["x"],
+            llm=llm_url,
+            model="m",
+            group_size=2,
+            concurrency=2,
+            policy_version=3,
+        ) as svc:
+            return await svc.aget_batch(1, timeout=60)
+
+    with running_server(guess_app()) as env_url, StubLLM(counting_policy).serve() as llm_url:
+        [group] = asyncio.run(main(env_url, llm_url))
+    assert len(group) == 2
+    episodes = {s.context.span_id: s for s in named(spans, "openenv.episode") if s.context}
+    assert {s.attributes["openenv.episode.group"] for s in episodes.values() if s.attributes} >= {0}
+    calls = named(spans, "openenv.model_call")
+    assert calls and all(
+        c.attributes and c.attributes["openenv.policy_version"] == 3 for c in calls
+    )
+    assert all(c.parent is not None and c.parent.span_id in episodes for c in calls)
+    # the server's steps of each episode are in that episode's trace
+    traces = {s.context.trace_id for s in episodes.values() if s.context}
+    server_steps = named(spans, "openenv.step")
+    assert server_steps and {s.context.trace_id for s in server_steps if s.context} <= traces
