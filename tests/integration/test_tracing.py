@@ -223,9 +223,9 @@ def test_a_server_process_exports_its_spans_over_otlp() -> None:
         "OTEL_BSP_SCHEDULE_DELAY": "50",
     }
     try:
-        with server_process("tests.fixtures.counter:app", free_port(), **env) as process:
-            url = f"ws://127.0.0.1:{process.args[process.args.index('--port') + 1]}/ws"
-            with connect(url) as ws:
+        port = free_port()
+        with server_process("tests.fixtures.counter:app", port, **env):
+            with connect(f"ws://127.0.0.1:{port}/ws") as ws:
                 ask(ws, {"type": "reset"})
                 ask(ws, {"type": "step", "data": {"delta": 1}})
             assert wait_until(lambda: "openenv.session" in {s[0] for s in receiver.spans})
