@@ -304,7 +304,7 @@ class CaptureProxy:
             if span is not None:  # the model server, if it traces, joins the same trace
                 upstream_headers.update(tracing.headers_for())
             status = await self._complete(
-                scope, receive, send, session, url, body, upstream_headers
+                scope, receive, send, session, url, body, stream, upstream_headers
             )
             if span is not None:
                 span.set_attribute("http.response.status_code", status)
@@ -320,10 +320,10 @@ class CaptureProxy:
         session: _Session,
         url: str,
         body: dict[str, Any],
+        stream: bool,
         upstream_headers: dict[str, str],
     ) -> int:
         """Forward one chat completion and record it; the status answered."""
-        stream = bool(body.get("stream"))
         timestamp, started = time.time(), time.perf_counter()
         try:
             upstream = await self._post(url, orjson.dumps(body), upstream_headers)
