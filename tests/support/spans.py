@@ -14,6 +14,20 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 EXPORTER = InMemorySpanExporter()
 
 
+class _WhileOn(SimpleSpanProcessor):
+    """Keeps spans only during a test that asked for them: the provider stays installed for
+    the rest of the process (FastAPI's own telemetry would fill the exporter otherwise)."""
+
+    on = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.on:
+            super().on_end(span)
+
+
+PROCESSOR = _WhileOn(EXPORTER)
+
+
 @pytest.fixture(name="spans")
 def spans_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     """``spans``: tracing on for what the test creates, every finished span kept in memory
@@ -22,10 +36,14 @@ def spans_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExpor
     if not isinstance(trace.get_tracer_provider(), TracerProvider):
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
-        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+        provider.add_span_processor(PROCESSOR)
     EXPORTER.clear()
-    yield EXPORTER
-    EXPORTER.clear()
+    PROCESSOR.on = True
+    try:
+        yield EXPORTER
+    finally:
+        PROCESSOR.on = False
+        EXPORTER.clear()
 
 
 def named(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
