@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 __all__ = [
+    "EPISODE",
     "FRAMES_HEADER",
     "TRACEPARENT",
     "SessionSpan",
@@ -51,6 +52,8 @@ _SCOPE = "openenv_runtime"
 _setup_lock = threading.Lock()
 _configured = False
 _session: ContextVar[SessionSpan | None] = ContextVar("openenv_session_span", default=None)
+EPISODE: ContextVar[Span | None] = ContextVar("openenv_episode_span", default=None)
+"""The span of the episode a trainer's task plays (set by the rollouts' player), if traced."""
 
 
 def enabled() -> bool:

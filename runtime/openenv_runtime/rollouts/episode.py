@@ -115,9 +115,11 @@ class Player:
         if episode.seed is not None:
             attributes["openenv.episode.seed"] = episode.seed
         with tracer.start_as_current_span("openenv.episode", attributes=attributes) as span:
+            current = tracing.EPISODE.set(span)
             try:
                 await self._play(episode, client, tracer)
             finally:
+                tracing.EPISODE.reset(current)
                 span.set_attributes(
                     {
                         "openenv.episode.turns": episode.turns,

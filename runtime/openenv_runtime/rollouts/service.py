@@ -111,6 +111,8 @@ class _VersionedLLM:
                     service._idle.set()
             break
         versions.append(version)
+        if self._traced and (episode := tracing.EPISODE.get()) is not None:
+            episode.set_attribute("openenv.policy_versions", versions)
         service._counters.turns_sampled += 1
         service._raise_if_stale(versions)  # the version moved on past the bound during the call
         return reply
