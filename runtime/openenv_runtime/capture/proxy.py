@@ -42,9 +42,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..llm_tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
+from ..observability import tracing
 from .entries import TraceEntry
 
 _HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
+_CALL_SPAN = "openenv.capture.chat_completion"
 _FORWARDED = re.compile(r"^(?:/sessions/(?P<sid>[^/]+))?/v1/(?P<path>.*)$")
 FORWARDED_ROUTES: dict[str, frozenset[str]] = {
     "chat/completions": frozenset({"POST"}),
@@ -118,6 +120,8 @@ class CaptureProxy:
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
         self._client: aiohttp.ClientSession | None = None
+        # OpenTelemetry (observability/tracing.py): a span per chat completion, when on
+        self.tracer = tracing.tracer("openenv-capture")
         self._routes = Starlette(
             routes=[
                 Route("/sessions", self._create, methods=["POST"]),
@@ -321,12 +325,38 @@ class CaptureProxy:
         if not isinstance(body, dict):
             return await _error(400, "the body must be a JSON object")(scope, receive, send)
         body.update(TOKEN_OPTIONS)
+        stream = bool(body.get("stream"))
+        attributes = {"openenv.capture.stream": stream}
+        with tracing.request_span(self.tracer, _CALL_SPAN, scope["headers"], attributes) as span:
+            if span is not None:  # the model server, if it traces, joins the same trace
+                upstream_headers.update(tracing.headers_for())
+            status = await self._complete(
+                scope, receive, send, session, url, body, stream, upstream_headers
+            )
+            if span is not None:
+                span.set_attribute("http.response.status_code", status)
+                if status != 200:
+                    tracing.failed(span, str(status))
+        return None
+
+    async def _complete(
+        self,
+        scope: Scope,
+        receive: Any,
+        send: Any,
+        session: _Session,
+        url: str,
+        body: dict[str, Any],
+        stream: bool,
+        upstream_headers: dict[str, str],
+    ) -> int:
+        """Forward one chat completion and record it; the status answered."""
         timestamp, started = time.time(), time.perf_counter()
         try:
             upstream = await self._post(url, orjson.dumps(body), upstream_headers)
         except (aiohttp.ClientError, TimeoutError) as error:
-            return await _unreachable(error)(scope, receive, send)
-        stream = bool(body.get("stream"))
+            await _unreachable(error)(scope, receive, send)
+            return 502
         try:
             if stream and upstream.status == 200:
                 await send(_start(upstream, None))
@@ -346,16 +376,15 @@ class CaptureProxy:
         session.last_call = timestamp
         if logger.isEnabledFor(logging.INFO):
             logger.info(
-                "session %s: POST /v1/%s -> %d in %.0f ms%s (%d calls recorded)",
+                "session %s: POST /v1/chat/completions -> %d in %.0f ms%s (%d calls recorded)",
                 session.id,
-                path,
                 upstream.status,
                 latency,
                 ", streamed" if stream else "",
                 len(session.entries),
             )
         await send({"type": "http.response.body", "body": b"" if stream else content})
-        return None
+        return upstream.status
 
     async def _post(self, url: str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST upstream; once more when a pooled connection turned out closed (the server's

@@ -11,6 +11,7 @@ from ..blocking import install_blocking
 from ..errors import EnvError
 from ..http_reads import read_schema
 from ..models import Action, Observation, State, StepResult
+from ..observability import tracing
 from ..protocol import CLOSE_FRAME, STATE_FRAME, encode, reply_data, reset_frame, step_frame
 from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
@@ -74,6 +75,9 @@ class EnvClient(
     observation_cls: ClassVar[type[Observation]] = Observation
     state_cls: ClassVar[type[State]] = State
 
+    _traced = False  # see __init__
+    _trace_frames = False  # the server reads traceparent in frames (see _open_connection)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         install_blocking(cls)  # plain calls block outside an event loop (client/compat.py)
@@ -127,6 +131,10 @@ class EnvClient(
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.headers = dict(headers or {})
+        # OpenTelemetry on (observability/tracing.py): the handshake, and each reset and step
+        # when the server says it reads them, carry the caller's current span, so the server's
+        # spans join the caller's trace.
+        self._traced = tracing.enabled()
         self.max_message_bytes = max_message_bytes
         self._own_conn: Connection | None = None  # without resume; else the resumer's
         self._connecting: asyncio.Task[None] | None = None
@@ -179,7 +187,9 @@ class EnvClient(
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         headers.update(extra_headers)
-        return await open_connection(
+        if self._traced:
+            headers.update(tracing.headers_for())
+        conn = await open_connection(
             self.url,
             headers=headers,
             max_size=self.max_message_bytes,
@@ -187,6 +197,10 @@ class EnvClient(
             ping_timeout=self.ping_timeout,
             connect_timeout=self.connect_timeout,
         )
+        if self._traced:
+            response = conn.response
+            self._trace_frames = response is not None and tracing.FRAMES_HEADER in response.headers
+        return conn
 
     async def close(self) -> None:
         """End the session: the server closes this session's environment.
@@ -279,10 +293,12 @@ class EnvClient(
     def _reset_frame(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> str:
-        return reset_frame({"seed": seed, "episode_id": episode_id, **kwargs})
+        frame = reset_frame({"seed": seed, "episode_id": episode_id, **kwargs})
+        return tracing.with_traceparent(frame) if self._trace_frames else frame
 
     def _step_frame(self, action: ActT | dict[str, Any]) -> str:
-        return step_frame(self._action_json(action))
+        frame = step_frame(self._action_json(action))
+        return tracing.with_traceparent(frame) if self._trace_frames else frame
 
     # -- hooks (override for custom payloads) -------------------------------------------
     def _action_json(self, action: ActT | dict[str, Any]) -> str:

@@ -6,13 +6,17 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..capture.entries import Sample, TraceEntry, assemble
 from ..errors import EnvError
 from ..failures import model_failure
 from ..llm import LLMResponse, OpenAIClient
+from ..observability import tracing
 from .mapping import ActionError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 ToAction = Callable[[LLMResponse], Any]
 ToMessage = Callable[[Any], str]
@@ -94,8 +98,41 @@ class Player:
 
     async def play(self, episode: Episode, client: Any) -> None:
         """Run ``episode`` on ``client`` (an open ``EnvClient``); raises on environment failure,
-        and ``ModelFailure`` when a model call fails."""
-        reset = await asyncio.wait_for(client.reset(seed=episode.seed), self.env_timeout)
+        and ``ModelFailure`` when a model call fails.
+
+        With tracing on (see ``observability.tracing``) the episode is a span, its reset, model
+        calls and steps its children; the server's spans of the same reset and steps join them.
+        """
+        tracer = tracing.tracer("openenv-rollouts")
+        if tracer is None:
+            await self._play(episode, client, None)
+            return
+        attributes = {
+            "openenv.episode.index": episode.index,
+            "openenv.episode.group": episode.group,
+            "openenv.episode.member": episode.member,
+        }
+        if episode.seed is not None:
+            attributes["openenv.episode.seed"] = episode.seed
+        with tracer.start_as_current_span("openenv.episode", attributes=attributes) as span:
+            current = tracing.EPISODE.set(span)
+            try:
+                await self._play(episode, client, tracer)
+            finally:
+                tracing.EPISODE.reset(current)
+                span.set_attributes(
+                    {
+                        "openenv.episode.turns": episode.turns,
+                        "openenv.episode.steps": episode.steps,
+                        "openenv.episode.invalid_actions": episode.invalid_actions,
+                        "openenv.done": episode.done,
+                        "openenv.reward": episode.reward,
+                    }
+                )
+
+    async def _play(self, episode: Episode, client: Any, tracer: Tracer | None) -> None:
+        with tracing.span(tracer, "openenv.env.reset"):
+            reset = await asyncio.wait_for(client.reset(seed=episode.seed), self.env_timeout)
         text = self.to_message(reset.observation) if reset.observation is not None else ""
         messages = episode.messages = first_messages(episode.prompt, self.system_prompt, text)
         if reset.done:
@@ -106,10 +143,11 @@ class Player:
             options["seed"] = self.seed + episode.index
         for _ in range(self.max_turns):
             started = time.perf_counter()
-            try:
-                reply = await self.llm.complete_with_tools(messages, [], **options)
-            except Exception as error:
-                raise model_failure(error) from error
+            with tracing.span(tracer, "openenv.model_call", {"openenv.turn": episode.turns + 1}):
+                try:
+                    reply = await self.llm.complete_with_tools(messages, [], **options)
+                except Exception as error:
+                    raise model_failure(error) from error
             episode.entries.append(_entry(episode, reply, messages, started))
             episode.turns += 1
             messages.append(reply.to_message_dict())
@@ -120,7 +158,8 @@ class Player:
                 messages.append(_answer(reply, str(refused)))
                 continue
             try:
-                result = await asyncio.wait_for(client.step(action), self.env_timeout)
+                with tracing.span(tracer, "openenv.env.step", {"openenv.turn": episode.turns}):
+                    result = await asyncio.wait_for(client.step(action), self.env_timeout)
             except EnvError as error:
                 if error.code != "VALIDATION_ERROR":
                     raise

@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeVar, cast
 from ..blocking import background_loop
 from ..failures import FailureLog, RolloutError, stops_run
 from ..llm import LLMResponse, OpenAIClient
+from ..observability import tracing
 from .adapters import to_verl
 from .episode import Episode
 from .runner import RolloutFunc, free_slots
@@ -79,6 +80,7 @@ class _VersionedLLM:
     def __init__(self, inner: OpenAIClient, service: RolloutService) -> None:
         self.inner = inner
         self._service = service
+        self._traced = tracing.enabled()  # each call's span names its policy version
 
     async def complete_with_tools(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
@@ -90,6 +92,8 @@ class _VersionedLLM:
                 await service._resumed.wait()
             service._raise_if_stale(versions)
             version = service.policy_version
+            if self._traced:
+                tracing.annotate({"openenv.policy_version": version})
             call = asyncio.ensure_future(self.inner.complete_with_tools(messages, tools, **kwargs))
             service._calls.add(call)
             service._idle.clear()
@@ -107,6 +111,8 @@ class _VersionedLLM:
                     service._idle.set()
             break
         versions.append(version)
+        if self._traced and (episode := tracing.EPISODE.get()) is not None:
+            episode.set_attribute("openenv.policy_versions", versions)
         service._counters.turns_sampled += 1
         service._raise_if_stale(versions)  # the version moved on past the bound during the call
         return reply

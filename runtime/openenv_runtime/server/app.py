@@ -19,6 +19,7 @@ from .._version import __version__
 from ..environment import Environment, overrides
 from ..mcp import code_mode
 from ..models import Action, Observation, State
+from ..observability.tracing import tracer
 from ..redaction import install_redaction
 from ..wire import ConcurrencyConfig, ServerMode
 from . import drain
@@ -281,6 +282,8 @@ def create_app(
         redoc_url=None,
     )
     install_docs(app)  # the same pages, with the title escaped and a CSP
+    traced = tracer(str(env_name))  # None unless OTEL_* variables turn tracing on
+    manager.tracer = traced  # HTTP sessions' spans (http_api.py)
     ws_endpoint = WebSocketEndpoint(
         manager,
         action_cls,
@@ -288,6 +291,7 @@ def create_app(
         auth_required=bool(api_key),
         capacity_refusal=config.capacity_refusal,
         inline_frames=config.inline_frames,
+        tracer=traced,
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
     if not config.metrics:

@@ -21,8 +21,10 @@ from typing import Any
 from fastapi import APIRouter, Body, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import from_json
 
 from ..models import Action, Observation
+from ..observability.tracing import TRACEPARENT, SessionSpan, context_from, failed
 from ..protocol import ErrorCode, observation_payload
 from .actions import action_validator
 from .adapter import ContractViolation, Exhausted, StepTimeout
@@ -118,8 +120,12 @@ def refused_action(
     return _error(status, ErrorCode.VALIDATION_ERROR, message, **extra)
 
 
-async def run_call(manager: SessionManager, session: Session, call: Any, what: str) -> Any:
-    """``await call()`` for one HTTP session: one request at a time, errors as responses."""
+async def run_call(
+    manager: SessionManager, session: Session, call: Any, what: str, sent: str | None = None
+) -> Any:
+    """``await call()`` for one HTTP session: one request at a time, errors as responses.
+
+    ``sent``: the request's ``traceparent``, for its span when tracing is on."""
     assert session.lock is not None
     async with session.lock:
         if session.released:
@@ -130,6 +136,8 @@ async def run_call(manager: SessionManager, session: Session, call: Any, what: s
             )
         session.busy = True
         try:
+            if manager.tracer is not None and (what == "reset" or what == "step"):
+                return await traced_call(manager.tracer, session, call, what, sent)
             return await call()
         except StepTimeout as exc:
             logger.error("HTTP session %s ended: %s", session.label, exc)
@@ -150,6 +158,38 @@ async def run_call(manager: SessionManager, session: Session, call: Any, what: s
             session.last_active = time.monotonic()
 
 
+async def traced_call(tracer: Any, session: Session, call: Any, what: str, sent: str | None) -> Any:
+    """``await call()`` inside the span of this reset or step of an HTTP session."""
+    if session.trace is None:  # the session's span, parented to its first request's caller
+        parent = context_from({TRACEPARENT: sent}) if sent else None
+        session.trace = SessionSpan.start(tracer, session.label, "http", parent)
+    with session.trace.request(tracer, what, sent) as span:
+        start = perf_counter()
+        try:
+            result = await call()
+        except Exception as exc:
+            failed(
+                span,
+                (
+                    ErrorCode.STEP_TIMEOUT
+                    if isinstance(exc, StepTimeout)
+                    else ErrorCode.EXECUTION_ERROR
+                ).value,
+            )
+            raise
+        finally:
+            span.set_attribute("openenv.duration_ms", (perf_counter() - start) * 1000)
+        payload = from_json(result) if type(result) is bytes else result
+        if isinstance(payload, dict):
+            done = bool(payload.get("done"))
+            span.set_attribute("openenv.outcome", "done" if done else "ok")
+            span.set_attribute("openenv.done", done)
+            reward = payload.get("reward")
+            if type(reward) is float or type(reward) is int:
+                span.set_attribute("openenv.reward", float(reward))
+        return result
+
+
 def build_http_router(
     manager: SessionManager, action_cls: type[Action], auth_required: bool = False
 ) -> APIRouter:
@@ -161,8 +201,8 @@ def build_http_router(
     def lookup(session_id: str | None) -> Session | JSONResponse:
         return lookup_session(manager, session_id)
 
-    async def run(session: Session, call: Any, what: str) -> Any:
-        return await run_call(manager, session, call, what)
+    async def run(session: Session, call: Any, what: str, sent: str | None = None) -> Any:
+        return await run_call(manager, session, call, what, sent)
 
     @router.post("/reset", response_model=StepResponse, summary="Open (or reset) an HTTP session")
     async def reset(
@@ -213,7 +253,7 @@ def build_http_router(
             manager.tally.reset("http", True, perf_counter() - start)
             return {**observation_payload(obs), "session_id": session.id}
 
-        result = await run(session, call, "reset")
+        result = await run(session, call, "reset", http.headers.get(TRACEPARENT))
         if isinstance(result, JSONResponse):
             return result
         return JSONResponse(result, headers={SESSION_HEADER: session.id})
@@ -222,6 +262,7 @@ def build_http_router(
         "/step", response_model=StepResponse, summary="Step the HTTP session that /reset opened"
     )
     async def step(
+        http: Request,
         request: StepRequest,
         x_session_id: str | None = Header(default=None),
         query_session: str | None = Query(default=None, alias="session_id"),
@@ -243,7 +284,7 @@ def build_http_router(
             obs = await counted(manager, partial(runner.step, session.env), action)
             return {**observation_payload(obs), "session_id": session.id}
 
-        return await run(session, call, "step")
+        return await run(session, call, "step", http.headers.get(TRACEPARENT))
 
     @router.get("/state", summary="State of the HTTP session that /reset opened")
     async def state(

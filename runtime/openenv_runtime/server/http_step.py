@@ -150,7 +150,12 @@ class HttpStep:
             obs = await counted(self.manager, step, action)
             return http_step_body(obs, session.id)
 
-        return await run_call(self.manager, session, call, "step")
+        sent = None
+        if self.manager.tracer is not None:
+            for name, value in scope.get("headers", ()):
+                if name == b"traceparent":
+                    sent = value.decode("latin-1")
+        return await run_call(self.manager, session, call, "step", sent)
 
 
 def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:

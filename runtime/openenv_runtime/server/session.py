@@ -52,6 +52,7 @@ class Session:
         "send",
         "step",
         "stepped",
+        "trace",
     )
 
     def __init__(self, kind: str, client: str | None = None, session_id: str | None = None) -> None:
@@ -73,6 +74,7 @@ class Session:
         # HTTP sessions: stepped (or a tool called) at least once; an unused one is reaped sooner
         self.stepped = kind != "http"
         self.resume: ResumeState | None = None  # set when the client opted into resuming
+        self.trace: Any = None  # an HTTP session's span, with tracing on (http_api.py)
         # HTTP requests of one session run in order; a WebSocket session is ordered by its loop.
         self.lock: asyncio.Lock | None = asyncio.Lock() if kind == "http" else None
         self.send: Callable[[dict[str, Any]], Awaitable[None]] | None = (

@@ -64,6 +64,7 @@ class SessionManager:
         self.total_opened = 0
         self.abandoned = 0  # sessions ended by STEP_TIMEOUT; their instances were left to finish
         self.tally = Tally()  # what /metrics reports (server/metrics.py)
+        self.tracer: Any = None  # OpenTelemetry's, with tracing on (observability/tracing.py)
         self.draining = False
         self.stopping = False
         self.warm = WarmPool(runner, self.lifecycle.warm_pool, lambda: self.capacity - self.active)
@@ -249,6 +250,9 @@ class SessionManager:
             return
         session.released = True
         self.sessions.pop(session.id, None)
+        if session.trace is not None:  # an HTTP session's span (a WebSocket's ends with it)
+            session.trace.end(session.ended_by)
+            session.trace = None
         self.tally.closed[session.kind, session.ended_by] += 1
         if session.client is not None:
             left = self.by_client.get(session.client, 1) - 1

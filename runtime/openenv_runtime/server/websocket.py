@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from ..models import Action, Observation, State
+from ..observability.tracing import TRACEPARENT, SessionSpan, context_from_asgi, failed
 from ..protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
@@ -66,6 +67,24 @@ def invalid_action(exc: ValidationError) -> dict[str, Any]:
     return {"message": invalid_action_text(errors, total), "errors": errors, "error_count": total}
 
 
+def record_reply(span: Any, reply: str) -> None:
+    """A reset's or step's outcome on its span: reward and done, or the error's code."""
+    try:
+        message = from_json(reply)
+        data = message["data"]
+    except (ValueError, KeyError, TypeError):
+        return
+    if message.get("type") == "error":
+        failed(span, str(data.get("code")))
+        return
+    done = bool(data.get("done"))
+    span.set_attribute("openenv.outcome", "done" if done else "ok")
+    span.set_attribute("openenv.done", done)
+    reward = data.get("reward")
+    if type(reward) is float or type(reward) is int:
+        span.set_attribute("openenv.reward", float(reward))
+
+
 class WebSocketEndpoint(SessionOpening):
     """ASGI app for ``/ws``."""
 
@@ -77,6 +96,7 @@ class WebSocketEndpoint(SessionOpening):
         auth_required: bool = False,
         capacity_refusal: str = "auto",
         inline_frames: bool = True,
+        tracer: Any = None,
     ) -> None:
         self.manager = manager
         self.runner = manager.runner
@@ -95,6 +115,12 @@ class WebSocketEndpoint(SessionOpening):
         self.checkpoints: Any = None
         # What each step adds to /metrics; None with metrics off (server/metrics.py).
         self.tally: Tally | None = manager.tally
+        # OpenTelemetry (observability/tracing.py): None with tracing off. On, every reset and
+        # step goes through _dispatch, which the traced one replaces (no inline steps).
+        self.tracer = tracer
+        if tracer is not None:
+            self.inline_frames = False
+            self._dispatch = self._traced_dispatch  # type: ignore[method-assign]
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
@@ -124,6 +150,11 @@ class WebSocketEndpoint(SessionOpening):
         generation = state.generation if state is not None else 0
         session.send = send  # lets the reaper, a drain and shutdown close this connection
         ended_by_client = False
+        traced = None
+        if self.tracer is not None:
+            traced = SessionSpan.open(
+                self.tracer, session.label, "ws", context_from_asgi(scope.get("headers", ()))
+            )
         # The protocol under ASGI answers cheap plain steps itself when it can (inline_frames.py).
         protocol = None
         if self.inline_frames and type(session.step) is PlainStep:
@@ -153,6 +184,7 @@ class WebSocketEndpoint(SessionOpening):
                 step = session.step
                 if (
                     type(step) is PlainStep
+                    and traced is None
                     and step.placement.inline
                     and state is None
                     and type(msg) is dict
@@ -205,6 +237,8 @@ class WebSocketEndpoint(SessionOpening):
         finally:
             if protocol is not None:
                 protocol.frame_handler = None
+            if traced is not None:
+                traced.end(session.ended_by)
             if state is None or state.generation == generation:
                 if not ended_by_client and manager.can_detach(session):
                     manager.detach(session)
@@ -372,6 +406,22 @@ class WebSocketEndpoint(SessionOpening):
             return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
         logger.exception("environment raised during %s", kind)
         return error_message(ErrorCode.EXECUTION_ERROR, describe_exception(exc))
+
+    async def _traced_dispatch(self, session: Session, msg: dict[str, Any]) -> Any:
+        """``_dispatch`` inside a span for each reset and step (tracing on; see __init__)."""
+        kind = msg.get("type")
+        traced = SessionSpan.current()
+        if (kind != "step" and kind != "reset") or traced is None:
+            return await WebSocketEndpoint._dispatch(self, session, msg)
+        with traced.request(self.tracer, kind, msg.get(TRACEPARENT)) as span:
+            start = perf_counter()
+            reply = await WebSocketEndpoint._dispatch(self, session, msg)
+            span.set_attribute("openenv.duration_ms", (perf_counter() - start) * 1000)
+            if type(reply) is str or type(reply) is _Final:
+                record_reply(span, reply)
+            elif reply is _MOVE:
+                span.set_attribute("openenv.outcome", "moved")
+        return reply
 
     async def _dispatch(self, session: Session, msg: dict[str, Any]) -> Any:
         kind = msg.get("type")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..observability.tracing import FRAMES_HEADER
 from ..protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
@@ -29,6 +30,7 @@ logger = logging.getLogger("openenv_runtime.server")
 HEADER_BALANCER = b"x-openenv-balancer"
 """Added by the load balancers ``openenv deploy`` renders: a full server answers HTTP 503."""
 RETRY_AFTER_SECONDS = 1
+TRACE_FRAMES = (FRAMES_HEADER.encode(), b"1")
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -44,6 +46,7 @@ class SessionOpening:
     runner: Any
     auth_required: bool
     capacity_refusal: str
+    tracer: Any  # None unless tracing is on: then the handshake says frames may carry traceparent
 
     async def _open(self, scope: dict[str, Any], send: Any, key: bytes | None) -> Session | None:
         """A new session: a slot, the handshake answer, an environment instance."""
@@ -127,6 +130,8 @@ class SessionOpening:
             headers = resume.accept_headers(
                 session.id, session.resume, manager.lifecycle.resume_grace
             )
+        if self.tracer is not None:
+            headers.append(TRACE_FRAMES)
         try:
             await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": headers})
             session.env = await manager.new_instance()
@@ -212,7 +217,8 @@ class SessionOpening:
             {
                 "type": "websocket.accept",
                 "subprotocol": selected_subprotocol(scope),
-                "headers": [(resume.HEADER_RESUMED, str(state.last_seq).encode())],
+                "headers": [(resume.HEADER_RESUMED, str(state.last_seq).encode())]
+                + ([TRACE_FRAMES] if self.tracer is not None else []),
             }
         )
         logger.info("session %s resumed", session.label)

@@ -1,0 +1,1 @@
+"""What a running environment or trainer tells an operator: OpenTelemetry spans (``tracing``)."""
