@@ -395,26 +395,51 @@ class EnvPool(Generic[ClientT]):
         return self._where[index]
 
     async def replace(self, index: int) -> ClientT:
-        """Give slot ``index`` a fresh session (on a server with free capacity); returns its client."""
+        """Give slot ``index`` a fresh session (on a server with free capacity); returns its client.
+
+        To replace several slots at once use :meth:`replace_failed`: it places them all on one
+        reading of the servers' ``/health``.
+        """
         self._release(self._where[index])
-        self._errors[index] = None
         await self._refresh_capacity()
+        self._place_anew(index)
+        return await self._connect_anew(index)
+
+    async def replace_failed(self) -> list[int]:
+        """Replace every failed session; returns the slots that got a fresh one.
+
+        The servers' ``/health`` is read once and every slot placed on it before any connects,
+        so the new sessions share the free capacity (each reading its own ``/health`` would
+        not see the others' picks, and they would crowd onto the same server).
+        """
+        slots = self.failed
+        if not slots:
+            return []
+        for i in slots:
+            self._release(self._where[i])
+        await self._refresh_capacity()
+        for i in slots:
+            self._place_anew(i)
+        outcomes = await asyncio.gather(
+            *(self._connect_anew(i) for i in slots), return_exceptions=True
+        )
+        return [i for i, o in zip(slots, outcomes, strict=True) if not isinstance(o, BaseException)]
+
+    def _place_anew(self, index: int) -> None:
+        """Drop slot ``index``'s session and give it a new client on the roomiest server."""
+        self._errors[index] = None
         self._clients[index].abort()
         client = self._new_client(self._pick_server())
         self._clients[index] = client
         self._where[index] = client.base_url
+
+    async def _connect_anew(self, index: int) -> ClientT:
         try:
             await self._connect_slot(index)
         except EnvError as error:
             self._errors[index] = error
             raise
         return self._clients[index]
-
-    async def replace_failed(self) -> list[int]:
-        """Replace every failed session; returns the slots that got a fresh one."""
-        slots = self.failed
-        outcomes = await asyncio.gather(*(self.replace(i) for i in slots), return_exceptions=True)
-        return [i for i, o in zip(slots, outcomes, strict=True) if not isinstance(o, BaseException)]
 
     async def fork(
         self, index: int, *, n: int, checkpoint: Checkpoint | None = None
