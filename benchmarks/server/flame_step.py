@@ -1,7 +1,7 @@
 """A py-spy flame graph of the server while a generated environment is stepped over WebSocket.
 
     pip install py-spy
-    python benchmarks/server/flame_step.py --out benchmarks/server/flame-step-after.svg   # as root (ptrace)
+    python benchmarks/server/flame_step.py --out benchmarks/server/flame-step-latest.svg   # as root (ptrace)
 
 Starts the project ``openenv init`` writes (as ``hot_path.py`` does), pins it to core 0,
 drives 64 sessions of back-to-back steps from core 1, and records the server's process with
