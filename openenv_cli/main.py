@@ -7,7 +7,7 @@ examples shown at the end of ``openenv <verb> --help``.
 
 Commands load lazily: ``openenv --help`` imports no command module, and ``openenv <verb>``
 imports only that verb's module, so the CLI starts in about a tenth of a second
-(``benchmarks/cli_startup.py`` measures it). Keep heavy imports (docker, huggingface_hub,
+(``benchmarks/cli/cli_startup.py`` measures it). Keep heavy imports (docker, huggingface_hub,
 the manifest model, the bench engine) inside the functions that use them.
 """
 

@@ -116,7 +116,7 @@ class ModelPolicy:
         self._spec = spec
         self._to_action = default_to_action(action_schema)
         # The rollouts' client: aiohttp and orjson, a fraction of the openai package's CPU
-        # per call (benchmarks/collect_model_calls.py).
+        # per call (benchmarks/training/collect_model_calls.py).
         self._client = TokenClient(
             spec.llm, spec.model, timeout=spec.step_timeout, return_tokens=spec.tokens
         )

@@ -241,11 +241,11 @@ def test_usage_errors_exit_2(args: list[str], tmp_path: Path) -> None:
 
 
 def test_compare_script_ours_and_floor(tmp_path: Path) -> None:
-    """benchmarks/compare.py end to end on a tiny scale (the reference is left to the full run)."""
+    """benchmarks/server/compare.py end to end on a tiny scale (the reference is left to the full run)."""
     result = subprocess.run(
         [
             sys.executable,
-            "benchmarks/compare.py",
+            "benchmarks/server/compare.py",
             "--servers",
             "ours,floor",
             "--metrics",

@@ -1,5 +1,5 @@
 """docs/learn.md: the example run (with a few steps) and the page's code, and the files the run
-writes. How much the run learns is measured by benchmarks/learning.py, never asserted here.
+writes. How much the run learns is measured by benchmarks/training/learning.py, never asserted here.
 
 Needs the ``train`` extra (torch, transformers, trl, datasets, matplotlib): skipped without it,
 failed in CI.

@@ -7,7 +7,7 @@ Why not ``websockets.asyncio.client``: in a trainer the client runs in the same 
 everything else and its CPU per step is paid for every session of every batch. That client
 runs a reader task, a message assembler and a send lock per connection; driving the same
 library's sans-I/O ``ClientProtocol`` from ``data_received`` does the same work in roughly
-half the CPU (``benchmarks/client_cost.py`` measures it).
+half the CPU (``benchmarks/client/client_cost.py`` measures it).
 
 Replies come back in the order requests were sent (the protocol answers every request
 exactly once, in order), so :meth:`Connection.submit` may be called again before the

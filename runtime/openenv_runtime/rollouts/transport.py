@@ -2,7 +2,7 @@
 
 ``OpenAIClient`` sends the training path's requests through the ``openai`` package and
 httpx; with 64 sessions their connection pool and request machinery cost the trainer's
-process about 2 ms of CPU per model call (measured, ``benchmarks/rollouts.py``), more than
+process about 2 ms of CPU per model call (measured, ``benchmarks/training/rollouts.py``), more than
 everything else an episode does. This client sends the same JSON (``OpenAIClient._request``)
 over aiohttp and reads the answer with orjson; everything else is ``OpenAIClient``'s.
 Calls answered 408, 409, 429 or 5xx, or cut by a dropped connection, are retried twice with

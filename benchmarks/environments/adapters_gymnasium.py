@@ -1,0 +1,232 @@
+"""Gymnasium through the server: exactness against the library, and speed against its vector envs.
+
+    python benchmarks/environments/adapters_gymnasium.py                   # about a minute
+    python benchmarks/environments/adapters_gymnasium.py --episodes 200 --seconds 3
+
+* **exactness** — ``gymnasium:CartPole-v1`` served by ``python -m openenv_runtime.serve``;
+  ``openenv_runtime.gym.make_vec`` over ``--exact-envs`` sessions beside Gymnasium's own
+  ``SyncVectorEnv`` of as many ``gymnasium.make`` copies, the same seeds at the first reset
+  (env i: seed i), the same random actions, autoreset ``NEXT_STEP`` (later episodes continue
+  each environment's generator, as the library's do), until ``--episodes`` episodes ended.
+  Counted: steps whose observation, reward, ``terminated`` or ``truncated`` differ in any env.
+* **speed** — 64 environments (``--envs``), random actions, steps/s (environment steps, i.e.
+  vector steps × envs) over ``--seconds``: through the server by ``make_vec`` (the runtime's
+  ``EnvPool``) and by the raw pool (``EnvPool.step`` with dict actions, no numpy conversion),
+  against Gymnasium's ``AsyncVectorEnv`` (one subprocess per copy) and ``SyncVectorEnv``.
+  The machine's load average is reported beside (the machine may be shared).
+
+Prints a table and writes ``benchmarks/results/adapters_gymnasium-<timestamp>.json`` (ignored by
+git) and ``benchmarks/environments/adapters_gymnasium.json`` (committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import psutil
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from openenv_cli.bench.report import markdown_table  # noqa: E402
+from openenv_cli.bench.server import ServerProcess, serve_command  # noqa: E402
+from openenv_runtime import EnvPool, GenericEnvClient, gym  # noqa: E402
+from openenv_runtime.testing import free_port  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+ENV_ID = "CartPole-v1"
+
+
+def server(workers: int) -> ServerProcess:
+    port = free_port()
+    return ServerProcess(
+        serve_command(f"gymnasium:{ENV_ID}", port, workers=workers),
+        port,
+        env={
+            "PYTHONPATH": f"{ROOT / 'runtime'}:{ROOT}",
+            "LOG_LEVEL": "warning",
+            "ENABLE_WEB_INTERFACE": "false",
+        },
+    )
+
+
+def exactness(url: str, episodes: int, n: int) -> dict[str, Any]:
+    remote = gym.make_vec(url, n, autoreset_mode=AutoresetMode.NEXT_STEP)
+    native = SyncVectorEnv([lambda: gymnasium.make(ENV_ID) for _ in range(n)])
+    rng = np.random.default_rng(0)
+    differences = steps = ended = 0
+    try:
+        got, want = remote.reset(seed=list(range(n))), native.reset(seed=list(range(n)))
+        differences += int(not np.array_equal(got[0], want[0]))
+        while ended < episodes:
+            actions = rng.integers(0, 2, size=n)
+            a, b = remote.step(actions), native.step(actions)
+            steps += 1
+            same = a[0].dtype == b[0].dtype and all(
+                np.array_equal(x, y) for x, y in zip(a[:4], b[:4], strict=True)
+            )
+            differences += int(not same)
+            ended += int(np.sum(b[2] | b[3]))
+    finally:
+        remote.close()
+        native.close()
+    return {
+        "episodes": ended,
+        "envs": n,
+        "vector_steps": steps,
+        "env_steps": steps * n,
+        "differences": differences,
+    }
+
+
+def timed(step: Any, n: int, seconds: float) -> dict[str, Any]:
+    """Steps/s of ``step(actions)`` for ``seconds`` after a short warm-up."""
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        step(rng.integers(0, 2, size=n))
+    count, cpu0, start = 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step(rng.integers(0, 2, size=n))
+        count += 1
+    elapsed = time.perf_counter() - start
+    return {
+        "steps_per_s": count * n / elapsed,
+        "vector_steps": count,
+        "env_steps": count * n,
+        "seconds": elapsed,
+        "driver_cpu_s": time.process_time() - cpu0,
+    }
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its children."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        times = proc.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def with_server_cpu(pid: int, measure: Any) -> dict[str, Any]:
+    before = tree_cpu(pid)
+    run: dict[str, Any] = measure()
+    run["server_cpu_us_per_step"] = (tree_cpu(pid) - before) / run["env_steps"] * 1e6
+    return run
+
+
+def speed_make_vec(url: str, n: int, seconds: float) -> dict[str, Any]:
+    envs = gym.make_vec(url, n)
+    try:
+        envs.reset(seed=list(range(n)))
+        return timed(envs.step, n, seconds)
+    finally:
+        envs.close()
+
+
+def speed_pool(url: str, n: int, seconds: float) -> dict[str, Any]:
+    async def run() -> dict[str, Any]:
+        async with EnvPool(GenericEnvClient, urls=[url], size=n) as pool:
+            await pool.reset(seeds=list(range(n)))
+            rng = np.random.default_rng(1)
+            count, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                actions = [{"action": int(a)} for a in rng.integers(0, 2, size=n)]
+                results = await pool.step(actions)
+                ended = [i for i, r in enumerate(results) if getattr(r, "done", False)]
+                if ended:  # lockstep: reset the ended ones in the next batch's place
+                    await asyncio.gather(*(pool[i].reset() for i in ended))
+                count += 1
+            elapsed = time.perf_counter() - start
+            return {
+                "steps_per_s": count * n / elapsed,
+                "vector_steps": count,
+                "env_steps": count * n,
+                "seconds": elapsed,
+            }
+
+    return asyncio.run(run())
+
+
+def speed_native(kind: str, n: int, seconds: float) -> dict[str, Any]:
+    fns = [lambda: gymnasium.make(ENV_ID) for _ in range(n)]
+    envs: Any = AsyncVectorEnv(fns) if kind == "async" else SyncVectorEnv(fns)
+    try:
+        envs.reset(seed=list(range(n)))
+        return timed(envs.step, n, seconds)
+    finally:
+        envs.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--exact-envs", type=int, default=32)
+    parser.add_argument("--envs", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--workers", type=int, default=1, help="server worker processes")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    report: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "gymnasium": gymnasium.__version__,
+        "cpus": os.cpu_count(),
+        "server_workers": args.workers,
+    }
+    with server(args.workers) as srv:
+        url = f"http://127.0.0.1:{srv.port}"
+        report["exactness"] = exactness(url, args.episodes, args.exact_envs)
+        assert srv.process is not None
+        pid = srv.process.pid
+        speed = {
+            "server (gym.make_vec over EnvPool)": with_server_cpu(
+                pid, lambda: speed_make_vec(url, args.envs, args.seconds)
+            ),
+            "server (raw EnvPool.step)": with_server_cpu(
+                pid, lambda: speed_pool(url, args.envs, args.seconds)
+            ),
+        }
+    speed["gymnasium AsyncVectorEnv"] = speed_native("async", args.envs, args.seconds)
+    speed["gymnasium SyncVectorEnv"] = speed_native("sync", args.envs, args.seconds)
+    report["speed"] = {"envs": args.envs, "runs": speed}
+    report["load_average"] = {"before": load_before, "after": os.getloadavg()}
+    async_rate = speed["gymnasium AsyncVectorEnv"]["steps_per_s"]
+
+    exact = report["exactness"]
+    print(
+        f"exactness: {exact['episodes']} episodes, {exact['env_steps']} env steps "
+        f"({exact['envs']} envs), {exact['differences']} differences"
+    )
+    rows = [
+        [
+            name,
+            f"{run['steps_per_s']:,.0f}",
+            f"{run['steps_per_s'] / async_rate:.2f}×",
+            f"{run['server_cpu_us_per_step']:.0f}" if "server_cpu_us_per_step" in run else "",
+        ]
+        for name, run in speed.items()
+    ]
+    headers = [f"{args.envs} × {ENV_ID}", "steps/s", "vs AsyncVectorEnv", "server CPU µs/step"]
+    print(markdown_table(headers, rows))
+    print(f"load average before {load_before}, after {report['load_average']['after']}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    text = json.dumps(report, indent=2) + "\n"
+    (RESULTS / f"adapters_gymnasium-{stamp}.json").write_text(text)
+    (ROOT / "benchmarks" / "environments" / "adapters_gymnasium.json").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
