@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from openenv_cli.validation.results import CheckResult, failed, passed, warned
+from openenv_runtime.errors import EnvError
+from openenv_runtime.http_reads import read_answer
 
 KINDS = ("action", "observation", "state")
 
@@ -24,17 +24,14 @@ def ws_url(base_url: str) -> str:
 def get_json(
     base_url: str, route: str, timeout: float, token: str | None = None
 ) -> tuple[int, Any]:
-    """GET ``route``; returns (status, parsed JSON or text). Raises OSError when unreachable."""
-    request = urllib.request.Request(
-        base_url.rstrip("/") + route, headers={"Accept": "application/json"}
-    )
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    """GET ``route``; returns (status, parsed JSON or text). Raises OSError when unreachable.
+
+    Read through the runtime's one reader (``http_reads``): the token never follows a redirect
+    to another host, the answer is bounded."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            status, body = response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
+        status, body = read_answer(base_url, route, token=token, timeout=timeout)
+    except EnvError as exc:
+        raise OSError(exc.message) from None
     try:
         return status, json.loads(body)
     except ValueError:
