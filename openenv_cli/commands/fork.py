@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from openenv_cli.commands.options import SpaceHardware, SpaceSecrets, SpaceVariables
 from openenv_cli.console import console, visible
 
 if TYPE_CHECKING:
@@ -39,35 +40,9 @@ def command(
             show_default=False,
         ),
     ] = None,
-    hardware: Annotated[
-        str | None,
-        typer.Option(
-            "--hardware",
-            "-H",
-            help="Hardware for the new Space, e.g. t4-small (billed by the Hub) \\[default: cpu-basic, free; the source's is not copied].",
-            show_default=False,
-        ),
-    ] = None,
-    env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--env",
-            "--set-env",
-            "-e",
-            help="A Space variable KEY=VALUE (repeatable; public, so a name like HF_TOKEN or *_KEY is refused: use --secret); the source's variables are copied, these win.",
-            show_default=False,
-        ),
-    ] = None,
-    secret: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--secret",
-            "--set-secret",
-            "-s",
-            help="A Space secret KEY=VALUE, or KEY to read $KEY (repeatable). The source's secrets are never copied. Never shown or stored.",
-            show_default=False,
-        ),
-    ] = None,
+    hardware: SpaceHardware = None,
+    env: SpaceVariables = None,
+    secret: SpaceSecrets = None,
     token: Annotated[
         str | None,
         typer.Option(

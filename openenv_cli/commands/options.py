@@ -1,8 +1,9 @@
-"""Options that ``openenv build`` and ``openenv push`` share, declared once.
+"""Options that several commands share, declared once.
 
-Both commands stage the same build context (the project, the runtime, the Dockerfile) under the
-same secret rules, so these options mean the same in each; a help text names a difference
-where one exists.
+``openenv build`` and ``openenv push`` stage the same build context (the project, the runtime,
+the Dockerfile) under the same secret rules; ``openenv push`` and ``openenv fork`` both set up a
+Space (hardware, variables, secrets). These options mean the same in each; a help text names a
+difference where one exists.
 """
 
 from __future__ import annotations
@@ -51,3 +52,47 @@ DryRun = Annotated[
     ),
 ]
 """``--dry-run``: stage and show, change nothing anywhere."""
+
+SpaceHardware = Annotated[
+    str | None,
+    typer.Option(
+        "--hardware",
+        "-H",
+        metavar="FLAVOR",
+        help="Space hardware, e.g. cpu-upgrade or t4-small (billed by the Hub) \\[default: a "
+        "new Space gets cpu-basic (free), an existing one keeps its own; fork never copies the "
+        "source's].",
+        show_default=False,
+    ),
+]
+"""``--hardware`` / ``-H``: the Space's hardware flavour."""
+
+SpaceVariables = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env",
+        "--env-var",
+        "--set-env",
+        "-e",
+        metavar="KEY=VALUE",
+        help="A Space variable (repeatable). Variables are public, so a name like HF_TOKEN or "
+        "*_KEY is refused: use --secret. push: also written to openenv.yaml push.variables; "
+        "fork: the source's variables are copied and these win.",
+        show_default=False,
+    ),
+]
+"""``--env KEY=VALUE``: a public Space variable."""
+
+SpaceSecrets = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret",
+        "--set-secret",
+        "-s",
+        metavar="KEY[=VALUE]",
+        help="A Space secret KEY=VALUE, or KEY to read $KEY (repeatable). Never shown or "
+        "stored; fork never copies the source's secrets.",
+        show_default=False,
+    ),
+]
+"""``--secret KEY[=VALUE]``: a Space secret, sent to the Hub and nowhere else."""

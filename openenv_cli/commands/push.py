@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from openenv_cli.commands.options import BaseImage, DryRun, IncludeSecret
+from openenv_cli.commands.options import (
+    BaseImage,
+    DryRun,
+    IncludeSecret,
+    SpaceHardware,
+    SpaceSecrets,
+    SpaceVariables,
+)
 from openenv_cli.commands.push_output import (
     show_left_out,
     show_plan,
@@ -62,24 +69,8 @@ def command(
         ),
     ] = None,
     base_image: BaseImage = None,
-    env: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--env",
-            "--env-var",
-            "-e",
-            help="A Space variable KEY=VALUE (repeatable; public, so a name like HF_TOKEN or *_KEY is refused: use --secret); added to openenv.yaml push.variables.",
-            show_default=False,
-        ),
-    ] = None,
-    secret: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--secret",
-            help="A Space secret KEY=VALUE, or KEY to read $KEY (repeatable). Never shown or stored.",
-            show_default=False,
-        ),
-    ] = None,
+    env: SpaceVariables = None,
+    secret: SpaceSecrets = None,
     exclude: Annotated[
         list[str] | None,
         typer.Option(
@@ -115,15 +106,7 @@ def command(
             show_default=False,
         ),
     ] = None,
-    hardware: Annotated[
-        str | None,
-        typer.Option(
-            "--hardware",
-            "-H",
-            help="Request this Space hardware, e.g. cpu-upgrade or t4-small (billed by the Hub).",
-            show_default=False,
-        ),
-    ] = None,
+    hardware: SpaceHardware = None,
     dry_run: DryRun = False,
     registry: Annotated[str | None, typer.Option("--registry", hidden=True)] = None,
     create_pr: Annotated[bool, typer.Option("--create-pr", hidden=True)] = False,
