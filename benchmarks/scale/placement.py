@@ -50,8 +50,9 @@ if str(ROOT) not in sys.path:
 
 from openenv_cli.bench.bench_env import BenchAction, BenchObservation  # noqa: E402
 from openenv_cli.bench.report import markdown_table  # noqa: E402
-from openenv_cli.bench.server import ServerProcess, bench_server, get_json  # noqa: E402
+from openenv_cli.bench.server import ServerProcess, bench_server  # noqa: E402
 from openenv_runtime import EnvClient, EnvError, EnvPool, State  # noqa: E402
+from openenv_runtime.http_reads import read_json  # noqa: E402
 
 OUT_MD = ROOT / "benchmarks" / "scale" / "placement_latest.md"
 OUT_JSON = ROOT / "benchmarks" / "scale" / "placement_latest.json"
@@ -65,7 +66,7 @@ class BenchClient(EnvClient[BenchAction, BenchObservation, State]):
 
 def active(urls: Sequence[str]) -> list[int]:
     """Each replica's ``active_sessions`` from its ``/health``."""
-    return [int(get_json(f"{u}/health", timeout=5.0)["active_sessions"]) for u in urls]
+    return [int(read_json(u, "/health", timeout=5.0)["active_sessions"]) for u in urls]
 
 
 def settle(urls: Sequence[str]) -> None:

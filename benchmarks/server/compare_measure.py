@@ -22,12 +22,12 @@ from openenv_cli.bench.server import (  # noqa: E402
     ServerProcess,
     bench_server,
     free_port,
-    get_json,
     pin_tree,
     serve_command,
 )
 from openenv_cli.bench.stats import SUCCESS_THRESHOLD, SessionsCell, ThroughputCell  # noqa: E402
 from openenv_cli.bench.target import Target  # noqa: E402
+from openenv_runtime.http_reads import read_json  # noqa: E402
 
 SERVERS = ("reference", "ours", "floor")
 METRICS = ("memory", "latency", "throughput", "sessions", "concurrency")
@@ -130,7 +130,7 @@ def _settle(url: str, seconds: float = 1.0) -> None:
     until = time.monotonic() + 15
     while time.monotonic() < until:
         try:
-            health = get_json(f"{url}/health")
+            health = read_json(url, "/health", timeout=2)
         except Exception:
             return
         if not isinstance(health, dict) or not health.get("active_sessions"):

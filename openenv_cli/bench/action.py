@@ -76,19 +76,23 @@ def served_action_schema(
     :class:`.auth.Unauthorized` when the server refuses the token (or its absence), else
     :class:`OpenEnvError` when the schema is unreadable.
     """
-    import urllib.error
+    from openenv_runtime.errors import EnvError
+    from openenv_runtime.http_reads import read_answer
 
-    from .auth import AUTH_STATUSES, Unauthorized, auth_headers
-    from .server import get_json
+    from .auth import AUTH_STATUSES, Unauthorized
 
     try:
-        schema = get_json(f"{base_url}/schema", timeout=timeout, headers=auth_headers(token))
-    except urllib.error.HTTPError as exc:
-        if exc.code in AUTH_STATUSES:
-            raise Unauthorized(base_url, f"HTTP {exc.code} on /schema", token_source) from None
-        raise _unreadable(base_url, f"HTTP {exc.code}") from None
-    except Exception as exc:
-        raise _unreadable(base_url, str(exc)) from None
+        status, body = read_answer(base_url, "/schema", token=token, timeout=timeout)
+    except EnvError as exc:
+        raise _unreadable(base_url, exc.message) from None
+    if status in AUTH_STATUSES:
+        raise Unauthorized(base_url, f"HTTP {status} on /schema", token_source)
+    if status != 200:
+        raise _unreadable(base_url, f"HTTP {status}")
+    try:
+        schema = json.loads(body)
+    except ValueError:
+        raise _unreadable(base_url, "the answer is not JSON") from None
     action = schema.get("action") if isinstance(schema, dict) else None
     if not isinstance(action, dict):
         raise OpenEnvError(

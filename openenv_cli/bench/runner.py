@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from openenv_cli.bench.target import Target
+from openenv_runtime.errors import EnvError
+from openenv_runtime.http_reads import read_json
 
 from . import procstat
-from .auth import auth_headers, mostly_unauthorized
+from .auth import mostly_unauthorized
 from .loadgen import LoadGenerator
-from .server import get_json
 from .stats import SUCCESS_THRESHOLD, BenchRun, SessionsCell, ThroughputCell, refusal
 
 MODES = ("sessions", "throughput")
@@ -121,12 +122,9 @@ class _Silent:
 def read_health(settings: BenchSettings) -> dict[str, Any] | None:
     """The server's ``/health`` (None when it does not answer with an object)."""
     try:
-        health = get_json(
-            f"{settings.target().http_url}/health", timeout=5, headers=auth_headers(settings.token)
-        )
-    except Exception:
+        return read_json(settings.target().http_url, "/health", token=settings.token, timeout=5)
+    except EnvError:
         return None
-    return health if isinstance(health, dict) else None
 
 
 def adopt_health(settings: BenchSettings, health: dict[str, Any] | None) -> list[str]:
@@ -224,10 +222,10 @@ def _settle(settings: BenchSettings) -> None:
     until = time.monotonic() + 10
     while time.monotonic() < until:
         try:
-            health = get_json(f"{base}/health", timeout=2, headers=auth_headers(settings.token))
-        except Exception:
+            health = read_json(base, "/health", token=settings.token, timeout=2)
+        except EnvError:
             return
-        if not isinstance(health, dict) or not health.get("active_sessions"):
+        if not health.get("active_sessions"):
             return
         time.sleep(0.2)
 

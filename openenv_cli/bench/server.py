@@ -8,15 +8,12 @@ session (process group), so stopping it also ends any worker it started.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +27,6 @@ from . import procstat
 
 class ServerStartError(RuntimeError):
     """The server did not become healthy (its log tail is in the message)."""
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # a redirect is an error (HTTPError 30x): the token stays with --url's host
-
-
-# No proxy from the environment and no redirects: requests (and the token) go only to --url.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-
-
-def get_json(url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None) -> Any:
-    """GET ``url`` and parse its JSON body (``headers`` carry the access token, if any)."""
-    request = urllib.request.Request(url, headers=dict(headers or {}))
-    with _OPENER.open(request, timeout=timeout) as response:
-        return json.loads(response.read().decode("utf-8"))
 
 
 def pin_tree(roots: Sequence[int], cpus: Sequence[int]) -> None:

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from openenv_cli.bench.server import bench_server, get_json, running
+from openenv_cli.bench.server import bench_server, running
 from openenv_cli.bench.wsclient import open_connection
+from openenv_runtime.http_reads import read_json
 from openenv_runtime.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +164,7 @@ def test_ws_clients_survive_keepalive_pings_and_close_cleanly(
 
     with running(bench_server(env=env)) as server:
         replies = asyncio.run(session(f"ws://127.0.0.1:{server.port}/ws"))
-        health = get_json(f"{server.url}/health")
+        health = read_json(server.url, "/health")
     assert all(json.loads(r)["type"] == "observation" for r in replies)
     assert health["active_sessions"] == 0
 
