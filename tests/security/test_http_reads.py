@@ -25,7 +25,8 @@ class Hostile(BaseHTTPRequestHandler):
         seen.append((self.path, self.headers.get("Authorization")))
         if self.path == "/away/schema":  # a redirect to another host name of this machine
             self.send_response(302)
-            self.send_header("Location", f"http://localhost:{self.server.server_address[1]}/landed")
+            port = self.headers["Host"].rsplit(":", 1)[1]
+            self.send_header("Location", f"http://localhost:{port}/landed")
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif self.path == "/landed":
