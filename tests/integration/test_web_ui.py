@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from openenv_runtime import create_app
+from openenv_runtime import Environment, Observation, State, create_app
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.web_kinds import (
@@ -873,6 +873,63 @@ def test_a_gymnasium_frame_is_drawn_beside_the_observation(visit: Callable[..., 
             " return seen.size; }"
         )
         assert colours > 1  # a picture (the cart and its pole on white), not a blank canvas
+        assert not v.errors and not v.outside_requests()
+
+
+class FrameObservation(Observation):
+    frame: Any = None
+
+
+HOSTILE_FRAMES: dict[int, Any] = {
+    # ragged rows, junk pixels (strings, objects, nulls, out-of-range numbers): drawn as black
+    1: [
+        [[255, 0, 0], "<img src=x onerror=alert(1)>", {"r": 9}, None],
+        [[0, 255, 0, 128], [1e300, -5, "7"]],
+        "not a row",
+    ],
+    # one pixel past the bound: left to the JSON view, nothing allocated for it
+    2: [[[1, 2, 3]] + [0] * 4_000_000],
+    # not a picture at all
+    3: "<svg onload=alert(2)></svg>",
+}
+
+
+class HostileFrames(Environment[EchoAction, FrameObservation, State]):
+    """Observations whose ``frame`` is whatever the seed picks from HOSTILE_FRAMES."""
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: object
+    ) -> FrameObservation:
+        return FrameObservation(frame=HOSTILE_FRAMES.get(seed or 0), reward=0.0)
+
+    def step(self, action: EchoAction, **kwargs: object) -> FrameObservation:
+        return FrameObservation(done=True)
+
+    @property
+    def state(self) -> State:
+        return State()
+
+
+def test_a_hostile_frame_is_drawn_safely_or_not_at_all(visit: Callable[..., Visit]) -> None:
+    app = create_app(HostileFrames, EchoAction, FrameObservation)
+    with running_server(app) as url:
+        v = visit(url)
+        v.page.on("dialog", lambda d: v.errors.append(f"dialog: {d.message}"))
+        frame = v.page.locator("#obs-frame")
+        reset(v, seed=1)
+        frame.wait_for(state="visible")
+        size = v.page.evaluate(
+            "() => [document.querySelector('#obs-frame').width, document.querySelector('#obs-frame').height]"
+        )
+        assert size == [4, 3]  # the first row's width, every row (the junk ones black)
+        for seed in (2, 3):
+            reset(v, seed=seed)
+            frame.wait_for(state="hidden")
+            if seed == 2:  # 8 MB of JSON: the view lays out a cut, not four million lines
+                tail = v.page.evaluate(
+                    "() => document.querySelector('#obs-json').textContent.slice(-80)"
+                )
+                assert "more characters (Copy JSON or Download JSON has it whole)" in tail
         assert not v.errors and not v.outside_requests()
 
 

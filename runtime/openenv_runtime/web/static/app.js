@@ -8,6 +8,7 @@ import { Session, SessionEnd, Unauthorized, getJson, token } from "./session.js"
 const $ = (id) => document.getElementById(id);
 const HEALTH_EVERY_MS = 10_000;
 const HIGHLIGHT_LIMIT = 200_000;
+const SHOWN_JSON_LIMIT = 1_000_000; // characters laid out in a JSON view; past it, a cut and a note
 const MAX_ROWS = 300; // rows kept in the table; the download has every step
 const MAX_FRAME_PIXELS = 4_000_000; // a larger `frame` is left to the JSON view
 
@@ -493,6 +494,11 @@ function prettyJson(value, indent = "") {
 function renderJson(pre, value) {
   pre.replaceChildren();
   const text = prettyJson(value);
+  if (text.length > SHOWN_JSON_LIMIT) {
+    const more = (text.length - SHOWN_JSON_LIMIT).toLocaleString("en");
+    pre.textContent = `${text.slice(0, SHOWN_JSON_LIMIT)}\n… ${more} more characters (Copy JSON or Download JSON has it whole)`;
+    return;
+  }
   if (text.length > HIGHLIGHT_LIMIT) {
     pre.textContent = text;
     return;
