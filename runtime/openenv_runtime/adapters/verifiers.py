@@ -30,7 +30,6 @@ import asyncio
 import inspect
 import itertools
 import json
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import version
 from typing import Any
@@ -44,12 +43,11 @@ from ..errors import AdapterError
 from ..models import Action, Observation, State
 from .options import convert_option
 from .target import AdaptedEnvironment
+from .task_list import MAX_LISTED, IndexedTaskApi, TaskCursor, check_split, episode_index
 
 MAX_TURNS_OPTION = "max_turns"
 DEFAULT_MAX_TURNS = 32
-SPLIT = "train"
-# Tasks read from a taskset (an infinite one is cut here); Task API pages are as large.
-MAX_TASKS = 10_000
+TASKS_ARE = "a verifiers taskset"
 # Task data fields shown to the client: the rest (reference answers, ...) stay in the server.
 _SHOWN_TASK_FIELDS = ("idx", "id", "name", "description")
 
@@ -112,17 +110,13 @@ class TaskSource:
         self.name = name
         self.env = env
         self.taskset = env.taskset
-        self.tasks: list[Any] = list(itertools.islice(iter(self.taskset), MAX_TASKS))
+        # An infinite taskset is cut at one Task API page.
+        self.tasks: list[Any] = list(itertools.islice(iter(self.taskset), MAX_LISTED))
         if not self.tasks:
             raise AdapterError(f"verifiers taskset {name!r} loaded no task: check its options.")
         self.size = len(self.tasks)
         self.max_turns = max_turns
-        self._cursor = itertools.count()
-        self._lock = threading.Lock()
-
-    def next_index(self) -> int:
-        with self._lock:
-            return next(self._cursor) % self.size
+        self.cursor = TaskCursor()
 
     def task(self, index: int) -> Any:
         if not 0 <= index < self.size:
@@ -231,10 +225,13 @@ def discover_tools(servers: Sequence[Any]) -> dict[str, Tool]:
     return tools
 
 
-class VerifiersEnvironment(Environment[VerifiersAction, VerifiersObservation, VerifiersState]):
+class VerifiersEnvironment(
+    IndexedTaskApi, Environment[VerifiersAction, VerifiersObservation, VerifiersState]
+):
     """One session over a shared :class:`TaskSource`."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    TASKS_ARE = TASKS_ARE
 
     def __init__(self, source: TaskSource) -> None:
         super().__init__()
@@ -267,13 +264,8 @@ class VerifiersEnvironment(Environment[VerifiersAction, VerifiersObservation, Ve
         from verifiers.v1.state import state_cls
         from verifiers.v1.trace import TraceTask
 
-        check_split(split)
-        if task_index is not None:
-            index = as_index(task_index)
-        elif seed is not None:
-            index = as_index(seed) % self.source.size
-        else:
-            index = self.source.next_index()
+        check_split(split, TASKS_ARE)
+        index = episode_index(self.source.size, self.source.cursor, task_index, seed)
         task = self.source.task(index)
         servers = self.source.toolsets(task)
         for server in servers:
@@ -403,42 +395,9 @@ class VerifiersEnvironment(Environment[VerifiersAction, VerifiersObservation, Ve
     def state(self) -> VerifiersState:
         return self._state
 
-    # -- the Task API ----------------------------------------------------------------------
-    def list_splits(self) -> list[str]:
-        return [SPLIT]
-
-    def num_tasks(self, split: str) -> int:
-        check_split(split)
-        return self.source.size
-
-    def get_task(self, split: str, index: int) -> dict[str, Any]:
-        check_split(split)
-        return self.source.listing(index)
-
-    def get_task_range(
-        self, split: str, start: int | None = None, stop: int | None = None
-    ) -> list[dict[str, Any]]:
-        check_split(split)
-        return [self.source.listing(i) for i in range(self.source.size)[start:stop]]
-
-    def list_tasks(self, split: str) -> list[dict[str, Any]]:
-        return self.get_task_range(split)
-
-
-def check_split(split: str | None) -> None:
-    if split is not None and split != SPLIT:
-        # IndexError: the Task API answers it as a client error (400), not a server fault.
-        raise IndexError(f"split {split!r} does not exist: a verifiers taskset has {SPLIT!r}")
-
-
-def as_index(value: Any) -> int:
-    """A task index or seed from a reset message (an int, or a string of one)."""
-    if isinstance(value, bool):
-        raise ValueError(f"task_index must be an integer, not {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"task_index must be an integer, not {value!r}") from None
+    @property
+    def task_source(self) -> TaskSource:
+        return self.source
 
 
 def max_turns_option(options: Mapping[str, str]) -> int:
