@@ -13,7 +13,9 @@ see (the task's system prompt and prompt) and the ``tools`` it may call (the tas
 taskset's ``Toolset`` methods marked ``@vf.tool``, named ``<server>_<tool>`` as verifiers
 advertises them). The action is one assistant turn: ``content`` and optionally
 ``tool_calls``. A turn with tool calls runs them in the server (each tool result becomes a
-``tool`` message of the next observation); a turn without ends the episode. After a turn with
+``tool`` message of the next observation); a turn without ends the episode. The same tools
+are the server's MCP tools (``tools/list``, and ``tools/call`` within a session's running
+episode, outside its trace). After a turn with
 tool calls, verifiers' own checks before a next model call run: ``max_turns``, then the task's
 ``@vf.stop`` predicates over the trace; either ends the episode too. Then the task's own scoring runs
 (``Task.score``: its ``@vf.reward`` and ``@vf.metric`` functions, plugged ones and judges) on
@@ -40,6 +42,8 @@ from pydantic_core import to_jsonable_python
 
 from ..environment import Environment
 from ..errors import AdapterError
+from ..mcp.environment import ToolCallResult
+from ..mcp.types import Tool as McpTool
 from ..models import Action, Observation, State
 from .options import convert_option
 from .target import AdaptedEnvironment
@@ -195,12 +199,14 @@ class Tool:
         self.requires_runtime = "runtime" in inspect.signature(fn).parameters
         # A callable is a valid TypeAdapter type at run time: it validates a call's arguments.
         self.call: TypeAdapter[Any] = TypeAdapter(fn)  # type: ignore[arg-type]
+        self.description = (fn.__doc__ or "").strip()
+        self.parameters = self.call.json_schema()
         self.schema = {
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": (fn.__doc__ or "").strip(),
-                "parameters": self.call.json_schema(),
+                "description": self.description,
+                "parameters": self.parameters,
             },
         }
 
@@ -322,23 +328,50 @@ class VerifiersEnvironment(
         return await self._finish(added)
 
     async def _run_tool(self, call_id: str, call: VerifiersToolCall) -> dict[str, Any]:
-        tool = self._tools.get(call.name)
-        _, arguments = call_arguments(call)
+        content, _ = await self._answer(call.name, call_arguments(call)[1])
+        return {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": content}
+
+    async def _answer(self, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
+        """What tool ``name`` answers the model (its own failure included, as text, as in
+        verifiers), and whether that is an error."""
+        tool = self._tools.get(name)
         if tool is None:
             known = ", ".join(self._tools) or "none"
-            content = f"Error: no tool named {call.name!r} (tools: {known})."
-        elif tool.requires_runtime:
-            content = f"Error: tool {call.name!r} needs a sandbox runtime, which this server lacks."
-        elif arguments is None:
-            content = f"Error: the arguments of {call.name!r} are not a JSON object."
-        else:
-            try:
-                content = await tool(arguments)
-            except (
-                Exception
-            ) as exc:  # the tool's own failure is the model's to read, as in verifiers
-                content = f"Error: {type(exc).__name__}: {exc}"
-        return {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": content}
+            return f"Error: no tool named {name!r} (tools: {known}).", True
+        if tool.requires_runtime:
+            return f"Error: tool {name!r} needs a sandbox runtime, which this server lacks.", True
+        if arguments is None:
+            return f"Error: the arguments of {name!r} are not a JSON object.", True
+        try:
+            return await tool(arguments), False
+        except Exception as exc:  # the tool's own failure is the model's to read
+            return f"Error: {type(exc).__name__}: {exc}", True
+
+    # -- MCP: tools/list and tools/call ----------------------------------------------------
+    def list_tools(self) -> list[McpTool]:
+        """The tools, as MCP lists them: the running episode's, else those task 0 offers."""
+        tools = self._tools or discover_tools(self.source.toolsets(self.source.task(0)))
+        return [
+            McpTool(name=tool.name, description=tool.description, input_schema=tool.parameters)
+            for tool in tools.values()
+        ]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        """Run tool ``name`` in the running episode's tool servers, as a tool call of a step
+        would, but outside the trace: the rewards score the turns sent as steps."""
+        if self._task is None or self._done:
+            raise RuntimeError(
+                "verifiers tools run within an episode: reset this session first (an MCP "
+                "call without a session has none)."
+            )
+        text, failed = await self._answer(name, arguments)
+        return ToolCallResult(
+            content=[{"type": "text", "text": text}],
+            structured_content=None,
+            meta=None,
+            data=text,
+            is_error=failed,
+        )
 
     async def _ended(self, called_tools: bool) -> bool:
         """Whether the episode ends after this turn. A reply without tool calls ends it; after
