@@ -87,6 +87,9 @@ def test_a_harbor_task_is_imported_to_run_inside_its_own_image(tmp_path: Path) -
     assert "MAX_CONCURRENT_ENVS=1" in dockerfile and "OPENENV_HARBOR_IN_CONTAINER=1" in dockerfile
     lock = json.loads(str(files["openenv.lock.json"]))
     assert "submit" in lock["schemas"]["action"]["properties"]
+    assert "builds task/environment/ as openenv-harbor-task/hello_task:latest" in str(
+        files["README.md"]
+    )
 
 
 def test_a_harbor_import_outside_its_image_runs_no_command(tmp_path: Path) -> None:
