@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from openenv_cli.commands.import_ import import_project
 from openenv_cli.errors import UsageError
 from openenv_cli.main import app
+from openenv_runtime.adapters.harbor import HarborAction
 from openenv_runtime.adapters.target import FamilyTarget, load_family
 from tests.support.harbor_task import INSTRUCTION, make_task
 from tests.support.optional import require
@@ -97,12 +98,13 @@ def test_a_harbor_import_outside_its_image_runs_no_command(tmp_path: Path) -> No
     commands nowhere: only the image (OPENENV_HARBOR_IN_CONTAINER=1) runs them."""
     task = make_task(tmp_path / "t")
     adapted = load_family(FamilyTarget("harbor", str(task), {"executor": "local"}))
+    assert adapted.action_cls is HarborAction
     env = adapted.factory()
     marker = tmp_path / "ran"
     env.reset()
-    ran = env.step(adapted.action_cls(command=f"touch {marker}"))
+    ran = env.step(HarborAction(command=f"touch {marker}"))
     assert ran.exit_code == 126 and "only inside its image" in ran.stderr
-    wrote = env.step(adapted.action_cls(write_path=str(marker), content="x"))
+    wrote = env.step(HarborAction(write_path=str(marker), content="x"))
     assert "only inside its image" in (wrote.error or "")
-    assert env.step(adapted.action_cls(submit=True)).reward == 0.0
+    assert env.step(HarborAction(submit=True)).reward == 0.0
     assert not marker.exists()
