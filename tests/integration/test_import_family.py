@@ -142,10 +142,10 @@ def test_an_imported_harbor_task_builds_and_is_solved_in_its_own_image(
         # By name, the project's image first (the task's is its parent): an image another
         # test shares is untagged, never deleted under it.
         ours = (tag, "openenv-harbor-task/hello:", "openenv-harbor/task:")
-        made = sorted(
+        new = sorted(
             (name for name in tags(client) - before if name.startswith(ours)),
             key=lambda name: name != tag,
         )
-        for name in made:
+        for name in new:
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 client.images.remove(name)
