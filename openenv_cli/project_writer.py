@@ -52,7 +52,9 @@ def _unwritable(exc: OSError, where: Path) -> OpenEnvError:
     )
 
 
-def write_project(files: Mapping[str, str], dest: str | Path, force: bool = False) -> list[Path]:
+def write_project(
+    files: Mapping[str, str | bytes], dest: str | Path, force: bool = False
+) -> list[Path]:
     """Write rendered ``files`` under ``dest``, all or nothing; return the paths written.
 
     ``dest`` must not exist, or be empty, or ``force`` must be set (then generated files
@@ -100,7 +102,7 @@ def write_project(files: Mapping[str, str], dest: str | Path, force: bool = Fals
     return [dest / relative for relative in files]
 
 
-def _merge(staging: Path, dest: Path, files: Mapping[str, str]) -> None:
+def _merge(staging: Path, dest: Path, files: Mapping[str, str | bytes]) -> None:
     """Move staged files over an existing project; on any failure put everything back."""
     backup = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".backup", dir=dest.parent))
     moved: list[tuple[Path, Path | None]] = []  # (placed file, its backup)

@@ -197,4 +197,7 @@ def render_family_project(
     files = render_project(name, ctx)
     del files[f"server/{name}_environment.py"]  # the library's environment replaces it
     files.update(render_project(name, ctx, template="family"))
+    if facts.family == "harbor":
+        # The task runs in the server's own container: its models and image are the task's.
+        files.update(render_project(name, ctx, template="harbor"))
     return files

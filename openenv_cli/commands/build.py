@@ -101,6 +101,7 @@ def command(
         )
     from openenv_cli.image.engine import build_image, connect, stage_for_build
     from openenv_cli.image.plan import plan_build
+    from openenv_cli.image.task_base import build_task_base
 
     plan = plan_build(
         path,
@@ -121,6 +122,7 @@ def command(
         if dry_run:
             print_context(staged)
             return
+        build_task_base(plan)
         client = connect()
         try:
             display = BuildDisplay(console)

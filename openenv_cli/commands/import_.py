@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,7 +16,8 @@ def command(
         str,
         typer.Argument(
             help="The family target: gymnasium:CartPole-v1, reasoning_gym:leg_counting?seed=3, "
-            "textarena:GuessTheNumber-v0 (quote it when it has a ?query).",
+            "textarena:GuessTheNumber-v0, harbor:/abs/path/to/task (quote it when it has a "
+            "?query).",
             show_default=False,
         ),
     ],
@@ -53,12 +54,15 @@ def command(
         ),
     ] = False,
 ) -> None:
-    """Write a project that serves a library's environment: Gymnasium, reasoning-gym, TextArena.
+    """Write a project that serves a library's environment (Gymnasium, reasoning-gym,
+    TextArena, verifiers), or a Harbor task run inside its own image.
 
     The project is an ordinary one ([bold]openenv validate[/], [bold]build[/] and
     [bold]push[/] take it): [bold]models.py[/] names the classes the runtime adapts from the
     library, [bold]server/app.py[/] serves them, [bold]openenv.yaml[/] and
     [bold]pyproject.toml[/] pin the library's installed version, with a Dockerfile and tests.
+    A Harbor task folder is copied to [bold]task/[/], and the image starts from the task's own
+    ([bold]openenv build[/] builds task/environment/ first).
     """
     from rich.markup import escape
 
@@ -98,7 +102,7 @@ def _folder_name(out: Path | None) -> str | None:
 
 def import_project(
     target: str, *, name: str | None = None, license_: str = DEFAULT_LICENSE
-) -> tuple[dict[str, str], str]:
+) -> tuple[dict[str, str | bytes], str]:
     """The files of the project for ``target`` and its name (the library is imported here)."""
     import datetime
     import json
@@ -115,7 +119,7 @@ def import_project(
     from openenv_cli.targets import parse_target
     from openenv_cli.validation.contract import LOCK_FILE, build_lock
     from openenv_cli.validation.example import example_action
-    from openenv_runtime.adapters.target import FAMILIES, load_family
+    from openenv_runtime.adapters.target import FAMILIES, FamilyTarget, load_family
     from openenv_runtime.errors import AdapterError
 
     parsed = parse_target(target)
@@ -125,21 +129,25 @@ def import_project(
             f"{target!r} is not a family target.",
             hint=f"Give one of {known}, e.g. gymnasium:CartPole-v1.",
         )
-    if not FAMILIES[parsed.family.family].importable:
-        raise UsageError(
-            f"{parsed.family.family} targets are not imported: the task folder is the project.",
-            hint=f"Serve it as it is: openenv serve {parsed}",
-        )
+    family = parsed.family
+    context: dict[str, Any] = {}
+    if family.family == "harbor":
+        # Served from inside the task's own image: no Docker engine needed, here or there.
+        options = {k: v for k, v in family.options.items() if k not in {"warm", "executor"}}
+        family = FamilyTarget("harbor", family.name, {**options, "executor": "local"})
+        context["harbor_options"] = repr(family.options)
     try:
-        adapted = load_family(parsed.family)
+        adapted = load_family(family)
     except AdapterError as exc:
         raise UsageError(str(exc), hint="Fix the target, or install the extra named.") from None
-    project = name or family_project_name(parsed.family.name)
+    project = name or family_project_name(Path(family.name).name)
     if not project:
         raise UsageError(
             f"No project name can be made from {parsed.family.name!r}.", hint="Pass --name NAME."
         )
     validate_project_name(project)
+    if family.family == "harbor":
+        context["base_image"] = f"openenv-harbor-task/{project}:latest"
     facts = FamilyFacts(
         target=str(parsed),
         family=parsed.family.family,
@@ -157,9 +165,13 @@ def import_project(
         text = license_text(
             spdx, template_root(), holder=f"the {title} authors", year=datetime.date.today().year
         )
-    files = render_family_project(
-        project, facts, {"license": spdx, "license_file": text is not None}
-    )
+    files: dict[str, str | bytes] = {
+        **render_family_project(
+            project, facts, {"license": spdx, "license_file": text is not None, **context}
+        )
+    }
+    if family.family == "harbor":
+        files.update(task_files(Path(family.name)))
     if text is not None:
         files["LICENSE"] = text
     # The schemas clients rely on, recorded now: `openenv validate` says when an upgrade of
@@ -172,3 +184,48 @@ def import_project(
     lock = build_lock(schemas, project, project_context(project)["version"])
     files[LOCK_FILE] = json.dumps(lock, indent=2, sort_keys=True) + "\n"
     return files, project
+
+
+TASK_FOLDER = "task"
+
+
+def task_files(root: Path) -> dict[str, str | bytes]:
+    """The Harbor task folder ``root`` as project files under ``task/``.
+
+    Read through the safe file helpers: a symbolic link anywhere in the folder is refused
+    (it could lead outside the folder, and the image would not have what it points at), as
+    is anything but regular files and folders; sizes are bounded as the adapter bounds them.
+    """
+    import os
+
+    from openenv_cli.safe_files import UnsafePathError, read_inside
+    from openenv_runtime.adapters.harbor_task import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES
+
+    files: dict[str, str | bytes] = {}
+    total = 0
+    for folder, subfolders, names in os.walk(root, followlinks=False):
+        subfolders.sort()
+        for entry in sorted([*subfolders, *names]):
+            path = Path(folder) / entry
+            relative = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                raise UsageError(
+                    f"{path} is a symbolic link: openenv import copies a task folder's own "
+                    "files only (a link could lead outside it).",
+                    hint="Replace the link with the file or folder it points at, then import again.",
+                )
+            if path.is_dir():
+                continue
+            if len(files) >= MAX_ARCHIVE_FILES:
+                raise UsageError(f"{root} has over {MAX_ARCHIVE_FILES} files.", hint="Trim it.")
+            try:
+                data = read_inside(root, relative)
+            except UnsafePathError as exc:
+                raise UsageError(
+                    str(exc), hint="Keep only regular files in the task folder."
+                ) from None
+            total += len(data)
+            if total > MAX_ARCHIVE_BYTES:
+                raise UsageError(f"{root} is over {MAX_ARCHIVE_BYTES} bytes.", hint="Trim it.")
+            files[f"{TASK_FOLDER}/{relative}"] = data
+    return files

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from openenv_runtime.adapters.verifiers import (
     VerifiersState,
     VerifiersToolCall,
 )
+from openenv_runtime.client.mcp import MCPToolClient
 from tests.support.optional import unavailable
 from tests.support.servers import REPO, stop_process
 from tests.support.verifiers_venv import (
@@ -159,6 +161,44 @@ def test_tool_turns_are_steps_and_the_episode_ends_as_verifiers_ends_it(
     assert [s["reward"] for s in seen] == [1.0, 0.0, 0.0] * size
     assert [s["metrics"]["tool_calls"] for s in seen] == [1.0, 1.0, 3.0] * size
     assert seen == verifiers_scores(vf_python, "vf_lookup", {}, episodes)
+
+
+def mcp_post(url: str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}})
+    request = urllib.request.Request(
+        f"{url}/mcp", body.encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        reply: dict[str, Any] = json.loads(answer.read())
+    return reply
+
+
+def test_the_tools_are_the_servers_mcp_tools(lookup: str) -> None:
+    """tools/list and tools/call over the protocol's MCP messages, served from verifiers' own
+    virtualenv (mcp 2.0.0, no FastMCP): the runtime's MCP face needs neither."""
+    listed = mcp_post(lookup, "tools/list")["result"]["tools"]
+    tools = {tool["name"]: tool for tool in listed}
+    assert set(tools) == {"facts_lookup", "facts_keys"}
+    assert tools["facts_lookup"]["description"] == "The value stored under key, or 'unknown'."
+    assert tools["facts_lookup"]["inputSchema"]["properties"]["key"]["type"] == "string"
+    assert tools["facts_lookup"]["inputSchema"]["required"] == ["key"]
+    # A call without a session has no episode, whose tool servers the call would run in.
+    refused = mcp_post(lookup, "tools/call", {"name": "facts_keys", "arguments": {}})
+    assert "reset this session first" in refused["error"]["message"]
+
+    client = MCPToolClient(base_url=lookup)
+    client.use_production_mode = True  # JSON-RPC frames on the session's WebSocket
+    with client.sync() as env:
+        start = env.reset(task_index=0).observation
+        key = start.metadata["name"]
+        assert {tool.name for tool in env.list_tools()} == {"facts_lookup", "facts_keys"}
+        value = env.call_tool("facts_lookup", key=key)
+        assert value != "unknown" and env.call_tool("facts_lookup", key="nope") == "unknown"
+        assert key in json.loads(env.call_tool("facts_keys"))
+        # Not a step: the episode goes on, scored on the turns sent as steps.
+        assert env.state().step_count == 0
+        result = env.step({"content": value})
+    assert result.done and result.reward == 1.0
 
 
 def test_the_docs_page_block_plays_its_episode_as_written(lookup: str) -> None:

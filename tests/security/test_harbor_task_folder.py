@@ -76,3 +76,30 @@ def test_the_archived_folder_itself_may_not_be_a_link(tmp_path: Path, secret: Pa
     (root / "environment").symlink_to(secret.parent)
     with pytest.raises(AdapterError, match="not a plain folder"):
         folder_archive(root, "environment")
+
+
+@pytest.mark.parametrize("where", ["environment/leak.txt", "tests/up", "notes.md"])
+def test_import_copies_no_link_and_nothing_it_points_at(
+    tmp_path: Path, secret: Path, where: str
+) -> None:
+    """`openenv import harbor:` copies the task folder into the project: a link anywhere in it
+    is refused (named), and nothing outside the folder is read or written."""
+    from openenv_cli.commands.import_ import import_project
+    from openenv_cli.errors import UsageError
+
+    root = make_task(tmp_path / "t")
+    link = root / where
+    link.symlink_to(secret.parent if where.endswith("up") else secret)
+    with pytest.raises(UsageError, match="is a symbolic link") as refused:
+        import_project(f"harbor:{root}")
+    assert str(link) in str(refused.value)
+
+
+def test_import_reads_no_fifo_in_the_task_folder(tmp_path: Path) -> None:
+    from openenv_cli.commands.import_ import import_project
+    from openenv_cli.errors import UsageError
+
+    root = make_task(tmp_path / "t")
+    os.mkfifo(root / "environment" / "pipe")
+    with pytest.raises(UsageError, match="not a regular file"):
+        import_project(f"harbor:{root}")

@@ -35,12 +35,23 @@ def test_options_are_typed_and_checked() -> None:
     assert parse_options({"warm": "0", "command_timeout": "2.5", "max_output": "10"}) == (
         HarborOptions(warm=0, command_timeout=2.5, max_output=10)
     )
-    with pytest.raises(AdapterError, match=r"no option colour.*command_timeout, max_output, warm"):
+    with pytest.raises(
+        AdapterError, match=r"no option colour.*command_timeout, executor, max_output, warm"
+    ):
         parse_options({"colour": "red"})
     with pytest.raises(AdapterError, match="must be positive"):
         parse_options({"command_timeout": "0"})
     with pytest.raises(AdapterError, match="must be positive"):
         parse_options({"warm": "-1"})
+
+
+def test_the_executor_is_docker_or_local_and_local_has_no_warm_pool() -> None:
+    assert parse_options({}).executor == "docker"
+    assert parse_options({"executor": "local"}).executor == "local"
+    with pytest.raises(AdapterError, match="one of docker, local"):
+        parse_options({"executor": "ssh"})
+    with pytest.raises(AdapterError, match="no warm pool"):
+        parse_options({"executor": "local", "warm": "2"})
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,10 @@ left of it, and once it is spent only ``submit`` is taken.
 
 Options: ``warm`` (containers kept started ahead of sessions, default 1), ``command_timeout``
 (the longest one command may run, seconds, default 60; an action's ``time_limit`` may ask for
-less), ``max_output`` (bytes kept of each output stream, default 65536).
+less), ``max_output`` (bytes kept of each output stream, default 65536), ``executor``
+(``docker``, the default; ``local`` runs everything in the container the server itself runs
+in, for the image of a project ``openenv import harbor:/PATH`` writes: see
+:mod:`.harbor_local`).
 
 Containers carry the labels ``org.openenv.harbor.server=<server id>`` (one id per loaded
 target, i.e. per server process) and ``org.openenv.harbor.task=<task folder name>``. A
@@ -52,7 +55,7 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
@@ -64,6 +67,8 @@ from ..errors import AdapterError
 from ..models import Action, Observation, State
 from ..providers.base import ProviderError
 from ..providers.docker import docker_module, engine_client
+from .harbor_exec import KILL_GRACE, TESTS_DIR, VERIFIER_DIR, Executor, Ran
+from .harbor_local import LocalExecutor
 from .harbor_task import DOCKERFILE, HarborTask, folder_archive, read_task
 from .options import convert_option
 from .target import AdaptedEnvironment
@@ -71,14 +76,13 @@ from .target import AdaptedEnvironment
 SERVER_LABEL = "org.openenv.harbor.server"
 TASK_LABEL = "org.openenv.harbor.task"
 IMAGE_REPOSITORY = "openenv-harbor"
-TESTS_DIR = "/tests"
-VERIFIER_DIR = "/logs/verifier"
-# Seconds a command gets after its time limit to end on SIGTERM, before SIGKILL.
-KILL_GRACE = 5
 # The reward files are small: more than this is not a reward.
 MAX_REWARD_BYTES = 64 * 1024
 # Seconds the server's shutdown waits for warm containers still starting.
 SHUTDOWN_WAIT = 20.0
+# Where commands run: containers on the Docker engine, or (in an imported project's image)
+# the container the server runs in.
+EXECUTORS = ("docker", "local")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class HarborOptions:
     warm: int = 1
     command_timeout: float = 60.0
     max_output: int = 65536
+    executor: str = "docker"
 
 
 class HarborAction(Action):
@@ -143,17 +148,6 @@ class HarborState(State):
     task: str = ""
     container: str | None = None
     submitted: bool = False
-
-
-@dataclass
-class Ran:
-    """What one exec in the container produced."""
-
-    stdout: bytes
-    stderr: bytes
-    exit_code: int
-    truncated: bool
-    timed_out: bool
 
 
 class ContainerPool:
@@ -322,6 +316,69 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+class ContainerExecutor:
+    """An episode's own container, taken from a :class:`ContainerPool` and removed after it."""
+
+    def __init__(self, pool: ContainerPool) -> None:
+        self.pool = pool
+        self.container = pool.take()
+
+    @property
+    def label(self) -> str:
+        return str(self.container.short_id)
+
+    def run(
+        self,
+        argv: list[str],
+        seconds: float,
+        *,
+        limit: int,
+        user: str = "",
+        environment: Mapping[str, str] | None = None,
+    ) -> Ran:
+        return run_in(
+            self.pool.client,
+            self.container,
+            argv,
+            limit=limit,
+            seconds=seconds,
+            user=user,
+            environment=environment,
+        )
+
+    def write(self, path: str, data: bytes) -> str | None:
+        if not posixpath.isabs(path):
+            workdir = (self.container.attrs.get("Config") or {}).get("WorkingDir") or "/"
+            path = posixpath.join(workdir, path)
+        inner = posixpath.normpath(path).lstrip("/")
+        if not inner or inner == ".":
+            return "write_path must name a file, not /."
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(inner)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        docker = docker_module()
+        try:
+            self.container.put_archive("/", buffer.getvalue())
+        except docker.errors.APIError as exc:
+            return f"could not write /{inner}: {exc.explanation or exc}"
+        return None
+
+    def put_tests(self, archive: bytes) -> None:
+        self.container.put_archive(TESTS_DIR, archive)
+
+    def stop_processes(self) -> None:
+        # Every process but PID 1 (`kill -1` spares its caller, so this exec has no
+        # `timeout` parent to lose).
+        client = self.pool.client
+        stop = client.api.exec_create(self.container.id, ["sh", "-c", "kill -9 -1"], user="root")
+        client.api.exec_start(stop["Id"])
+
+    def close(self) -> None:
+        self.pool.remove(self.container)
+
+
 def parse_reward(name: str, text: str) -> dict[str, float]:
     """The rewards a verifier wrote to ``reward.txt`` (one number) or ``reward.json``."""
     if name == "reward.txt":
@@ -354,19 +411,23 @@ def main_reward(rewards: Mapping[str, float]) -> float:
 
 
 class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState]):
-    """One session: a container of the task's image per episode."""
+    """One session: a fresh :class:`Executor` per episode, from ``workspace``."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(
-        self, task: HarborTask, pool: ContainerPool, options: HarborOptions, tests: bytes
+        self,
+        task: HarborTask,
+        workspace: Callable[[], Executor],
+        options: HarborOptions,
+        tests: bytes,
     ) -> None:
         super().__init__()
         self.task = task
-        self.pool = pool
+        self.workspace = workspace
         self.options = options
         self.tests = tests
-        self._container: Any = None
+        self._exec: Executor | None = None
         self._deadline = 0.0
         self._done = True
         self._state = HarborState(task=task.name)
@@ -375,24 +436,24 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> HarborObservation:
         self._release()
-        self._container = self.pool.take()
+        self._exec = self.workspace()
         self._deadline = time.monotonic() + self.task.agent_timeout
         self._done = False
         self._state = HarborState(
             episode_id=episode_id or str(uuid.uuid4()),
             task=self.task.name,
-            container=self._container.short_id,
+            container=self._exec.label,
         )
         return HarborObservation(
             instruction=self.task.instruction, time_left=self.task.agent_timeout
         )
 
     def step(self, action: HarborAction, **kwargs: Any) -> HarborObservation:
-        if self._container is None or self._done:
+        if self._exec is None or self._done:
             raise RuntimeError("The episode is over (or never started): call reset() first.")
         self._state.step_count += 1
         if action.submit:
-            return self._verify()
+            return self._verify(self._exec)
         left = self._time_left()
         if left <= 0:
             return HarborObservation(
@@ -401,9 +462,9 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
             )
         seconds = min(action.time_limit or math.inf, self.options.command_timeout, left)
         if action.write_path is not None:
-            return self._write(action.write_path, action.content)
+            return self._write(self._exec, action.write_path, action.content)
         if action.read_path is not None:
-            ran = self._run(["cat", "--", action.read_path], seconds)
+            ran = self._run(self._exec, ["cat", "--", action.read_path], seconds)
             return HarborObservation(
                 content=_text(ran.stdout) if ran.exit_code == 0 else None,
                 stderr=_text(ran.stderr),
@@ -413,7 +474,7 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
                 time_left=self._time_left(),
             )
         assert action.command is not None
-        ran = self._run(["bash", "-c", action.command], seconds)
+        ran = self._run(self._exec, ["bash", "-c", action.command], seconds)
         return HarborObservation(
             stdout=_text(ran.stdout),
             stderr=_text(ran.stderr),
@@ -428,6 +489,7 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
 
     def _run(
         self,
+        executor: Executor,
         argv: list[str],
         seconds: float,
         *,
@@ -435,54 +497,32 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
         environment: Mapping[str, str] | None = None,
         limit: int | None = None,
     ) -> Ran:
-        return run_in(
-            self.pool.client,
-            self._container,
+        return executor.run(
             argv,
+            seconds,
             limit=self.options.max_output if limit is None else limit,
-            seconds=seconds,
             user=user,
             environment=environment,
         )
 
-    def _write(self, path: str, content: str) -> HarborObservation:
+    def _write(self, executor: Executor, path: str, content: str) -> HarborObservation:
         if not path.strip() or "\0" in path:
             return HarborObservation(error="write_path must be a file path.", exit_code=1)
-        if not posixpath.isabs(path):
-            workdir = (self._container.attrs.get("Config") or {}).get("WorkingDir") or "/"
-            path = posixpath.join(workdir, path)
-        inner = posixpath.normpath(path).lstrip("/")
-        if not inner or inner == ".":
-            return HarborObservation(error="write_path must name a file, not /.", exit_code=1)
-        data = content.encode("utf-8")
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            info = tarfile.TarInfo(inner)
-            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-        docker = docker_module()
-        try:
-            self._container.put_archive("/", buffer.getvalue())
-        except docker.errors.APIError as exc:
-            return HarborObservation(
-                error=f"could not write /{inner}: {exc.explanation or exc}",
-                exit_code=1,
-                time_left=self._time_left(),
-            )
-        return HarborObservation(exit_code=0, time_left=self._time_left())
+        error = executor.write(path, content.encode("utf-8"))
+        return HarborObservation(
+            error=error, exit_code=1 if error else 0, time_left=self._time_left()
+        )
 
-    def _verify(self) -> HarborObservation:
+    def _verify(self, executor: Executor) -> HarborObservation:
         self._done = True
         self._state.submitted = True
-        # Nothing the agent started may write a reward: every process but PID 1 goes first
-        # (`kill -1` spares its caller, so this exec has no `timeout` parent to lose).
-        client = self.pool.client
-        stop = client.api.exec_create(self._container.id, ["sh", "-c", "kill -9 -1"], user="root")
-        client.api.exec_start(stop["Id"])
+        # Nothing the agent started may write a reward.
+        executor.stop_processes()
         prepare = f"rm -rf {TESTS_DIR} {VERIFIER_DIR} && mkdir -p {TESTS_DIR} {VERIFIER_DIR}"
-        self._run(["sh", "-c", prepare], 60, user="root")
-        self._container.put_archive(TESTS_DIR, self.tests)
+        self._run(executor, ["sh", "-c", prepare], 60, user="root")
+        executor.put_tests(self.tests)
         ran = self._run(
+            executor,
             ["bash", f"{TESTS_DIR}/test.sh"],
             self.task.verifier_timeout,
             user="root",
@@ -492,7 +532,7 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
         error = None
         for name in ("reward.txt", "reward.json"):
             read = self._run(
-                ["cat", f"{VERIFIER_DIR}/{name}"], 60, user="root", limit=MAX_REWARD_BYTES
+                executor, ["cat", f"{VERIFIER_DIR}/{name}"], 60, user="root", limit=MAX_REWARD_BYTES
             )
             if read.exit_code != 0:
                 continue
@@ -524,9 +564,9 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
         )
 
     def _release(self) -> None:
-        container, self._container = self._container, None
-        if container is not None:
-            self.pool.remove(container)
+        executor, self._exec = self._exec, None
+        if executor is not None:
+            executor.close()
 
     def close(self) -> None:
         self._release()
@@ -538,7 +578,12 @@ class HarborEnvironment(Environment[HarborAction, HarborObservation, HarborState
 
 def parse_options(options: Mapping[str, str]) -> HarborOptions:
     """The target's options, checked."""
-    known = {"warm": int, "command_timeout": float, "max_output": int}
+    known: dict[str, type] = {
+        "warm": int,
+        "command_timeout": float,
+        "max_output": int,
+        "executor": str,
+    }
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise AdapterError(
@@ -547,7 +592,15 @@ def parse_options(options: Mapping[str, str]) -> HarborOptions:
         )
     values: dict[str, Any] = {}
     for key, kind in known.items():
-        if key in options:
+        if key == "executor" and key in options:
+            if options[key] not in EXECUTORS:
+                raise AdapterError(
+                    f"Option executor={options[key]!r} must be one of {', '.join(EXECUTORS)}."
+                )
+            if options[key] == "local" and "warm" in options:
+                raise AdapterError("executor=local has no warm pool: leave out the warm option.")
+            values[key] = options[key]
+        elif key in options:
             value = convert_option(key, options[key], kind)
             if value < 0 or (value == 0 and key != "warm"):
                 raise AdapterError(f"Option {key}={options[key]!r} must be positive.")
@@ -619,6 +672,8 @@ def load(name: str, options: Mapping[str, str]) -> AdaptedEnvironment:
     """The Harbor task folder ``name`` (an absolute path) as an environment."""
     task = read_task(name)
     settings = parse_options(options)
+    if settings.executor == "local":
+        return load_local(task, settings)
     tests = folder_archive(task.root, "tests")
     longest = max(settings.command_timeout, task.verifier_timeout, 60.0)
     try:
@@ -630,7 +685,7 @@ def load(name: str, options: Mapping[str, str]) -> AdaptedEnvironment:
     pool.fill()
     atexit.register(pool.shutdown)
     return AdaptedEnvironment(
-        factory=lambda: HarborEnvironment(task, pool, settings, tests),
+        factory=lambda: HarborEnvironment(task, lambda: ContainerExecutor(pool), settings, tests),
         action_cls=HarborAction,
         observation_cls=HarborObservation,
         state_cls=HarborState,
@@ -639,4 +694,21 @@ def load(name: str, options: Mapping[str, str]) -> AdaptedEnvironment:
         package="docker",
         package_version=version("docker"),
         shutdown=pool.shutdown,
+    )
+
+
+def load_local(task: HarborTask, settings: HarborOptions) -> AdaptedEnvironment:
+    """``task`` served from inside its own image (``executor=local``, see
+    :mod:`.harbor_local`): one container, one session at a time."""
+    tests = folder_archive(task.root, "tests")
+    workdir = os.getcwd()
+    return AdaptedEnvironment(
+        factory=lambda: HarborEnvironment(task, lambda: LocalExecutor(workdir), settings, tests),
+        action_cls=HarborAction,
+        observation_cls=HarborObservation,
+        state_cls=HarborState,
+        name=f"harbor:{task.name}",
+        description=f"Harbor task {task.name}, run in the container this server runs in",
+        package="openenv-runtime",
+        package_version=version("openenv-runtime"),
     )

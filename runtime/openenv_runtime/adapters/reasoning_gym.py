@@ -20,8 +20,6 @@ The Task API lists the entries (one split, ``train``): index, question and metad
 
 from __future__ import annotations
 
-import itertools
-import threading
 import typing
 from collections.abc import Mapping
 from importlib.metadata import version
@@ -36,12 +34,11 @@ from ..errors import AdapterError
 from ..models import Action, Observation, State
 from .options import convert_option
 from .target import AdaptedEnvironment
+from .task_list import IndexedTaskApi, TaskCursor, check_split, episode_index
 
 # Options the adapter reads itself; every other one goes to ``create_dataset``.
 ATTEMPTS_OPTION = "attempts"
-SPLIT = "train"
-# Entries one Task API request may generate (each is built on demand).
-MAX_LISTED = 10_000
+TASKS_ARE = "a reasoning-gym dataset"
 # Entry metadata keys a trainer may want that give away no answer.
 _SHARED_METADATA = ("source_dataset", "source_index", "difficulty")
 
@@ -80,12 +77,7 @@ class DatasetSource:
         self.dataset = dataset
         self.size = len(dataset)
         self.attempts = attempts
-        self._cursor = itertools.count()
-        self._lock = threading.Lock()
-
-    def next_index(self) -> int:
-        with self._lock:
-            return next(self._cursor) % self.size
+        self.cursor = TaskCursor()
 
     def entry(self, index: int) -> dict[str, Any]:
         if not 0 <= index < self.size:
@@ -95,7 +87,7 @@ class DatasetSource:
         entry: dict[str, Any] = self.dataset[index]
         return entry
 
-    def task(self, index: int) -> dict[str, Any]:
+    def listing(self, index: int) -> dict[str, Any]:
         entry = self.entry(index)
         return {"index": index, "question": entry["question"], "metadata": shared_metadata(entry)}
 
@@ -109,11 +101,12 @@ def shared_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class ReasoningGymEnvironment(
-    Environment[ReasoningGymAction, ReasoningGymObservation, ReasoningGymState]
+    IndexedTaskApi, Environment[ReasoningGymAction, ReasoningGymObservation, ReasoningGymState]
 ):
     """One session over a shared :class:`DatasetSource`."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    TASKS_ARE = TASKS_ARE
 
     def __init__(self, source: DatasetSource) -> None:
         super().__init__()
@@ -130,13 +123,8 @@ class ReasoningGymEnvironment(
         split: str | None = None,
         **kwargs: Any,
     ) -> ReasoningGymObservation:
-        check_split(split)
-        if task_index is not None:
-            index = as_index(task_index)
-        elif seed is not None:
-            index = as_index(seed) % self.source.size
-        else:
-            index = self.source.next_index()
+        check_split(split, TASKS_ARE)
+        index = episode_index(self.source.size, self.source.cursor, task_index, seed)
         self._entry = self.source.entry(index)
         self._state = ReasoningGymState(
             episode_id=episode_id or str(uuid4()),
@@ -182,49 +170,9 @@ class ReasoningGymEnvironment(
     def state(self) -> ReasoningGymState:
         return self._state
 
-    # -- the Task API ----------------------------------------------------------------------
-    def list_splits(self) -> list[str]:
-        return [SPLIT]
-
-    def num_tasks(self, split: str) -> int:
-        check_split(split)
-        return self.source.size
-
-    def get_task(self, split: str, index: int) -> dict[str, Any]:
-        check_split(split)
-        return self.source.task(index)
-
-    def get_task_range(
-        self, split: str, start: int | None = None, stop: int | None = None
-    ) -> list[dict[str, Any]]:
-        check_split(split)
-        indices = range(self.source.size)[start:stop]
-        if len(indices) > MAX_LISTED:
-            # IndexError: answered 400, like an index out of range.
-            raise IndexError(
-                f"{len(indices)} entries asked at once; ask task_range in pages of at most "
-                f"{MAX_LISTED} (start, stop)"
-            )
-        return [self.source.task(i) for i in indices]
-
-    def list_tasks(self, split: str) -> list[dict[str, Any]]:
-        return self.get_task_range(split)
-
-
-def check_split(split: str | None) -> None:
-    if split is not None and split != SPLIT:
-        # IndexError: the Task API answers it as a client error (400), not a server fault.
-        raise IndexError(f"split {split!r} does not exist: a reasoning-gym dataset has {SPLIT!r}")
-
-
-def as_index(value: Any) -> int:
-    """A task index or seed from a reset message (an int, or a string of one)."""
-    if isinstance(value, bool):
-        raise ValueError(f"task_index must be an integer, not {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"task_index must be an integer, not {value!r}") from None
+    @property
+    def task_source(self) -> DatasetSource:
+        return self.source
 
 
 def dataset_kwargs(name: str, options: Mapping[str, str], config_cls: type) -> dict[str, Any]:

@@ -35,8 +35,6 @@ class Family:
     module: str
     extra: str
     package: str  # the distribution whose absence means "install the extra"
-    # whether `openenv import` writes a project for it (a Harbor task folder is one already)
-    importable: bool = True
 
 
 FAMILIES: dict[str, Family] = {
@@ -46,7 +44,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "textarena": Family("openenv_runtime.adapters.textarena", "textarena", "textarena"),
     # a Harbor task folder, run in containers on the local Docker engine
-    "harbor": Family("openenv_runtime.adapters.harbor", "harbor", "docker", importable=False),
+    "harbor": Family("openenv_runtime.adapters.harbor", "harbor", "docker"),
     "verifiers": Family("openenv_runtime.adapters.verifiers", "verifiers", "verifiers"),
 }
 

@@ -13,7 +13,9 @@ see (the task's system prompt and prompt) and the ``tools`` it may call (the tas
 taskset's ``Toolset`` methods marked ``@vf.tool``, named ``<server>_<tool>`` as verifiers
 advertises them). The action is one assistant turn: ``content`` and optionally
 ``tool_calls``. A turn with tool calls runs them in the server (each tool result becomes a
-``tool`` message of the next observation); a turn without ends the episode. After a turn with
+``tool`` message of the next observation); a turn without ends the episode. The same tools
+are the server's MCP tools (``tools/list``, and ``tools/call`` within a session's running
+episode, outside its trace). After a turn with
 tool calls, verifiers' own checks before a next model call run: ``max_turns``, then the task's
 ``@vf.stop`` predicates over the trace; either ends the episode too. Then the task's own scoring runs
 (``Task.score``: its ``@vf.reward`` and ``@vf.metric`` functions, plugged ones and judges) on
@@ -30,7 +32,6 @@ import asyncio
 import inspect
 import itertools
 import json
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import version
 from typing import Any
@@ -41,15 +42,16 @@ from pydantic_core import to_jsonable_python
 
 from ..environment import Environment
 from ..errors import AdapterError
+from ..mcp.environment import ToolCallResult
+from ..mcp.types import Tool as McpTool
 from ..models import Action, Observation, State
 from .options import convert_option
 from .target import AdaptedEnvironment
+from .task_list import MAX_LISTED, IndexedTaskApi, TaskCursor, check_split, episode_index
 
 MAX_TURNS_OPTION = "max_turns"
 DEFAULT_MAX_TURNS = 32
-SPLIT = "train"
-# Tasks read from a taskset (an infinite one is cut here); Task API pages are as large.
-MAX_TASKS = 10_000
+TASKS_ARE = "a verifiers taskset"
 # Task data fields shown to the client: the rest (reference answers, ...) stay in the server.
 _SHOWN_TASK_FIELDS = ("idx", "id", "name", "description")
 
@@ -112,17 +114,13 @@ class TaskSource:
         self.name = name
         self.env = env
         self.taskset = env.taskset
-        self.tasks: list[Any] = list(itertools.islice(iter(self.taskset), MAX_TASKS))
+        # An infinite taskset is cut at one Task API page.
+        self.tasks: list[Any] = list(itertools.islice(iter(self.taskset), MAX_LISTED))
         if not self.tasks:
             raise AdapterError(f"verifiers taskset {name!r} loaded no task: check its options.")
         self.size = len(self.tasks)
         self.max_turns = max_turns
-        self._cursor = itertools.count()
-        self._lock = threading.Lock()
-
-    def next_index(self) -> int:
-        with self._lock:
-            return next(self._cursor) % self.size
+        self.cursor = TaskCursor()
 
     def task(self, index: int) -> Any:
         if not 0 <= index < self.size:
@@ -201,12 +199,14 @@ class Tool:
         self.requires_runtime = "runtime" in inspect.signature(fn).parameters
         # A callable is a valid TypeAdapter type at run time: it validates a call's arguments.
         self.call: TypeAdapter[Any] = TypeAdapter(fn)  # type: ignore[arg-type]
+        self.description = (fn.__doc__ or "").strip()
+        self.parameters = self.call.json_schema()
         self.schema = {
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": (fn.__doc__ or "").strip(),
-                "parameters": self.call.json_schema(),
+                "description": self.description,
+                "parameters": self.parameters,
             },
         }
 
@@ -231,10 +231,13 @@ def discover_tools(servers: Sequence[Any]) -> dict[str, Tool]:
     return tools
 
 
-class VerifiersEnvironment(Environment[VerifiersAction, VerifiersObservation, VerifiersState]):
+class VerifiersEnvironment(
+    IndexedTaskApi, Environment[VerifiersAction, VerifiersObservation, VerifiersState]
+):
     """One session over a shared :class:`TaskSource`."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    TASKS_ARE = TASKS_ARE
 
     def __init__(self, source: TaskSource) -> None:
         super().__init__()
@@ -267,13 +270,8 @@ class VerifiersEnvironment(Environment[VerifiersAction, VerifiersObservation, Ve
         from verifiers.v1.state import state_cls
         from verifiers.v1.trace import TraceTask
 
-        check_split(split)
-        if task_index is not None:
-            index = as_index(task_index)
-        elif seed is not None:
-            index = as_index(seed) % self.source.size
-        else:
-            index = self.source.next_index()
+        check_split(split, TASKS_ARE)
+        index = episode_index(self.source.size, self.source.cursor, task_index, seed)
         task = self.source.task(index)
         servers = self.source.toolsets(task)
         for server in servers:
@@ -330,23 +328,50 @@ class VerifiersEnvironment(Environment[VerifiersAction, VerifiersObservation, Ve
         return await self._finish(added)
 
     async def _run_tool(self, call_id: str, call: VerifiersToolCall) -> dict[str, Any]:
-        tool = self._tools.get(call.name)
-        _, arguments = call_arguments(call)
+        content, _ = await self._answer(call.name, call_arguments(call)[1])
+        return {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": content}
+
+    async def _answer(self, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
+        """What tool ``name`` answers the model (its own failure included, as text, as in
+        verifiers), and whether that is an error."""
+        tool = self._tools.get(name)
         if tool is None:
             known = ", ".join(self._tools) or "none"
-            content = f"Error: no tool named {call.name!r} (tools: {known})."
-        elif tool.requires_runtime:
-            content = f"Error: tool {call.name!r} needs a sandbox runtime, which this server lacks."
-        elif arguments is None:
-            content = f"Error: the arguments of {call.name!r} are not a JSON object."
-        else:
-            try:
-                content = await tool(arguments)
-            except (
-                Exception
-            ) as exc:  # the tool's own failure is the model's to read, as in verifiers
-                content = f"Error: {type(exc).__name__}: {exc}"
-        return {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": content}
+            return f"Error: no tool named {name!r} (tools: {known}).", True
+        if tool.requires_runtime:
+            return f"Error: tool {name!r} needs a sandbox runtime, which this server lacks.", True
+        if arguments is None:
+            return f"Error: the arguments of {name!r} are not a JSON object.", True
+        try:
+            return await tool(arguments), False
+        except Exception as exc:  # the tool's own failure is the model's to read
+            return f"Error: {type(exc).__name__}: {exc}", True
+
+    # -- MCP: tools/list and tools/call ----------------------------------------------------
+    def list_tools(self) -> list[McpTool]:
+        """The tools, as MCP lists them: the running episode's, else those task 0 offers."""
+        tools = self._tools or discover_tools(self.source.toolsets(self.source.task(0)))
+        return [
+            McpTool(name=tool.name, description=tool.description, input_schema=tool.parameters)
+            for tool in tools.values()
+        ]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        """Run tool ``name`` in the running episode's tool servers, as a tool call of a step
+        would, but outside the trace: the rewards score the turns sent as steps."""
+        if self._task is None or self._done:
+            raise RuntimeError(
+                "verifiers tools run within an episode: reset this session first (an MCP "
+                "call without a session has none)."
+            )
+        text, failed = await self._answer(name, arguments)
+        return ToolCallResult(
+            content=[{"type": "text", "text": text}],
+            structured_content=None,
+            meta=None,
+            data=text,
+            is_error=failed,
+        )
 
     async def _ended(self, called_tools: bool) -> bool:
         """Whether the episode ends after this turn. A reply without tool calls ends it; after
@@ -403,42 +428,9 @@ class VerifiersEnvironment(Environment[VerifiersAction, VerifiersObservation, Ve
     def state(self) -> VerifiersState:
         return self._state
 
-    # -- the Task API ----------------------------------------------------------------------
-    def list_splits(self) -> list[str]:
-        return [SPLIT]
-
-    def num_tasks(self, split: str) -> int:
-        check_split(split)
-        return self.source.size
-
-    def get_task(self, split: str, index: int) -> dict[str, Any]:
-        check_split(split)
-        return self.source.listing(index)
-
-    def get_task_range(
-        self, split: str, start: int | None = None, stop: int | None = None
-    ) -> list[dict[str, Any]]:
-        check_split(split)
-        return [self.source.listing(i) for i in range(self.source.size)[start:stop]]
-
-    def list_tasks(self, split: str) -> list[dict[str, Any]]:
-        return self.get_task_range(split)
-
-
-def check_split(split: str | None) -> None:
-    if split is not None and split != SPLIT:
-        # IndexError: the Task API answers it as a client error (400), not a server fault.
-        raise IndexError(f"split {split!r} does not exist: a verifiers taskset has {SPLIT!r}")
-
-
-def as_index(value: Any) -> int:
-    """A task index or seed from a reset message (an int, or a string of one)."""
-    if isinstance(value, bool):
-        raise ValueError(f"task_index must be an integer, not {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"task_index must be an integer, not {value!r}") from None
+    @property
+    def task_source(self) -> TaskSource:
+        return self.source
 
 
 def max_turns_option(options: Mapping[str, str]) -> int:
