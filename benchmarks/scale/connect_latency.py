@@ -1,7 +1,7 @@
 """Session-start latency at 4,096, 8,192 and 16,384 concurrent sessions through Envoy fronts.
 
     python benchmarks/scale/connect_latency.py --label before            # the curve, as rendered
-    python benchmarks/scale/connect_latency.py --sizes 16384 --ramp 4    # connects spread over 4 s
+    python benchmarks/scale/connect_latency.py --rate 250    # 250 connects a second
     python benchmarks/scale/connect_latency.py --sizes 16384 --flame benchmarks/scale/connect-flame.svg
 
 Session start = from the client opening its TCP connection to the first ``reset`` answered
@@ -13,7 +13,7 @@ What runs (as ``fronts_16k.py``): two replicas of the built-in benchmark environ
 many Envoy fronts as ``openenv deploy envoy --json`` asks for at this machine's open-file
 limit, sharing one port (SO_REUSEPORT). The load generator is this script's own: ``--procs``
 processes (uvloop, the runtime's sans-I/O WebSocket client, no compression), each opening its
-share of the sessions; ``--ramp R`` starts them evenly over R seconds instead of all at once
+share of the sessions; ``--rate R`` starts them evenly at R a second instead of all at once
 (0). Its own cost is reported apart: CPU seconds per process (``getrusage``), and how late the
 last connect was issued.
 
@@ -255,12 +255,19 @@ def start(args: list[str], cpus: str | None, **extra: str) -> subprocess.Popen[b
 class Fleet:
     """Two replicas and the fronts ``openenv deploy envoy`` asks for, on one machine."""
 
-    def __init__(self, capacity: int, replicas: int, cpus: str | None, backlog: int | None):
+    def __init__(
+        self,
+        capacity: int,
+        replicas: int,
+        cpus: str | None,
+        backlog: int | None,
+        settings: dict[str, str],
+    ) -> None:
         self.work = Path(tempfile.mkdtemp(prefix="connect-latency-"))
         ports = [free_port() for _ in range(replicas)]
         self.front_port = free_port()
         per_replica = capacity // replicas * 9 // 8
-        extra = {"MAX_CONCURRENT_ENVS": str(per_replica)}
+        extra = {"MAX_CONCURRENT_ENVS": str(per_replica), **settings}
         self.replicas = [
             start([sys.executable, "-m", "openenv_runtime.serve", APP, "--port", str(p),
                    *(["--backlog", str(backlog)] if backlog else [])], cpus, **extra)
@@ -405,13 +412,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="4096,8192,16384")
     parser.add_argument("--label", default="run", help="key of this run in the JSON")
     parser.add_argument("--procs", type=int, default=2, help="load generator processes")
-    parser.add_argument("--ramp", type=float, default=0.0, help="seconds to spread connects over")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="connects per second (0: all at once)"
+    )
     parser.add_argument("--pin", action="store_true", help="servers on core 0, loadgen on core 1")
     parser.add_argument("--backlog", type=int, help="--backlog passed to each replica")
     parser.add_argument("--flame", type=Path, help="py-spy SVG of replica 1 at the largest size")
     parser.add_argument("--rest", type=float, default=5.0, help="seconds between sizes")
     parser.add_argument("--note", default="", help="what this run changed")
     parser.add_argument("--runtime", type=Path, help="the servers' runtime/ (e.g. main's)")
+    parser.add_argument(
+        "--ping-interval", type=float, help="the replicas' WS_PING_INTERVAL (0: no keepalive pings)"
+    )
     options = parser.parse_args()
     global RUNTIME
     RUNTIME = (options.runtime or RUNTIME).resolve()
@@ -419,12 +431,16 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # children inherit it
     sizes = [int(s) for s in options.sizes.split(",")]
     server_cpus, loadgen_cpus = ("0", "1") if options.pin else (None, None)
-    fleet = Fleet(max(sizes), 2, server_cpus, options.backlog)
+    extra = (
+        {} if options.ping_interval is None else {"WS_PING_INTERVAL": f"{options.ping_interval:g}"}
+    )
+    fleet = Fleet(max(sizes), 2, server_cpus, options.backlog, extra)
     runs = []
     try:
         for size in sizes:
             flame = options.flame if options.flame and size == max(sizes) else None
-            row = measure(fleet, size, options.procs, options.ramp, loadgen_cpus, flame)
+            ramp = size / options.rate if options.rate else 0.0
+            row = measure(fleet, size, options.procs, ramp, loadgen_cpus, flame)
             print(json.dumps(row), flush=True)
             runs.append(row)
             time.sleep(options.rest)
@@ -437,12 +453,13 @@ def main() -> None:
         "note": options.note,
         "settings": {
             "procs": options.procs,
-            "ramp_s": options.ramp,
+            "rate_per_s": options.rate,
             "pinned": "replicas+fronts on core 0, load generator on core 1"
             if options.pin
             else "none: replicas, fronts and load generator share both cores",
             "backlog": options.backlog,
             "server_runtime": str(RUNTIME),
+            "ws_ping_interval": options.ping_interval,
             "open_files_per_process": hard,
             "cpus": os.cpu_count(),
         },
@@ -450,30 +467,41 @@ def main() -> None:
         "sizes": runs,
     }
     document_path.write_text(json.dumps(document, indent=2) + "\n")
-    (HERE / "connect_latency.md").write_text(markdown(document))
+    table = HERE / "connect_latency.md"
+    text = table.read_text() if table.is_file() else ""
+    kept = text[text.index(ANALYSIS) :] if ANALYSIS in text else ""
+    table.write_text(markdown(document, kept))
 
 
-def markdown(document: dict[str, Any]) -> str:
+ANALYSIS = "<!-- analysis: kept when the script rewrites the table -->"
+
+
+def markdown(document: dict[str, Any], kept: str = "") -> str:
     lines = [
         "# Session start at 4,096 / 8,192 / 16,384 sessions through the rendered Envoy fronts",
         "",
         "Session start = TCP connect through Envoy + WebSocket upgrade + first `reset` answered. "
         "All sessions of a size are held open until the last has started. Written by "
         "`python benchmarks/scale/connect_latency.py`; 2 cores shared with other agents' work "
-        "(load average = one-minute, before → after each size).",
+        "(load = one-minute load average before → after each size). CPU per session = "
+        "replicas + fronts + load generator CPU seconds over the sessions; floor = all that "
+        "CPU over the 2 cores: no start order finishes the last session sooner.",
         "",
-        "| run | sessions | ramp | success | start p50 | start p99 | upgrade p99 | replicas CPU "
-        "| fronts CPU | loadgen CPU | listen overflows | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| run | sessions | ramp | success | start p50 | start p99 | replicas CPU "
+        "| fronts CPU | loadgen CPU | CPU / session | floor | listen overflows | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for label, run in document["runs"].items():
+        cpus = run["settings"]["cpus"] or 1
         for row in run["sizes"]:
-            p50, p99, up = row["start_p50_ms"], row["start_p99_ms"], row["upgrade_p99_ms"]
+            cpu = row["cpu_s"]
+            total = cpu["replicas"] + cpu["fronts"] + sum(cpu["loadgen"])
             lines.append(
-                f"| {label} | {row['sessions']:,} | {row['ramp_s']:g} s | {row['success']:.1%} | "
-                f"{_s(p50)} | {_s(p99)} | {_s(up)} | {row['cpu_s']['replicas']:.1f} s | "
-                f"{row['cpu_s']['fronts']:.1f} s | "
-                f"{' + '.join(f'{c:.1f}' for c in row['cpu_s']['loadgen'])} s | "
+                f"| {label} | {row['sessions']:,} | {row['ramp_s']:.0f} s | "
+                f"{row['success']:.1%} | {_s(row['start_p50_ms'])} | {_s(row['start_p99_ms'])} | "
+                f"{cpu['replicas']:.1f} s | {cpu['fronts']:.1f} s | "
+                f"{' + '.join(f'{c:.1f}' for c in cpu['loadgen'])} s | "
+                f"{total / row['sessions'] * 1000:.2f} ms | {total / cpus:.1f} s | "
                 f"{row['kernel']['ListenOverflows']:,} | "
                 f"{row['load_before']:.1f} → {row['load_after']:.1f} |"
             )
@@ -486,7 +514,7 @@ def markdown(document: dict[str, Any]) -> str:
             f"sessions, {settings['procs']} load-generator processes; pinning: "
             f"{settings['pinned']}."
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + (kept or ANALYSIS + "\n")
 
 
 def _s(ms: float | None) -> str:
