@@ -11,9 +11,10 @@ from openenv_runtime.server.app import collect_connection_cycles
 
 class Counter:
     total_opened = 0
+    active = 0
 
 
-def test_cycles_are_collected_every_n_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cycles_are_collected_after_n_sessions_close(monkeypatch: pytest.MonkeyPatch) -> None:
     collected: list[int] = []
     monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
     manager = Counter()
@@ -22,7 +23,32 @@ def test_cycles_are_collected_every_n_sessions(monkeypatch: pytest.MonkeyPatch) 
         task = asyncio.get_running_loop().create_task(collect_connection_cycles(manager, every=3))  # type: ignore[arg-type]
         await asyncio.sleep(1.2)
         assert collected == []  # no sessions, no collection
-        manager.total_opened = 3
+        manager.total_opened = manager.active = 3
+        await asyncio.sleep(1.2)
+        assert collected == []  # sessions opened, none closed: nothing to collect yet
+        manager.active = 0
+        await asyncio.sleep(1.2)
+        task.cancel()
+
+    asyncio.run(go())
+    assert collected == [1]
+
+
+def test_a_burst_of_new_sessions_collects_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full collection walks every open session: a connect storm must not pay it per 2,000
+    opened; the collection waits for as many closes as there are sessions open."""
+    collected: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    manager = Counter()
+
+    async def go() -> None:
+        task = asyncio.get_running_loop().create_task(collect_connection_cycles(manager, every=3))  # type: ignore[arg-type]
+        manager.total_opened = manager.active = 10
+        await asyncio.sleep(1.2)
+        manager.total_opened, manager.active = 15, 10  # 5 closed: fewer than the 10 open
+        await asyncio.sleep(1.2)
+        assert collected == []
+        manager.total_opened = 20  # 10 closed since the start: as many as are open
         await asyncio.sleep(1.2)
         task.cancel()
 
