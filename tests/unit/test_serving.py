@@ -187,7 +187,7 @@ class GuessEnvironment(Environment[GuessAction, GuessObservation, State]):
         return self._state
 
 
-app = create_app(GuessEnvironment, GuessAction, GuessObservation, State, name="guess")
+app = create_app(GuessEnvironment, GuessAction, GuessObservation, State, env_name="guess")
 """
 
 
