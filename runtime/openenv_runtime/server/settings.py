@@ -191,7 +191,8 @@ def load_settings(
 
     ``flags`` are this process's own command-line values (field name → value, None: not
     given), merged over those in ``OPENENV_SERVER_FLAGS``; ``code`` are the settings
-    ``create_app`` was given (each one given, None included: None is a value, e.g. no timeout). Raises :class:`EnvironmentContractError` naming the bad value's source.
+    ``create_app`` was given (each one given, None included: None is a value, e.g. no
+    timeout). Raises :class:`EnvironmentContractError` naming the bad value's source.
     """
     environ = os.environ if environ is None else environ
     flag_values = {
