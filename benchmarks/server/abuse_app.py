@@ -79,7 +79,7 @@ class AbuseEnvironment(Environment[AbuseAction, AbuseObservation, State]):
         return self._state
 
 
-app = create_app(AbuseEnvironment, AbuseAction, AbuseObservation, name="abuse")
+app = create_app(AbuseEnvironment, AbuseAction, AbuseObservation, env_name="abuse")
 
 
 @app.get("/abuse/instances")

@@ -64,7 +64,7 @@ class BallastEnvironment(CkbenchEnvironment):
 
 
 app = create_app(
-    BallastEnvironment, CkbenchAction, CkbenchObservation, CkbenchState, name="{NAME}"
+    BallastEnvironment, CkbenchAction, CkbenchObservation, CkbenchState, env_name="{NAME}"
 )
 '''
 

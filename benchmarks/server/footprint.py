@@ -36,6 +36,7 @@ from tests.support.reference import OPENENV_REQUIREMENT, SCRIPTS_DIR  # noqa: E4
 OUR_APP = """
 from uuid import uuid4
 from openenv_runtime import Action, Environment, Observation, State, create_app
+from openenv_runtime.server import ServerSettings
 
 class PlainAction(Action):
     message: str
@@ -55,7 +56,7 @@ class PlainEnvironment(Environment):
     def state(self):
         return self._state
 
-app = create_app(PlainEnvironment, PlainAction, PlainObservation, enable_web_interface=False)
+app = create_app(PlainEnvironment, PlainAction, PlainObservation, settings=ServerSettings(web_interface=False))
 """
 
 

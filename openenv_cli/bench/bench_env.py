@@ -24,6 +24,8 @@ from typing import Any
 from uuid import uuid4
 
 from openenv_runtime import Action, Environment, Observation, State, create_app
+from openenv_runtime.server import ServerSettings
+from openenv_runtime.wire import EnvironmentMetadata
 
 DEFAULT_CAPACITY = 65536
 
@@ -96,13 +98,13 @@ def build_app(sync: bool = False) -> Any:
         BenchAction,
         BenchObservation,
         State,
-        name="openenv-bench-sync" if sync else "openenv-bench",
-        description="The openenv benchmark environment: step sleeps `wait` seconds.",
-        readme="The openenv benchmark environment: `step` sleeps `wait` seconds, then answers `ok`.",
-        # This app's defaults; MAX_CONCURRENT_ENVS, ENABLE_WEB_INTERFACE (and the flags of
-        # `openenv serve`) still win, through the server's one settings object.
-        max_concurrent_envs=DEFAULT_CAPACITY,
-        enable_web_interface=False,
+        metadata=EnvironmentMetadata(
+            name="openenv-bench-sync" if sync else "openenv-bench",
+            description="The openenv benchmark environment: step sleeps `wait` seconds.",
+            readme_content="The openenv benchmark environment: `step` sleeps `wait` seconds, "
+            "then answers `ok`.",
+        ),
+        settings=ServerSettings(web_interface=False, max_concurrent_envs=DEFAULT_CAPACITY),
     )
 
 

@@ -142,7 +142,8 @@ def check_metadata(prefix: str, base_url: str, timeout: float, token: str | None
         return warned(
             name,
             f"GET /metadata: {label}, without {', '.join(missing)}.",
-            "Pass description= and version= to create_app().",
+            "Pass metadata=EnvironmentMetadata(name=..., description=..., version=...) to "
+            "create_app() (EnvironmentMetadata from openenv_runtime.wire).",
             details={"metadata": {k: v for k, v in body.items() if k != "readme_content"}},
         )
     return passed(

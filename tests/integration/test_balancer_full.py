@@ -21,6 +21,7 @@ import openenv_runtime.client.pool
 from openenv_runtime import EnvError, EnvPool, GenericEnvClient, create_app
 from openenv_runtime.providers import ProcessProvider
 from openenv_runtime.providers.base import health
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
@@ -44,7 +45,7 @@ def full_server(tracker: Tracker, monkeypatch: pytest.MonkeyPatch, mode: str | N
         EchoAction,
         EchoObservation,
         max_concurrent_envs=1,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     return running_server(app)
 

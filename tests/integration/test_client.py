@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from openenv_runtime import EnvClient, EnvError, GenericEnvClient, State, create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import AsyncEchoEnvironment, EchoAction, EchoEnvironment, EchoObservation
 
@@ -26,7 +27,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[str]:
         EchoAction,
         EchoObservation,
         max_concurrent_envs=4,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as url:
         yield url
@@ -99,7 +100,9 @@ def test_generic_client_uses_dicts(server: str) -> None:
 
 
 def test_server_errors_raise_env_error_with_code() -> None:
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        EchoEnvironment, EchoAction, EchoObservation, settings=ServerSettings(web_interface=False)
+    )
     with running_server(app) as url, Echo(url).sync() as env:
         env.reset()
         with pytest.raises(EnvError) as info:
@@ -114,7 +117,7 @@ def test_capacity_error_reaches_the_client() -> None:
         EchoAction,
         EchoObservation,
         max_concurrent_envs=1,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as url, Echo(url).sync() as holder:
         holder.reset()
@@ -135,7 +138,12 @@ def test_connection_failure_names_the_url() -> None:
 
 
 def test_message_timeout() -> None:
-    app = create_app(AsyncEchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        AsyncEchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(web_interface=False),
+    )
     with running_server(app) as url, Echo(url, message_timeout=0.2).sync() as env:
         with pytest.raises(EnvError) as info:
             env.step(EchoAction(message="slow", wait=2.0))
@@ -147,7 +155,9 @@ def test_message_timeout() -> None:
 
 
 def test_an_app_can_be_served_again_after_its_server_stopped() -> None:
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        EchoEnvironment, EchoAction, EchoObservation, settings=ServerSettings(web_interface=False)
+    )
     for _ in range(2):
         with running_server(app) as url, Echo(url).sync() as env:
             assert env.step(EchoAction(message="again")).observation.echoed_message == "again"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from openenv_runtime import EnvClient, State, StepResult, create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.servers import active_sessions, wait_until
@@ -42,7 +43,7 @@ def url() -> Iterator[str]:
         EchoAction,
         EchoObservation,
         max_concurrent_envs=8,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as base:
         yield base

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from openenv_runtime import EnvClient, EnvError, State, create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import AsyncEchoEnvironment, EchoAction, EchoObservation
 
@@ -24,7 +25,12 @@ class Echo(EnvClient[EchoAction, EchoObservation, State]):
 
 
 def test_requests_sent_together_get_their_own_replies() -> None:
-    app = create_app(AsyncEchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        AsyncEchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(web_interface=False),
+    )
 
     async def go(url: str) -> list[str]:
         async with Echo(url) as env:
@@ -126,7 +132,12 @@ def test_proxy_from_the_environment_is_used(
     for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("http_proxy", proxy)
-    app = create_app(AsyncEchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        AsyncEchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(web_interface=False),
+    )
     with running_server(app) as url, Echo(url).sync() as env:
         assert env.step(EchoAction(message="via proxy")).observation.echoed_message == "via proxy"
     port = url.rsplit(":", 1)[1]
@@ -138,8 +149,7 @@ def test_refused_handshake_carries_its_status() -> None:
         AsyncEchoEnvironment,
         EchoAction,
         EchoObservation,
-        enable_web_interface=False,
-        api_key="k-123",
+        settings=ServerSettings(web_interface=False, api_key="k-123"),
     )
 
     async def go(url: str) -> None:

@@ -22,6 +22,7 @@ from openenv_runtime import (
     State,
     create_app,
 )
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.reference import reference_python, reference_server, run_reference_client
@@ -53,7 +54,7 @@ def ours() -> Iterator[str]:
         EchoAction,
         EchoObservation,
         max_concurrent_envs=8,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as url:
         yield url

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.servers import post_json
@@ -59,8 +60,7 @@ def server() -> Iterator[str]:
         EchoEnvironment,
         EchoAction,
         EchoObservation,
-        max_message_bytes=4096,
-        enable_web_interface=False,
+        settings=ServerSettings(max_message_bytes=4096, web_interface=False),
     )
     with running_server(app) as url:
         yield url
@@ -150,7 +150,10 @@ def test_bodies_over_the_limit_get_413(server: str, chunked: bool) -> None:
 
 def test_the_token_is_required_on_the_raw_route() -> None:
     app = create_app(
-        EchoEnvironment, EchoAction, EchoObservation, api_key="s3cret", enable_web_interface=False
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(api_key="s3cret", web_interface=False),
     )
     with running_server(app) as url:
         status, _ = request(url, b'{"action": {"message": "x"}, "session_id": "s"}', JSON)

@@ -26,6 +26,7 @@ from websockets.sync.client import connect
 
 from openenv_runtime import Action, Environment, Observation, State, create_app
 from openenv_runtime.serve import uvicorn_options
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.server.inline_frames import InlineFrames
 from openenv_runtime.server.settings import load_settings
 from openenv_runtime.testing import free_port
@@ -77,7 +78,7 @@ class Server:
         settings = load_settings(code={"max_message_bytes": MAX_BYTES}, environ={}).values
         options = uvicorn_options(settings)
         options.update(host="127.0.0.1", port=0, log_level="warning")
-        app = create_app(Parrot, Say, Heard, max_message_bytes=MAX_BYTES)
+        app = create_app(Parrot, Say, Heard, settings=ServerSettings(max_message_bytes=MAX_BYTES))
         self.server = uvicorn.Server(uvicorn.Config(app, **options))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

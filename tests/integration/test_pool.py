@@ -17,6 +17,7 @@ from openenv_cli.bench.bench_env import BenchAction, BenchObservation
 from openenv_runtime import EnvClient, EnvError, EnvPool, GenericEnvClient, State, StepResult
 from openenv_runtime.providers import ProcessProvider
 from openenv_runtime.providers.base import health
+from openenv_runtime.server import ServerSettings
 
 BENCH_APP = "openenv_cli.bench.bench_env:app"
 
@@ -228,7 +229,7 @@ def counter_server(limit: int) -> Any:
         CounterAction,
         CounterObservation,
         CounterState,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     return running_server(app)
 

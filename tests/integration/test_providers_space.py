@@ -9,6 +9,7 @@ import pytest
 
 from openenv_runtime import GenericEnvClient, create_app
 from openenv_runtime.providers import ProviderError, SpaceProvider
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.hub import ALICE_TOKEN, HubHandle, running_hub
@@ -19,7 +20,9 @@ REPO = "alice/echo-space"
 @pytest.fixture(scope="module")
 def env_server() -> Iterator[str]:
     """The server the Space runs (here: on this machine)."""
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        EchoEnvironment, EchoAction, EchoObservation, settings=ServerSettings(web_interface=False)
+    )
     with running_server(app) as url:
         yield url
 

@@ -30,6 +30,7 @@ from openenv_runtime.compat import (
     State,
     create_app,
 )
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.mcp_echo import ToolEchoEnvironment
@@ -57,7 +58,7 @@ def ours(ref_python: Path) -> Iterator[tuple[str, str]]:
         CallToolObservation,
         env_name="tool_echo",
         max_concurrent_envs=8,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     plain = create_app(
         EchoEnvironment,
@@ -65,7 +66,7 @@ def ours(ref_python: Path) -> Iterator[tuple[str, str]]:
         EchoObservation,
         env_name="plain",
         max_concurrent_envs=8,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(tools) as tools_url, running_server(plain) as plain_url:
         yield tools_url, plain_url

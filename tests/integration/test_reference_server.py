@@ -22,6 +22,7 @@ from openenv_runtime.compat import (
     State,
     create_app,
 )
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.mcp_echo import ToolEchoEnvironment
@@ -35,7 +36,7 @@ def test_create_app_takes_every_reference_option() -> None:
         EchoEnvironment,
         EchoAction,
         EchoObservation,
-        "echo_env",  # the reference passes env_name positionally here
+        "echo_env",
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=3, session_timeout=30),
         gradio_builder=lambda *a: None,
         custom_tab_name="Mine",
@@ -43,7 +44,7 @@ def test_create_app_takes_every_reference_option() -> None:
         show_default_tab=False,
         title_override="Echo!",
         reset_observation_cls=EchoObservation,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as url:
         assert get_json(url + "/health")[1]["max_sessions"] == 3
@@ -69,7 +70,11 @@ def test_both_capacity_options_is_an_error_as_in_the_reference() -> None:
 
 def test_production_mode_leaves_out_the_http_simulation_routes() -> None:
     app = create_app(
-        EchoEnvironment, EchoAction, EchoObservation, mode="production", enable_web_interface=False
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        mode="production",
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as url:
         assert post_json(url + "/reset", {})[0] == 404
@@ -101,7 +106,9 @@ class Described(EchoEnvironment):
 
 def test_get_metadata_override_fills_metadata() -> None:
     with running_server(
-        create_app(Described, EchoAction, EchoObservation, enable_web_interface=False)
+        create_app(
+            Described, EchoAction, EchoObservation, settings=ServerSettings(web_interface=False)
+        )
     ) as url:
         meta = get_json(url + "/metadata")[1]
     assert (meta["name"], meta["description"], meta["version"]) == (
@@ -113,7 +120,12 @@ def test_get_metadata_override_fills_metadata() -> None:
 
 def test_session_id_query_parameter_is_honoured_by_every_http_route() -> None:
     with running_server(
-        create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+        create_app(
+            EchoEnvironment,
+            EchoAction,
+            EchoObservation,
+            settings=ServerSettings(web_interface=False),
+        )
     ) as url:
         status, body = post_json(url + "/step", {"action": {"message": "x"}})
         assert status == 400 and "POST /reset" in body["detail"]  # says how to open a session
@@ -160,7 +172,11 @@ class Pinned(Environment[EchoAction, EchoObservation, State]):
 
 def test_thread_affinity_every_call_of_a_session_on_its_own_thread() -> None:
     app = create_app(
-        Pinned, EchoAction, EchoObservation, max_concurrent_envs=8, enable_web_interface=False
+        Pinned,
+        EchoAction,
+        EchoObservation,
+        max_concurrent_envs=8,
+        settings=ServerSettings(web_interface=False),
     )
 
     async def session(url: str) -> str:
@@ -190,7 +206,7 @@ def test_mcp_json_rpc_over_http_and_ws() -> None:
         CallToolAction,
         CallToolObservation,
         env_name="tools",
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as url:
         rpc = lambda method, **params: post_json(  # noqa: E731
@@ -261,7 +277,12 @@ class CountingTools(ToolEchoEnvironment):
 def test_tool_calls_of_the_mcp_client_are_steps_of_the_episode() -> None:
     from openenv_runtime.compat import MCPToolClient
 
-    app = create_app(CountingTools, CallToolAction, CallToolObservation, enable_web_interface=False)
+    app = create_app(
+        CountingTools,
+        CallToolAction,
+        CallToolObservation,
+        settings=ServerSettings(web_interface=False),
+    )
     with running_server(app) as url, MCPToolClient(base_url=url).sync() as env:
         env.reset()
         assert {t.name for t in env.list_tools()} == {"echo", "add", "weather"}
@@ -284,7 +305,12 @@ def test_tool_calls_of_the_mcp_client_are_steps_of_the_episode() -> None:
 
 def test_plain_environment_answers_tools_list_with_a_json_rpc_error() -> None:
     with running_server(
-        create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+        create_app(
+            EchoEnvironment,
+            EchoAction,
+            EchoObservation,
+            settings=ServerSettings(web_interface=False),
+        )
     ) as url:
         reply = post_json(url + "/mcp", {"jsonrpc": "2.0", "method": "tools/list", "id": 1})[1]
     assert reply["error"]["code"] == -32603 and "no MCP tools" in reply["error"]["message"]
@@ -311,7 +337,11 @@ class Tasks(EchoEnvironment):
 
 def test_task_api_routes() -> None:
     app = create_app(
-        Tasks, EchoAction, EchoObservation, env_name="tasks_env", enable_web_interface=False
+        Tasks,
+        EchoAction,
+        EchoObservation,
+        env_name="tasks_env",
+        settings=ServerSettings(web_interface=False),
     )
     with running_server(app) as url:
         assert get_json(url + "/list_environments")[1] == ["tasks_env"]

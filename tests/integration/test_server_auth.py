@@ -14,6 +14,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.server.auth import bearer_subprotocol
 from openenv_runtime.testing import free_port as _free_port
 from openenv_runtime.testing import running_server
@@ -39,8 +40,7 @@ def protected_app(web: bool = True):  # type: ignore[no-untyped-def]
         tracking_env(Tracker()),
         EchoAction,
         EchoObservation,
-        api_key=TOKEN,
-        enable_web_interface=web,
+        settings=ServerSettings(api_key=TOKEN, web_interface=web),
     )
 
     # routes a user adds to the app, named like the public ones

@@ -10,6 +10,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from openenv_runtime import EnvClient, EnvError, State, create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.server.auth import bearer_subprotocol
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
@@ -33,8 +34,7 @@ def server(tracker: Tracker) -> Iterator[str]:
         EchoAction,
         EchoObservation,
         max_concurrent_envs=2,
-        session_timeout=1.0,
-        enable_web_interface=False,
+        settings=ServerSettings(session_timeout=1.0, web_interface=False),
     )
     with running_server(app) as url:
         yield url
@@ -118,8 +118,7 @@ def test_token_protects_everything_but_health() -> None:
         tracking_env(tracker),
         EchoAction,
         EchoObservation,
-        api_key="s3cret",
-        enable_web_interface=False,
+        settings=ServerSettings(api_key="s3cret", web_interface=False),
     )
     with running_server(app) as url:
         status, health = get_json(url + "/health")

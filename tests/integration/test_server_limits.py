@@ -15,6 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from openenv_runtime import Environment, State, create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
@@ -46,7 +47,12 @@ def post_raw(url: str, path: str, body: bytes, headers: dict[str, str]) -> tuple
 
 
 def test_an_oversized_frame_is_refused_by_the_protocol_layer_with_1009() -> None:
-    app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation, max_message_bytes=4096)
+    app = create_app(
+        tracking_env(Tracker()),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(max_message_bytes=4096),
+    )
     with running_server(app) as url, ws(url) as conn:
         ask(conn, {"type": "reset"})
         with pytest.raises(ConnectionClosed) as info:
@@ -57,7 +63,12 @@ def test_an_oversized_frame_is_refused_by_the_protocol_layer_with_1009() -> None
 
 
 def test_an_oversized_http_body_gets_413_declared_or_chunked() -> None:
-    app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation, max_message_bytes=4096)
+    app = create_app(
+        tracking_env(Tracker()),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(max_message_bytes=4096),
+    )
     big = json.dumps({"action": {"message": "x" * 10_000}}).encode()
     with running_server(app) as url:
         status, body = post_raw(url, "/step", big, {"content-type": "application/json"})
@@ -138,9 +149,11 @@ def hanging_env(gate: Gate) -> type[Environment[Any, Any, Any]]:
 
 
 @contextmanager
-def gated_server(**options: Any) -> Iterator[tuple[str, Gate]]:
+def gated_server(**settings: Any) -> Iterator[tuple[str, Gate]]:
     gate = Gate()
-    app = create_app(hanging_env(gate), EchoAction, EchoObservation, **options)
+    app = create_app(
+        hanging_env(gate), EchoAction, EchoObservation, settings=ServerSettings(**settings)
+    )
     try:
         with running_server(app) as url:
             yield url, gate
@@ -209,7 +222,10 @@ def test_a_hung_http_step_gets_504_and_its_session_ends() -> None:
 
 def test_per_client_cap_covers_websocket_and_http() -> None:
     app = create_app(
-        tracking_env(Tracker()), EchoAction, EchoObservation, max_sessions_per_client=2
+        tracking_env(Tracker()),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(max_sessions_per_client=2),
     )
     with running_server(app) as url, ExitStack() as stack:
         first = stack.enter_context(ws(url))
@@ -229,7 +245,10 @@ def test_per_client_cap_covers_websocket_and_http() -> None:
 
 def test_per_client_cap_counts_the_token_when_auth_is_on() -> None:
     app = create_app(
-        tracking_env(Tracker()), EchoAction, EchoObservation, api_key="k", max_sessions_per_client=1
+        tracking_env(Tracker()),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(api_key="k", max_sessions_per_client=1),
     )
     auth = {"Authorization": "Bearer k"}
     with running_server(app) as url:
@@ -238,7 +257,12 @@ def test_per_client_cap_counts_the_token_when_auth_is_on() -> None:
 
 
 def test_http_sessions_expire_like_websocket_ones() -> None:
-    app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation, session_timeout=0.3)
+    app = create_app(
+        tracking_env(Tracker()),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(session_timeout=0.3),
+    )
     with running_server(app) as url:
         session = post_json(url + "/reset")[1]["session_id"]
         assert wait_until(lambda: active_sessions(url) == 0, timeout=10)
@@ -250,7 +274,10 @@ def test_http_sessions_expire_like_websocket_ones() -> None:
 @pytest.mark.parametrize(("trusted", "both_allowed"), [("127.0.0.1", True), ("10.9.9.9", False)])
 def test_x_forwarded_for_counts_only_from_trusted_proxies(trusted: str, both_allowed: bool) -> None:
     app = create_app(
-        tracking_env(Tracker()), EchoAction, EchoObservation, max_sessions_per_client=1
+        tracking_env(Tracker()),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(max_sessions_per_client=1),
     )
     with running_server(app, forwarded_allow_ips=trusted) as url:
         statuses = [
@@ -261,8 +288,6 @@ def test_x_forwarded_for_counts_only_from_trusted_proxies(trusted: str, both_all
 
 
 def test_the_default_trusts_only_loopback_proxies() -> None:
-    from openenv_runtime.server.settings_fields import ServerSettings
-
     assert ServerSettings().forwarded_allow_ips == "127.0.0.1,::1"
 
 

@@ -13,6 +13,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
@@ -30,8 +31,7 @@ def server(tracker: Tracker) -> Iterator[str]:
         tracking_env(tracker),
         EchoAction,
         EchoObservation,
-        max_message_bytes=4096,
-        enable_web_interface=False,
+        settings=ServerSettings(max_message_bytes=4096, web_interface=False),
     )
     with running_server(app) as url:
         yield url
@@ -134,7 +134,9 @@ def test_factory_error() -> None:
     def broken_factory() -> EchoEnvironment:
         raise RuntimeError("no GPU here")
 
-    app = create_app(broken_factory, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        broken_factory, EchoAction, EchoObservation, settings=ServerSettings(web_interface=False)
+    )
     with running_server(app) as url, ws(url) as conn:
         reply = json.loads(conn.recv(timeout=5))
         assert reply["data"]["code"] == "FACTORY_ERROR"

@@ -13,15 +13,19 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env
 from tests.support.servers import active_sessions, get_json, wait_until
 
 
-def make_app(tracker: Tracker, **options: object):  # type: ignore[no-untyped-def]
+def make_app(tracker: Tracker, **settings: object):  # type: ignore[no-untyped-def]
     return create_app(
-        tracking_env(tracker), EchoAction, EchoObservation, enable_web_interface=False, **options
+        tracking_env(tracker),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(web_interface=False, **settings),
     )
 
 

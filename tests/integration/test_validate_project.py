@@ -23,7 +23,9 @@ from openenv_cli.scaffold import render_project, write_project
 from openenv_cli.validation import smoke, validate_project, validate_url
 from openenv_cli.validation.results import Status
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
+from openenv_runtime.wire import EnvironmentMetadata
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
 runner = CliRunner()
@@ -218,9 +220,7 @@ def echo_url() -> Iterator[str]:
         EchoEnvironment,
         EchoAction,
         EchoObservation,
-        name="echo",
-        description="Echo",
-        version="1.2.3",
+        metadata=EnvironmentMetadata(name="echo", description="Echo", version="1.2.3"),
     )
     with running_server(app) as url:
         yield url
@@ -278,7 +278,9 @@ def test_url_mode_uses_the_project_example_and_lock(echo_url: str, tmp_path: Pat
 
 
 def test_url_mode_with_token() -> None:
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, api_key="s3cret")
+    app = create_app(
+        EchoEnvironment, EchoAction, EchoObservation, settings=ServerSettings(api_key="s3cret")
+    )
     with running_server(app) as url:
         report = validate_url(url, timeout=10)
         assert report.get("remote.health").status is Status.PASS  # /health stays open

@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from openenv_runtime import Environment, Observation, State, create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
+from openenv_runtime.wire import EnvironmentMetadata
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.fixtures.web_kinds import (
     GRID_README,
@@ -143,12 +145,31 @@ def visit(browser: Any) -> Iterator[Callable[..., Visit]]:
         context.close()
 
 
-def kinds_app(**options: Any) -> Any:
-    return create_app(KindsEnvironment, KindsAction, KindsObservation, readme=README, **options)
+def described(env: type[Any], readme: str, **given: Any) -> EnvironmentMetadata:
+    """``/metadata`` as the class gives it, with ``readme`` as the README."""
+    return EnvironmentMetadata(
+        name=env.__name__, description=env.__doc__.splitlines()[0], readme_content=readme, **given
+    )
 
 
-def echo_app(**options: Any) -> Any:
-    return create_app(EchoEnvironment, EchoAction, EchoObservation, readme=ECHO_README, **options)
+def kinds_app(**settings: Any) -> Any:
+    return create_app(
+        KindsEnvironment,
+        KindsAction,
+        KindsObservation,
+        metadata=described(KindsEnvironment, README),
+        settings=ServerSettings(**settings),
+    )
+
+
+def echo_app(**settings: Any) -> Any:
+    return create_app(
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        metadata=described(EchoEnvironment, ECHO_README),
+        settings=ServerSettings(**settings),
+    )
 
 
 def observation(v: Visit) -> Any:
@@ -795,7 +816,12 @@ HOSTILE_README = """# Hostile
 
 def test_hostile_markdown_is_neutralised_even_without_the_csp(browser: Any) -> None:
     """Autolinks, link targets and raw HTML cannot inject script, with the CSP switched off."""
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, readme=HOSTILE_README)
+    app = create_app(
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        metadata=described(EchoEnvironment, HOSTILE_README),
+    )
     with running_server(app) as url:
         context = browser.new_context(bypass_csp=True)
         try:
@@ -941,10 +967,12 @@ def test_screenshot_for_the_readme(visit: Callable[..., Visit]) -> None:
         GridEnvironment,
         GridAction,
         GridObservation,
-        readme=GRID_README,
-        name="grid-walk",
-        description="Walk an agent across a 5 × 5 grid to the goal.",
-        version="0.1.0",
+        metadata=EnvironmentMetadata(
+            name="grid-walk",
+            description="Walk an agent across a 5 × 5 grid to the goal.",
+            version="0.1.0",
+            readme_content=GRID_README,
+        ),
     )
     with running_server(app) as url:
         v = visit(url)

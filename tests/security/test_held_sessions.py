@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.server.settings import load_settings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
@@ -19,7 +20,12 @@ pytestmark = pytest.mark.integration  # real servers on real sockets
 
 def test_sessions_reset_but_never_stepped_expire_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UNUSED_SESSION_TIMEOUT", "0.5")
-    app = create_app(tracking_env(Tracker()), EchoAction, EchoObservation, session_timeout=600)
+    app = create_app(
+        tracking_env(Tracker()),
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(session_timeout=600),
+    )
     with running_server(app) as url:
         unused = post_json(url + "/reset")[1]["session_id"]
         used = post_json(url + "/reset")[1]["session_id"]

@@ -15,6 +15,7 @@ from websockets.sync.client import connect
 
 from openenv_runtime import Environment, Observation, State, create_app
 from openenv_runtime.mcp import MCPEnvironment
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.support.servers import get_json, post_json, wait_until
@@ -53,7 +54,13 @@ def ask(conn: Any, frame: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_hung_state_ends_its_session_and_frees_its_slot() -> None:
     RELEASE.clear()
-    app = create_app(Hanging, EchoAction, EchoObservation, max_concurrent_envs=1, step_timeout=0.5)
+    app = create_app(
+        Hanging,
+        EchoAction,
+        EchoObservation,
+        max_concurrent_envs=1,
+        settings=ServerSettings(step_timeout=0.5),
+    )
     try:
         with running_server(app) as url:
             with connect(url.replace("http", "ws") + "/ws") as conn:
@@ -72,7 +79,12 @@ def test_a_hung_state_ends_its_session_and_frees_its_slot() -> None:
 
 def test_a_hung_constructor_gets_a_clear_error_not_a_hang() -> None:
     RELEASE.clear()
-    app = create_app(Hanging, EchoAction, EchoObservation, step_timeout=0.5, sync_pool_size=1)
+    app = create_app(
+        Hanging,
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(step_timeout=0.5, sync_pool_size=1),
+    )
     try:
         with running_server(app) as url:
             HANG_CREATE.set()
@@ -128,7 +140,7 @@ class SlowTools(MCPEnvironment):
 
 
 def test_tool_calls_obey_the_step_timeout() -> None:
-    app = create_app(SlowTools, None, None, step_timeout=3)
+    app = create_app(SlowTools, None, None, settings=ServerSettings(step_timeout=3))
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "sleepy"}}
     with running_server(app) as url:
         started = time.monotonic()

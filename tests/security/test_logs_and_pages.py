@@ -16,6 +16,7 @@ from websockets.sync.client import connect
 from openenv_cli.manifest import inspect_manifest
 from openenv_runtime import Environment, GenericEnvClient, State, create_app
 from openenv_runtime.errors import EnvironmentContractError
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.server.settings import load_settings
 from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
@@ -70,7 +71,12 @@ def test_the_client_logs_no_authorization_header() -> None:
     logger = logging.getLogger("websockets.client")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, api_key="CLIENT-SECRET")
+    app = create_app(
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(api_key="CLIENT-SECRET"),
+    )
     try:
         with running_server(app) as url, GenericEnvClient(url, token="CLIENT-SECRET").sync() as env:
             env.reset()
@@ -83,7 +89,7 @@ def test_the_client_logs_no_authorization_header() -> None:
 
 def test_docs_pages_escape_the_name_and_carry_a_csp() -> None:
     name = "</title><script>alert(1)</script>"
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, name=name)
+    app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name=name)
     with running_server(app) as url:
         import urllib.request
 
@@ -146,7 +152,13 @@ def test_the_warm_pool_never_holds_more_instances_than_the_capacity() -> None:
             time.sleep(0.2)
             alive[0] -= 1
 
-    app = create_app(Slow, EchoAction, EchoObservation, max_concurrent_envs=1, warm_pool=1)
+    app = create_app(
+        Slow,
+        EchoAction,
+        EchoObservation,
+        max_concurrent_envs=1,
+        settings=ServerSettings(warm_pool=1),
+    )
     with running_server(app) as url:
         for _ in range(3):  # connect while the pool builds; release while it refills
             with connect(url.replace("http", "ws") + "/ws") as conn:

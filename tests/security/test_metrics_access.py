@@ -6,6 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
 TOKEN = "metrics-Token"
@@ -14,7 +15,10 @@ TOKEN = "metrics-Token"
 @pytest.mark.parametrize("web", [True, False])
 def test_metrics_need_the_key_when_auth_is_on(web: bool) -> None:
     app = create_app(
-        EchoEnvironment, EchoAction, EchoObservation, api_key=TOKEN, enable_web_interface=web
+        EchoEnvironment,
+        EchoAction,
+        EchoObservation,
+        settings=ServerSettings(api_key=TOKEN, web_interface=web),
     )
     with TestClient(app) as client:
         refused = client.get("/metrics")
@@ -27,7 +31,9 @@ def test_metrics_need_the_key_when_auth_is_on(web: bool) -> None:
 
 def test_public_metrics_opens_only_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENENV_PUBLIC_METRICS", "1")
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, api_key=TOKEN)
+    app = create_app(
+        EchoEnvironment, EchoAction, EchoObservation, settings=ServerSettings(api_key=TOKEN)
+    )
     with TestClient(app) as client:
         assert client.get("/metrics").status_code == 200
         assert client.get("/metrics/").status_code in (401, 404)  # the exact path only

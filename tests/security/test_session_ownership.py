@@ -11,6 +11,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.mcp_echo import ToolEchoEnvironment
 from tests.support.servers import active_sessions, get_json, post_json
@@ -86,7 +87,13 @@ def test_an_http_session_cannot_be_stepped_through_a_websocket_id() -> None:
 
 def test_session_ids_are_never_logged(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    app = create_app(ToolEchoEnvironment, None, None, max_concurrent_envs=4, step_timeout=5)
+    app = create_app(
+        ToolEchoEnvironment,
+        None,
+        None,
+        max_concurrent_envs=4,
+        settings=ServerSettings(step_timeout=5),
+    )
     ids: list[str] = []
     with running_server(app) as url:
         with victim(url) as conn:

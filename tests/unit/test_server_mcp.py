@@ -13,6 +13,7 @@ from fastmcp.server.middleware import Middleware
 
 from openenv_runtime import Observation, State, create_app
 from openenv_runtime.mcp import MCPEnvironment
+from openenv_runtime.server import ServerSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -103,7 +104,13 @@ async def test_a_failing_mcp_connection_leaks_no_slot() -> None:
 
 
 async def test_mcp_sessions_count_against_the_per_client_cap() -> None:
-    app = create_app(Counted, None, None, max_concurrent_envs=4, max_sessions_per_client=1)
+    app = create_app(
+        Counted,
+        None,
+        None,
+        max_concurrent_envs=4,
+        settings=ServerSettings(max_sessions_per_client=1),
+    )
     async with connect(app) as client:
         assert "result" in await rpc(client, "openenv/session/create")
         refused = await rpc(client, "openenv/session/create")

@@ -140,23 +140,21 @@ def test_the_summary_shows_the_capacity_create_app_sets(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app_py = project / "server" / "app.py"
-    app_py.write_text(
-        app_py.read_text(encoding="utf-8").replace(
-            "    version=VERSION,\n", "    version=VERSION,\n    max_concurrent_envs=4,\n"
-        ),
-        encoding="utf-8",
-    )
+    text = app_py.read_text(encoding="utf-8")
+    text = text.replace(
+        "from openenv_runtime import create_app\n",
+        "from openenv_runtime import create_app\nfrom openenv_runtime.server import ServerSettings\n",
+    ).replace("    ),\n)\n", "    ),\n    settings=ServerSettings(max_concurrent_envs=4),\n)\n")
+    assert "ServerSettings(max_concurrent_envs=4)" in text
+    app_py.write_text(text, encoding="utf-8")
     out = _serve_output(project, monkeypatch)
-    assert (
-        "capacity   4 sessions (4 per worker × 1 worker; from create_app(max_concurrent_envs=...))"
-        in out
-    )
+    assert "capacity   4 sessions (4 per worker × 1 worker; from create_app(settings=...))" in out
     assert "max_concurrent_envs       4 " in out
     assert "overrides" not in out
 
     out = _serve_output(project, monkeypatch, "--max-concurrent-envs", "7")
     assert "capacity   7 sessions" in out
-    assert "--max-concurrent-envs overrides create_app(max_concurrent_envs=4)" in out
+    assert "--max-concurrent-envs overrides create_app's max_concurrent_envs=4" in out
 
 
 GUESS = """
@@ -187,7 +185,7 @@ class GuessEnvironment(Environment[GuessAction, GuessObservation, State]):
         return self._state
 
 
-app = create_app(GuessEnvironment, GuessAction, GuessObservation, State, name="guess")
+app = create_app(GuessEnvironment, GuessAction, GuessObservation, State, env_name="guess")
 """
 
 

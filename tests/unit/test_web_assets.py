@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.web import STATIC_DIR
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
@@ -169,7 +170,9 @@ def call(app: Any, path: str) -> tuple[int, dict[str, str], bytes]:
 
 @pytest.fixture()
 def app() -> Any:
-    return create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=True)
+    return create_app(
+        EchoEnvironment, EchoAction, EchoObservation, settings=ServerSettings(web_interface=True)
+    )
 
 
 def test_root_and_web_redirect_relatively_to_the_page(app: Any) -> None:
@@ -199,6 +202,8 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(app: Any) -> No
 
 
 def test_the_page_is_absent_when_disabled() -> None:
-    app = create_app(EchoEnvironment, EchoAction, EchoObservation, enable_web_interface=False)
+    app = create_app(
+        EchoEnvironment, EchoAction, EchoObservation, settings=ServerSettings(web_interface=False)
+    )
     assert call(app, "/web/")[0] == 404
     assert call(app, "/web/app.js")[0] == 404

@@ -177,6 +177,7 @@ def as_family_target(target: FamilyTarget | str) -> FamilyTarget:
 def create_family_app(target: FamilyTarget | str) -> FastAPI:
     """The server app of a family target, e.g. ``create_family_app("gymnasium:CartPole-v1")``."""
     from ..server.app import create_app
+    from ..wire import EnvironmentMetadata
 
     adapted = load_family(as_family_target(target))
     app = create_app(
@@ -184,9 +185,11 @@ def create_family_app(target: FamilyTarget | str) -> FastAPI:
         adapted.action_cls,
         adapted.observation_cls,
         adapted.state_cls,
-        name=adapted.name,
-        description=adapted.description,
-        version=adapted.package_version,
+        metadata=EnvironmentMetadata(
+            name=adapted.name,
+            description=adapted.description,
+            version=adapted.package_version,
+        ),
     )
     if adapted.shutdown is not None:
         _shut_down_with(app, adapted.shutdown)

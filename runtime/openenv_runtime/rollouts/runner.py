@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..errors import EnvError
 from ..failures import (
-    DEFAULT_MAX_ERROR_RATE,
     FailureLog,
     ModelFailure,
     RolloutError,
@@ -22,6 +21,7 @@ from ..http_reads import read_schema
 from ..llm import OpenAIClient
 from .episode import Episode, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
+from .settings import RolloutSettings
 from .transport import TokenClient
 
 T = TypeVar("T")
@@ -42,46 +42,32 @@ class RolloutFunc:
         *,
         llm: str | OpenAIClient,
         model: str,
-        group_size: int,
-        max_turns: int,
-        to_action: ToAction | None,
-        to_message: ToMessage | None,
-        system_prompt: str | None,
-        concurrency: int,
-        env_seed: int,
-        env_timeout: float | None,
-        llm_timeout: float | None,
-        api_key: str | None,
-        sampling: dict[str, Any],
-        seed: int | None,
-        env_kwargs: dict[str, Any],
-        max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+        settings: RolloutSettings | None = None,
+        to_action: ToAction | None = None,
+        to_message: ToMessage | None = None,
+        api_key: str | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        if group_size < 1 or max_turns < 1 or concurrency < 1:
-            raise ValueError("group_size, max_turns and concurrency must be at least 1")
-        if not 0.0 <= max_error_rate <= 1.0:
-            raise ValueError("max_error_rate must be between 0 and 1")
+        settings = settings or RolloutSettings()
         self.env = env
-        self.max_error_rate = max_error_rate
-        self.group_size = group_size
-        self.concurrency = concurrency
-        self.env_kwargs = env_kwargs
-        self._next_seed = env_seed
+        self.settings = settings
+        self.env_kwargs = dict(env_kwargs or {})
+        self._next_seed = settings.env_seed
         self._to_action = to_action
         if isinstance(llm, OpenAIClient):
             client = llm
             client.return_tokens = True
         else:  # the same requests as OpenAIClient's, over aiohttp (see transport)
-            client = TokenClient(llm, model, api_key=api_key, timeout=llm_timeout)
+            client = TokenClient(llm, model, api_key=api_key, timeout=settings.llm_timeout)
         self.player = Player(
             llm=client,
             to_action=to_action or (lambda reply: None),
             to_message=to_message or default_to_message,
-            max_turns=max_turns,
-            system_prompt=system_prompt,
-            env_timeout=env_timeout,
-            sampling=sampling,
-            seed=seed,
+            max_turns=settings.max_turns,
+            system_prompt=settings.system_prompt,
+            env_timeout=settings.env_timeout,
+            sampling=settings.sampling_options,
+            seed=settings.seed,
         )
         self.last_episodes: list[Episode] = []
         self._pool: Any = None
@@ -127,7 +113,9 @@ class RolloutFunc:
             pool = self.env
         else:
             urls = [self.env] if isinstance(self.env, str) else list(self.env)
-            pool = EnvPool(GenericEnvClient, urls=urls, size=self.concurrency, **self.env_kwargs)
+            pool = EnvPool(
+                GenericEnvClient, urls=urls, size=self.settings.concurrency, **self.env_kwargs
+            )
             self._own_pool = True
         token = self.env_kwargs.get("token")
         early = self._to_action is None and bool(pool.urls)  # before the sessions are busy
@@ -157,7 +145,7 @@ class RolloutFunc:
         for episode in episodes:
             if episode.failed:
                 log.add(episode.error_kind, episode.error or "")
-        if log.stops_run or too_many(log.failed, len(episodes), self.max_error_rate):
+        if log.stops_run or too_many(log.failed, len(episodes), self.settings.max_error_rate):
             raise RolloutError(
                 log.report(len(episodes)) + "\n(the episodes are in rollout_func.last_episodes)"
             )
@@ -173,7 +161,7 @@ class RolloutFunc:
             if key != previous:
                 group, previous, seed = group + 1, key, self._next_seed
                 self._next_seed += 1
-            for member in range(self.group_size):
+            for member in range(self.settings.group_size):
                 episodes.append(Episode(len(episodes), group, member, seed, prompt))
         return episodes
 

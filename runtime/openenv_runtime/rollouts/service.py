@@ -35,6 +35,7 @@ from ..observability import tracing
 from .adapters import to_verl
 from .episode import Episode
 from .runner import RolloutFunc, free_slots
+from .settings import RolloutSettings
 from .transport import TokenClient
 
 T = TypeVar("T")
@@ -175,19 +176,21 @@ class RolloutService:
             env,
             llm=llm,
             model=model,
-            group_size=group_size,
-            max_turns=max_turns,
+            settings=RolloutSettings(
+                group_size=group_size,
+                max_turns=max_turns,
+                system_prompt=system_prompt,
+                concurrency=concurrency,
+                env_seed=env_seed,
+                env_timeout=env_timeout,
+                llm_timeout=llm_timeout,
+                sampling=dict(sampling or {}),
+                seed=seed,
+            ),
             to_action=to_action,
             to_message=to_message,
-            system_prompt=system_prompt,
-            concurrency=concurrency,
-            env_seed=env_seed,
-            env_timeout=env_timeout,
-            llm_timeout=llm_timeout,
             api_key=api_key,
-            sampling=dict(sampling or {}),
-            seed=seed,
-            env_kwargs=dict(env_kwargs or {}),
+            env_kwargs=env_kwargs,
         )
         self._model = self._runner.player.llm
         # The player only calls complete_with_tools, which the wrapper provides.

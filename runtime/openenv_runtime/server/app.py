@@ -8,8 +8,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -21,7 +20,7 @@ from ..mcp import code_mode
 from ..models import Action, Observation, State
 from ..observability.tracing import tracer
 from ..redaction import install_redaction
-from ..wire import ConcurrencyConfig, ServerMode
+from ..wire import EnvironmentMetadata
 from . import drain
 from .actions import action_validator
 from .adapter import ClassAdapter, EnvRunner
@@ -38,9 +37,10 @@ from .lifecycle import LifecycleSettings
 from .limits import EXTRA_FIELDS_ALLOWED, BodyLimitMiddleware, client_identity
 from .mcp import MCPHandler, build_mcp_router, serve_attached
 from .metrics import CONTENT_TYPE, MULTIPROC_VARIABLE, Exporter
-from .options import GRADIO_OPTIONS, resolve_reference_options
+from .options import ReferenceKeywords, resolve_reference_options
 from .sessions import NoCapacity, SessionManager
 from .settings import load_settings
+from .settings_fields import ServerSettings
 from .tasks import build_task_router
 from .websocket import WebSocketEndpoint
 
@@ -92,32 +92,10 @@ def create_app(
     observation_cls: type[Observation] | None = None,
     state_cls: type[State] | str = State,
     *,
-    env_name: str | None = None,
-    name: str | None = None,
-    description: str | None = None,
-    version: str | None = None,
-    readme: str | Path | None = None,
-    author: str | None = None,
-    documentation_url: str | None = None,
-    max_concurrent_envs: int | None = None,
-    session_timeout: float | None = None,
-    api_key: str | None = None,
-    enable_web_interface: bool | None = None,
-    sync_pool_size: int | None = None,
-    max_message_bytes: int | None = None,
-    step_timeout: float | None = None,
-    max_sessions_per_client: int | None = None,
-    resume_grace: float | None = None,
-    drain_timeout: float | None = None,
-    warm_pool: int | None = None,
-    concurrency_config: ConcurrencyConfig | None = None,
+    settings: ServerSettings | None = None,
+    metadata: EnvironmentMetadata | None = None,
     reset_observation_cls: type[Observation] | None = None,
-    mode: ServerMode | str | None = None,
-    gradio_builder: Callable[..., Any] | None = None,
-    custom_tab_name: str = "Custom",
-    custom_tab_primary: bool = False,
-    show_default_tab: bool = True,
-    title_override: str | None = None,
+    **reference: Unpack[ReferenceKeywords],
 ) -> FastAPI:
     """Build the server for an environment.
 
@@ -130,43 +108,28 @@ def create_app(
             MyState])``; so are the next two.
         observation_cls: the observation model (a subclass of ``Observation``).
         state_cls: the state model (a subclass of ``State``).
-        name: what ``/metadata`` reports as the name (default: the class's name); likewise
-            ``description``, ``version``, ``author`` and ``documentation_url``.
-        readme: a path or the text itself; by default a README.md beside the environment's
-            module (or up to two folders above).
-        max_concurrent_envs: this app's default for the server setting of the same name;
-            likewise ``session_timeout``, ``api_key``, ``enable_web_interface``,
-            ``sync_pool_size``, ``max_message_bytes``, ``step_timeout``,
-            ``max_sessions_per_client``, ``resume_grace``, ``drain_timeout`` and
-            ``warm_pool`` (the settings table of ``openenv serve`` in docs/cli.md). An
-            explicit argument replaces the built-in default only: a command-line flag, an
-            environment variable (``MAX_CONCURRENT_ENVS``, ``SESSION_TIMEOUT``, ...) or
-            ``openenv.yaml``'s ``server:`` section still wins, so whoever runs the server has the
-            last word; the server logs when it overrides an argument. An environment with
-            ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets one session at a time whatever is set.
+        settings: this app's defaults for the server settings
+            (``ServerSettings(max_concurrent_envs=4, web_interface=False)``; the settings table
+            of ``openenv serve`` in docs/cli.md). Only the fields given count, and each
+            replaces the built-in default only: a command-line flag, an environment variable
+            (``MAX_CONCURRENT_ENVS``, ...) or ``openenv.yaml``'s ``server:`` section still
+            wins, so whoever runs the server has the last word; the server logs when it
+            overrides one. An environment with ``SUPPORTS_CONCURRENT_SESSIONS = False`` gets
+            one session at a time whatever is set.
+        metadata: what ``/metadata`` reports (``EnvironmentMetadata(name=..., description=...,
+            version=...)``). Left out: the class's name and docstring, version 0.0.0, and a
+            README.md beside the environment's module (or up to two folders above);
+            ``readme_content`` may also name a ``.md`` file.
         reset_observation_cls: the observation ``reset`` returns, when it differs (``/schema``).
-        env_name: the reference OpenEnv's option, mapped to ours (see
-            ``openenv_runtime.server.options``); likewise ``concurrency_config``, ``mode``,
-            ``gradio_builder``, ``custom_tab_name``, ``custom_tab_primary``,
-            ``show_default_tab`` and ``title_override``.
+        **reference: the reference OpenEnv's keywords, accepted so its apps run unchanged:
+            ``env_name`` (the name when ``metadata`` gives none), ``max_concurrent_envs`` and
+            ``concurrency_config`` (defaults for the settings of the same names, like
+            ``settings=``), ``mode`` (``"production"`` leaves out the HTTP session routes)
+            and its Gradio page's options, which have no effect here but for
+            ``title_override`` (see ``openenv_runtime.server.options``).
     """
-    gradio = (gradio_builder, custom_tab_name, custom_tab_primary, show_default_tab)
-    ref = resolve_reference_options(
-        state_cls,
-        env_name,
-        max_concurrent_envs,
-        concurrency_config,
-        mode,
-        title_override,
-        dict(zip(GRADIO_OPTIONS, gradio, strict=True)),
-    )
-    state_cls, name, max_concurrent_envs = (
-        ref.state_cls,
-        name or ref.env_name,
-        ref.max_concurrent_envs,
-    )
-    if session_timeout is None and ref.session_timeout is not None:
-        session_timeout = ref.session_timeout
+    ref = resolve_reference_options(state_cls, reference, settings)
+    state_cls = ref.state_cls
     factory, env_cls = check_env(env)
     declared = declared_models(env_cls)
     # Neither given nor declared: the base classes, as the reference allows for tool-only
@@ -178,21 +141,7 @@ def create_app(
     check_model(action_cls, Action, "action_cls")
     check_model(observation_cls, Observation, "observation_cls")
     check_model(state_cls, State, "state_cls")
-    resolved = load_settings(
-        code={
-            "max_concurrent_envs": max_concurrent_envs,
-            "session_timeout": session_timeout,
-            "api_key": api_key,
-            "web_interface": enable_web_interface,
-            "sync_pool_size": sync_pool_size,
-            "max_message_bytes": max_message_bytes,
-            "step_timeout": step_timeout,
-            "max_sessions_per_client": max_sessions_per_client,
-            "resume_grace": resume_grace,
-            "drain_timeout": drain_timeout,
-            "warm_pool": warm_pool,
-        }
-    )
+    resolved = load_settings(code=ref.code)
     config = resolved.values
     capacity = config.max_concurrent_envs
     if (
@@ -252,19 +201,24 @@ def create_app(
                 exporter.flush()  # the last counts, sessions closed included
                 exporter.close()
 
-    env_name = name or (
-        env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment")
+    given = metadata.model_dump() if metadata is not None else {}
+    env_name = (
+        given.get("name")
+        or ref.env_name
+        or (
+            env_cls.__name__ if env_cls is not None else getattr(factory, "__name__", "environment")
+        )
     )
-    metadata = {
+    described = {
         "name": env_name,
         # the class's own docstring only (inspect.getdoc would inherit Environment's)
-        "description": description
+        "description": given.get("description")
         or first_line(env_cls.__doc__ if env_cls else None)
         or f"The {env_name} environment",
-        "version": version or "0.0.0",
-        "readme_content": readme_text(readme, env_cls or factory),
-        "author": author,
-        "documentation_url": documentation_url,
+        "version": given.get("version") or "0.0.0",
+        "readme_content": readme_text(given.get("readme_content"), env_cls or factory),
+        "author": given.get("author"),
+        "documentation_url": given.get("documentation_url"),
     }
     schema = {
         "action": action_cls.model_json_schema(),
@@ -277,25 +231,13 @@ def create_app(
         title=ref.title or f"{env_name} (OpenEnv environment)",
         version=PROTOCOL_VERSION,
         lifespan=lifespan,
-        description=str(metadata["description"]),
+        description=str(described["description"]),
         docs_url=None,
         redoc_url=None,
     )
     install_docs(app)  # the same pages, with the title escaped and a CSP
     traced = tracer(str(env_name))  # None unless OTEL_* variables turn tracing on
     manager.tracer = traced  # HTTP sessions' spans (http_api.py)
-    ws_endpoint = WebSocketEndpoint(
-        manager,
-        action_cls,
-        config.max_message_bytes,
-        auth_required=bool(api_key),
-        capacity_refusal=config.capacity_refusal,
-        inline_frames=config.inline_frames,
-        tracer=traced,
-    )
-    ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
-    if not config.metrics:
-        ws_endpoint.tally = None  # no per-step counting on the hot path
     checkpointer = Checkpointer(
         manager,
         CheckpointStore(
@@ -307,10 +249,22 @@ def create_app(
             key=config.checkpoint_key.get_secret_value() if config.checkpoint_key else None,
         ),
     )
-    ws_endpoint.checkpoints = checkpointer
     app.state.openenv_checkpoints = checkpointer
     mcp_handler = MCPHandler(manager, auth_required=bool(api_key))
-    ws_endpoint.mcp, ws_endpoint.attach = mcp_handler.handle, serve_attached
+    ws_endpoint = WebSocketEndpoint(
+        manager,
+        action_cls,
+        config.max_message_bytes,
+        auth_required=bool(api_key),
+        capacity_refusal=config.capacity_refusal,
+        inline_frames=config.inline_frames,
+        tracer=traced,
+        validate_action=action_validator(action_cls),
+        tally=manager.tally if config.metrics else None,  # off: no per-step counting
+        checkpoints=checkpointer,
+        mcp=mcp_handler.handle,
+        attach=serve_attached,
+    )
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
     app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
     app.state.openenv_settings = resolved
@@ -358,7 +312,7 @@ def create_app(
 
     @app.get("/metadata", tags=["info"])
     async def get_metadata(request: Request) -> Any:
-        if own_metadata and "custom" not in metadata:
+        if own_metadata and "custom" not in described:
             # The environment describes itself: ask a short-lived instance (in a slot) once.
             client = client_identity(request.scope, bool(api_key))
             try:
@@ -366,9 +320,9 @@ def create_app(
                     custom = await runner.bounded(instance, instance.get_metadata)
             except NoCapacity as refused:
                 return JSONResponse({"detail": refused.message}, status_code=refused.status)
-            given = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
-            metadata.update({k: v for k, v in given.items() if v is not None}, custom=True)
-        return {k: v for k, v in metadata.items() if k != "custom"}
+            told = custom.model_dump() if hasattr(custom, "model_dump") else dict(custom)
+            described.update({k: v for k, v in told.items() if v is not None}, custom=True)
+        return {k: v for k, v in described.items() if k != "custom"}
 
     if not ref.production:
         _add_routes(app, build_http_router(manager, action_cls, auth_required=bool(api_key)))

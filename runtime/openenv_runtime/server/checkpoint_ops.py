@@ -11,7 +11,7 @@ import inspect
 import logging
 import time
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -106,7 +106,9 @@ class Checkpointer:
             return exc.frame()
         return encode({"type": kind, "data": info})
 
-    async def from_handshake(self, scope: dict[str, Any], send: Any) -> Blob | bool | None:
+    async def from_handshake(
+        self, scope: dict[str, Any], send: Any
+    ) -> Blob | Literal[False] | None:
         """The checkpoint a new connection asks to start from (``X-OpenEnv-Restore``).
 
         None: it asks for none. False: it was refused (HTTP error sent, no session started).

@@ -5,12 +5,13 @@ Every setting has one default (written here) and may be set, from strongest to w
 1. a command-line flag of ``openenv serve`` or ``python -m openenv_runtime.serve``;
 2. an environment variable;
 3. ``openenv.yaml`` (the file named by ``OPENENV_MANIFEST``, else ``./openenv.yaml``);
-4. an argument of :func:`~openenv_runtime.create_app` — the app author's default;
-5. the default below.
+4. a field given in :func:`~openenv_runtime.create_app`'s ``settings=`` (or its reference
+   keywords ``max_concurrent_envs``, ``concurrency_config``) — the app author's default;
+5. the default written on the field.
 
-An explicit ``create_app(max_concurrent_envs=4)`` therefore replaces the built-in default for
-that app, and an operator's flag, environment variable or ``openenv.yaml`` still overrides it
-(the server logs when it does). Launchers hand their flags to every worker process through
+``create_app(Env, settings=ServerSettings(max_concurrent_envs=4))`` therefore replaces the
+built-in default for that app, and an operator's flag, environment variable or
+``openenv.yaml`` still overrides it (the server logs when it does). Launchers hand their flags to every worker process through
 the ``OPENENV_SERVER_FLAGS`` environment variable (JSON), set before the app is imported, so
 a setting acts the same with one worker or many.
 """
@@ -50,7 +51,7 @@ class Origin:
     """Where one value came from: the layer, and the name it had there."""
 
     source: Source
-    name: str  # "--port", "PORT", "openenv.yaml: server.workers", "create_app(port=...)", "default"
+    name: str  # "--port", "PORT", "openenv.yaml: server.workers", "create_app(settings=...)", "default"
 
     def __str__(self) -> str:
         return self.name
@@ -84,7 +85,7 @@ class ResolvedSettings:
 
     values: ServerSettings
     origins: dict[str, Origin]
-    code: dict[str, Any] = field(default_factory=dict)  # create_app's explicit arguments
+    code: dict[str, Any] = field(default_factory=dict)  # the settings create_app was given
 
     def origin(self, name: str) -> Origin:
         return self.origins[name]
@@ -107,10 +108,11 @@ class ResolvedSettings:
         return rows
 
     def overrides(self) -> list[str]:
-        """One line per ``create_app`` argument that a flag, variable or ``openenv.yaml`` replaced."""
+        """One line per setting given to ``create_app`` that a flag, variable or ``openenv.yaml``
+        replaced."""
         return [
-            f"{self.origins[name]} overrides create_app({name}="
-            f"{'<hidden>' if name in SECRET_SETTINGS else repr(value)})"
+            f"{self.origins[name]} overrides create_app's {name}="
+            f"{'<hidden>' if name in SECRET_SETTINGS else repr(value)}"
             for name, value in self.code.items()
             if name in self.origins and self.origins[name].source != "create_app()"
         ]
@@ -188,8 +190,9 @@ def load_settings(
     """Resolve every setting: flag, environment variable, ``openenv.yaml``, ``create_app()``, default.
 
     ``flags`` are this process's own command-line values (field name → value, None: not
-    given), merged over those in ``OPENENV_SERVER_FLAGS``; ``code`` are ``create_app``'s
-    explicit arguments. Raises :class:`EnvironmentContractError` naming the bad value's source.
+    given), merged over those in ``OPENENV_SERVER_FLAGS``; ``code`` are the settings
+    ``create_app`` was given (each one given, None included: None is a value, e.g. no
+    timeout). Raises :class:`EnvironmentContractError` naming the bad value's source.
     """
     environ = os.environ if environ is None else environ
     flag_values = {
@@ -209,7 +212,7 @@ def load_settings(
         ("flag", flag_values),
         ("env", env_values),
         ("openenv.yaml", _yaml_layer(yaml_path)),
-        ("create_app()", {k: v for k, v in (code or {}).items() if v is not None}),
+        ("create_app()", dict(code or {})),
     ]
     merged: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
@@ -225,7 +228,7 @@ def load_settings(
     except ValidationError as exc:
         raise EnvironmentContractError(_explain(exc, merged, origins)) from None
     resolved = ResolvedSettings(
-        values, origins, {k: v for k, v in (code or {}).items() if v is not None and k in KEYS}
+        values, origins, {k: v for k, v in (code or {}).items() if k in KEYS}
     )
     for line in resolved.overrides():
         logger.info("setting %s", line)
@@ -246,7 +249,7 @@ def _origin_name(source: Source, key: Key) -> str:
         return key.env
     if source == "openenv.yaml":
         return f"openenv.yaml: {key.yaml}"
-    return f"create_app({key.name}=...)"
+    return "create_app(settings=...)"
 
 
 def _explain(exc: ValidationError, merged: Mapping[str, Any], origins: Mapping[str, Origin]) -> str:

@@ -56,7 +56,11 @@ def _setting(
 class ServerSettings(BaseSettings):
     """Everything one server program (the launcher and each of its workers) is told.
 
-    Build it with :func:`load_settings`; ``sources`` says where each value came from.
+    A server resolves it once with :func:`~openenv_runtime.server.settings.load_settings`
+    (flag, environment variable, ``openenv.yaml``, the app's settings, default), which also
+    says where each value came from. An app gives its own defaults as
+    ``create_app(MyEnv, settings=ServerSettings(max_concurrent_envs=4))``: the fields given
+    there replace the defaults written here, and nothing else.
     """
 
     model_config = SettingsConfigDict(

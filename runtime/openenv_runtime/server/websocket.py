@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from time import monotonic, perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 from pydantic_core import from_json
@@ -41,6 +42,10 @@ from .ws_handshake import (
     SessionOpening,
     describe_exception,
 )
+
+if TYPE_CHECKING:
+    from .checkpoint_ops import Checkpointer
+    from .checkpoints import Blob
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -85,6 +90,18 @@ def record_reply(span: Any, reply: str) -> None:
         span.set_attribute("openenv.reward", float(reward))
 
 
+class McpHandle(Protocol):
+    """Answers one ``{"type": "mcp"}`` frame's JSON-RPC request (``MCPHandler.handle``)."""
+
+    def __call__(
+        self, payload: Any, current: Session | None = None, client: str | None = None
+    ) -> Awaitable[dict[str, Any]]: ...
+
+
+Attach = Callable[["WebSocketEndpoint", dict[str, Any], Any, Any], Awaitable[None]]
+"""Serves ``/ws?session_id=``: a WebSocket on a session opened over HTTP (``serve_attached``)."""
+
+
 class WebSocketEndpoint(SessionOpening):
     """ASGI app for ``/ws``."""
 
@@ -97,24 +114,30 @@ class WebSocketEndpoint(SessionOpening):
         capacity_refusal: str = "auto",
         inline_frames: bool = True,
         tracer: Any = None,
+        *,
+        validate_action: Callable[[Any], Action] | None = None,
+        tally: Tally | None = None,
+        checkpoints: Checkpointer | None = None,
+        mcp: McpHandle | None = None,
+        attach: Attach | None = None,
     ) -> None:
         self.manager = manager
         self.runner = manager.runner
         self.action_cls = action_cls
-        self.validate_action = action_cls.__pydantic_validator__.validate_python
+        self.validate_action = validate_action or action_cls.__pydantic_validator__.validate_python
         self.max_message_bytes = max_message_bytes
         self.max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
         self.auth_required = auth_required
         self.capacity_refusal = capacity_refusal  # auto | http | message (see settings.py)
         self.inline_frames = inline_frames  # cheap plain steps answered below ASGI
-        # Reference features wired by create_app (server/mcp.py): {"type": "mcp"} frames and
-        # /ws?session_id= attaching to a session opened over HTTP.
-        self.mcp: Any = None
-        self.attach: Any = None
-        # Checkpoint and restore (server/checkpoint_ops.py): a Checkpointer, set by create_app.
-        self.checkpoints: Any = None
+        # Reference features (server/mcp.py): {"type": "mcp"} frames and /ws?session_id=
+        # attaching to a session opened over HTTP.
+        self.mcp = mcp
+        self.attach = attach
+        # Checkpoint and restore (server/checkpoint_ops.py).
+        self.checkpoints = checkpoints
         # What each step adds to /metrics; None with metrics off (server/metrics.py).
-        self.tally: Tally | None = manager.tally
+        self.tally = tally
         # OpenTelemetry (observability/tracing.py): None with tracing off. On, every reset and
         # step goes through _dispatch, which the traced one replaces (no inline steps).
         self.tracer = tracer
@@ -136,15 +159,21 @@ class WebSocketEndpoint(SessionOpening):
             if session is None:
                 return
         else:
-            start = None
-            if self.checkpoints is not None:  # X-OpenEnv-Restore: checked before any session
-                start = await self.checkpoints.from_handshake(scope, send)
-                if start is False:
+            start: Blob | None = None
+            checkpoints = self.checkpoints
+            if checkpoints is not None:  # X-OpenEnv-Restore: checked before any session
+                asked = await checkpoints.from_handshake(scope, send)
+                if asked is False:
                     return
+                start = asked
             session = await self._open(scope, send, key)
             if session is None:
                 return
-            if start is not None and not await self.checkpoints.start_from(session, start, send):
+            if (
+                start is not None
+                and checkpoints is not None
+                and not await checkpoints.start_from(session, start, send)
+            ):
                 return
         state = session.resume
         generation = state.generation if state is not None else 0
@@ -476,8 +505,8 @@ class WebSocketEndpoint(SessionOpening):
             if (kind == "checkpoint" or kind == "restore") and self.checkpoints is not None:
                 return await self.checkpoints.handle(session, kind, msg.get("data"))
             if kind == "mcp" and self.mcp is not None:
-                reply = await self.mcp(msg.get("data"), current=session)
-                return encode({"type": "mcp", "data": reply})
+                answer = await self.mcp(msg.get("data"), current=session)
+                return encode({"type": "mcp", "data": answer})
         except Exception as exc:
             return self._failure(session, kind, exc)
         return error_message(

@@ -15,6 +15,7 @@ from ...environment import Environment
 from ...models import Action, Observation, State
 from ...server.app import create_app
 from ...server.auth import BearerAuthMiddleware
+from ...server.settings_fields import ServerSettings
 from ...wire import ConcurrencyConfig, ServerCapacityStatus, ServerMode
 
 
@@ -65,7 +66,7 @@ class HTTPEnvServer:
             concurrency_config=self._concurrency_config,
             reset_observation_cls=self.reset_observation_cls,
             mode=mode,
-            enable_web_interface=False,
+            settings=ServerSettings(web_interface=False),
         )
 
     def register_routes(self, app: FastAPI, mode: ServerMode | str = ServerMode.SIMULATION) -> None:
@@ -137,7 +138,7 @@ def create_fastapi_app(
         concurrency_config=concurrency_config,
         mode=mode,
         reset_observation_cls=reset_observation_cls,
-        enable_web_interface=False,
+        settings=ServerSettings(web_interface=False),
     )
 
 

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from ...models import Action, Observation, State
 from ...server.app import create_app
+from ...server.settings_fields import ServerSettings
 from ...wire import ConcurrencyConfig, EnvironmentMetadata
 
 
@@ -47,7 +48,7 @@ def create_web_interface_app(
         env_name=env_name,
         max_concurrent_envs=max_concurrent_envs,
         concurrency_config=concurrency_config,
-        enable_web_interface=True,
+        settings=ServerSettings(web_interface=True),
         **options,
     )
 
@@ -58,7 +59,7 @@ class WebInterfaceManager:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(
             "WebInterfaceManager drives the reference's Gradio page. Here the web page at /web is "
-            "built from your schemas: create_app(..., enable_web_interface=True) serves it."
+            "built from your schemas: create_app(..., settings=ServerSettings(web_interface=True)) serves it."
         )
 
 
