@@ -115,12 +115,13 @@ def test_discrete_observations_are_ints(urls: dict[str, str]) -> None:
         remote.close()
 
 
+@pytest.mark.parametrize("batched", [True, False], ids=["vector-session", "session-per-env"])
 @pytest.mark.parametrize("mode", list(AutoresetMode))
 def test_make_vec_follows_gymnasiums_vector_conventions(
-    urls: dict[str, str], mode: AutoresetMode
+    urls: dict[str, str], mode: AutoresetMode, batched: bool
 ) -> None:
     n, seeds = 4, [7, 8, 9, 10]
-    remote = gym.make_vec(urls["CartPole-v1"], num_envs=n, autoreset_mode=mode)
+    remote = gym.make_vec(urls["CartPole-v1"], num_envs=n, autoreset_mode=mode, batched=batched)
     native = SyncVectorEnv(
         [lambda: gymnasium.make("CartPole-v1") for _ in range(n)], autoreset_mode=mode
     )

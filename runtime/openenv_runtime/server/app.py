@@ -42,6 +42,7 @@ from .options import GRADIO_OPTIONS, resolve_reference_options
 from .sessions import NoCapacity, SessionManager
 from .settings import load_settings
 from .tasks import build_task_router
+from .vector import VectorSessions
 from .websocket import WebSocketEndpoint
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -294,6 +295,8 @@ def create_app(
         tracer=traced,
     )
     ws_endpoint.validate_action = action_validator(action_cls)  # type: ignore[assignment]
+    if config.max_vector_envs > 0:
+        ws_endpoint.vectors = VectorSessions(ws_endpoint, config.max_vector_envs)
     if not config.metrics:
         ws_endpoint.tally = None  # no per-step counting on the hot path
     checkpointer = Checkpointer(
@@ -329,6 +332,7 @@ def create_app(
             "detached_sessions": manager.detached,
             "warm_instances": len(manager.warm),
             "max_sessions": manager.capacity,  # of this worker
+            "max_vector_envs": config.max_vector_envs,  # 0: no vector sessions (server/vector.py)
             "workers": config.workers,
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
