@@ -163,6 +163,18 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         self._obs: Any = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
 
+    @property
+    def batched(self) -> bool:
+        """True when each vector reset and step is one message per server (vector sessions)."""
+        return bool(self._vectors)
+
+    @property
+    def shares(self) -> list[int]:
+        """How many environments each server holds, in the order of the URLs given."""
+        if self._vectors:
+            return [session.n for session, _ in self._vectors]
+        return []
+
     def _batch(self, env_obs: list[Any]) -> Any:
         """The observations as one batch, in new arrays: a batch handed out is never rewritten."""
         space = self.single_observation_space

@@ -32,7 +32,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic_core import from_json
 
@@ -52,10 +52,8 @@ from .auth import selected_subprotocol
 from .drain import CLOSE_SERVICE_RESTART
 from .limits import client_identity
 from .session import Session
+from .sessions import SessionManager
 from .ws_handshake import RETRY_AFTER_SECONDS, describe_exception
-
-if TYPE_CHECKING:
-    from .websocket import WebSocketEndpoint
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -76,6 +74,19 @@ def requested(scope: dict[str, Any]) -> bytes | None:
     return None
 
 
+class Endpoint(Protocol):
+    """What a vector session uses of the ``/ws`` endpoint (``websocket.WebSocketEndpoint``)."""
+
+    manager: SessionManager
+    auth_required: bool
+
+    def parse(self, frame: str | bytes) -> Any: ...
+
+    def action(self, data: Any) -> Any: ...
+
+    def failure(self, session: Session, kind: Any, exc: Exception) -> str: ...
+
+
 class _Refused(Exception):
     """A batch refused whole: its error reply."""
 
@@ -87,7 +98,7 @@ class _Refused(Exception):
 class VectorSessions:
     """Serves the vector sessions of one ``/ws`` endpoint."""
 
-    def __init__(self, endpoint: WebSocketEndpoint, max_envs: int) -> None:
+    def __init__(self, endpoint: Endpoint, max_envs: int) -> None:
         self.endpoint = endpoint
         self.manager = endpoint.manager
         self.runner = endpoint.manager.runner
