@@ -11,7 +11,8 @@
   Counted: steps whose observation, reward, ``terminated`` or ``truncated`` differ in any env.
 * **speed** — 64 environments (``--envs``), random actions, steps/s (environment steps, i.e.
   vector steps × envs) over ``--seconds``: through the server by ``make_vec`` over one vector
-  session (one message a vector step, the default), by ``make_vec(batched=False)`` (one
+  session (one message a vector step, the default), the same over two servers (32
+  environments on each, both batches sent at once: the two cores work at once), by ``make_vec(batched=False)`` (one
   session per environment, the runtime's ``EnvPool``: what a server without vector sessions
   gets) and by the raw pool (``EnvPool.step`` with dict actions, no numpy conversion), against
   Gymnasium's ``AsyncVectorEnv`` (one subprocess per copy) and ``SyncVectorEnv``. ``--rounds``
@@ -54,6 +55,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 ENV_ID = "CartPole-v1"
 VECTOR = "server (gym.make_vec, one vector session)"
 ASYNC = "gymnasium AsyncVectorEnv"
+TWO = "2 servers (gym.make_vec, a vector session on each, 32 envs each)"
 
 
 def server(workers: int) -> ServerProcess:
@@ -134,7 +136,7 @@ def with_server_cpu(pid: int, measure: Any) -> dict[str, Any]:
     return run
 
 
-def speed_make_vec(url: str, n: int, seconds: float, batched: bool) -> dict[str, Any]:
+def speed_make_vec(url: str | list[str], n: int, seconds: float, batched: bool) -> dict[str, Any]:
     envs = gym.make_vec(url, n, batched=batched)
     try:
         envs.reset(seed=list(range(n)))
@@ -199,8 +201,9 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "server_workers": args.workers,
     }
-    with server(args.workers) as srv:
+    with server(args.workers) as srv, server(args.workers) as second:
         url = f"http://127.0.0.1:{srv.port}"
+        both = [url, f"http://127.0.0.1:{second.port}"]
         report["exactness"] = exactness(url, args.episodes, args.exact_envs, batched=True)
         report["exactness_session_per_env"] = exactness(
             url, args.episodes, args.exact_envs, batched=False
@@ -212,6 +215,7 @@ def main() -> None:
                 pid, lambda: speed_make_vec(url, args.envs, args.seconds, batched=True)
             ),
             ASYNC: lambda: speed_native("async", args.envs, args.seconds),
+            TWO: lambda: speed_make_vec(both, args.envs, args.seconds, batched=True),
             "server (gym.make_vec, a session per env)": lambda: with_server_cpu(
                 pid, lambda: speed_make_vec(url, args.envs, args.seconds, batched=False)
             ),
