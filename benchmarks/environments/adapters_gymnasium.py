@@ -129,10 +129,17 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def with_server_cpu(pid: int, measure: Any) -> dict[str, Any]:
-    before = tree_cpu(pid)
+def with_server_cpu(pids: int | list[int], measure: Any) -> dict[str, Any]:
+    """``measure()`` with the CPU the servers ``pids`` spent, and the total with the driver's,
+    per environment step (a figure the machine's load changes little)."""
+    pids = [pids] if isinstance(pids, int) else pids
+    before = sum(tree_cpu(pid) for pid in pids)
     run: dict[str, Any] = measure()
-    run["server_cpu_us_per_step"] = (tree_cpu(pid) - before) / run["env_steps"] * 1e6
+    server = sum(tree_cpu(pid) for pid in pids) - before
+    run["server_cpu_us_per_step"] = server / run["env_steps"] * 1e6
+    if "driver_cpu_s" in run:
+        total = server + run["driver_cpu_s"]
+        run["total_cpu_us_per_step"] = total / run["env_steps"] * 1e6
     return run
 
 
@@ -174,7 +181,12 @@ def speed_native(kind: str, n: int, seconds: float) -> dict[str, Any]:
     envs: Any = AsyncVectorEnv(fns) if kind == "async" else SyncVectorEnv(fns)
     try:
         envs.reset(seed=list(range(n)))
-        return timed(envs.step, n, seconds)
+        workers = psutil.Process().children(recursive=True)
+        before = sum(sum(p.cpu_times()[:2]) for p in workers)
+        run = timed(envs.step, n, seconds)
+        spent = sum(sum(p.cpu_times()[:2]) for p in workers) - before + run["driver_cpu_s"]
+        run["total_cpu_us_per_step"] = spent / run["env_steps"] * 1e6
+        return run
     finally:
         envs.close()
 
@@ -210,12 +222,16 @@ def main() -> None:
         )
         assert srv.process is not None
         pid = srv.process.pid
+        assert second.process is not None
+        pids = [pid, second.process.pid]
         contenders: dict[str, Any] = {
             VECTOR: lambda: with_server_cpu(
                 pid, lambda: speed_make_vec(url, args.envs, args.seconds, batched=True)
             ),
             ASYNC: lambda: speed_native("async", args.envs, args.seconds),
-            TWO: lambda: speed_make_vec(both, args.envs, args.seconds, batched=True),
+            TWO: lambda: with_server_cpu(
+                pids, lambda: speed_make_vec(both, args.envs, args.seconds, batched=True)
+            ),
             "server (gym.make_vec, a session per env)": lambda: with_server_cpu(
                 pid, lambda: speed_make_vec(url, args.envs, args.seconds, batched=False)
             ),
@@ -254,6 +270,7 @@ def main() -> None:
             f"{run['steps_per_s']:,.0f}",
             f"{run['vs_async_median']:.2f}×",
             f"{run['server_cpu_us_per_step']:.0f}" if "server_cpu_us_per_step" in run else "",
+            f"{run['total_cpu_us_per_step']:.0f}" if "total_cpu_us_per_step" in run else "",
         ]
         for name, run in speed.items()
     ]
@@ -262,6 +279,7 @@ def main() -> None:
         "steps/s (median)",
         "vs AsyncVectorEnv (median of rounds)",
         "server CPU µs/step",
+        "all CPU µs/step",
     ]
     print(markdown_table(headers, rows))
     print(f"load average before {load_before}, after {report['load_average']['after']}")
