@@ -16,6 +16,7 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from openenv_runtime import gym
+from openenv_runtime.client.vector import VectorSession, supports_vectors
 from openenv_runtime.errors import AdapterError
 from openenv_runtime.testing import free_port
 from tests.support.servers import active_sessions, spawn_server, stop_process, wait_until
@@ -243,4 +244,13 @@ def test_a_vector_session_gives_its_slots_back_when_closed(urls: dict[str, str])
     assert remote.batched  # the default against a server of this runtime
     assert active_sessions(url) == 6  # one per environment
     remote.close()
+    assert wait_until(lambda: active_sessions(url) == 0, timeout=30)
+
+
+def test_a_server_that_ignores_the_vector_header_is_told_apart_by_its_answer(
+    more_cartpoles: dict[str, str],
+) -> None:
+    url = more_cartpoles["no-vectors"]  # ignores X-OpenEnv-Vector, as a reference server does
+    assert supports_vectors(url) == 0
+    assert VectorSession.open(url, 3) is None  # a plain session opened, not echoed: closed
     assert wait_until(lambda: active_sessions(url) == 0, timeout=30)
