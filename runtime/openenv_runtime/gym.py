@@ -289,7 +289,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         indices = [i for i in range(n) if mask[i]]
         results, _ = self._run(indices, [seeds[i] for i in indices], [], [])
         infos: dict[str, Any] = {}
-        env_obs = list(iterate(self.single_observation_space, self._obs))
+        env_obs = list(iterate(self.observation_space, self._obs))
         for i in indices:
             body = results[i].observation
             env_obs[i] = from_wire(self.single_observation_space, body["observation"])

@@ -176,20 +176,20 @@ def more_cartpoles() -> Iterator[dict[str, str]]:
             stop_process(process)
 
 
-def run_beside_native(remote: Any, n: int, mode: AutoresetMode, steps: int = 120) -> int:
+def run_beside_native(
+    remote: Any, n: int, mode: AutoresetMode, steps: int = 120, env_id: str = "CartPole-v1"
+) -> int:
     """Drive ``remote`` and a SyncVectorEnv alike from seeds 100.., asserting equal steps;
     returns the episodes that ended."""
-    native = SyncVectorEnv(
-        [lambda: gymnasium.make("CartPole-v1") for _ in range(n)], autoreset_mode=mode
-    )
+    native = SyncVectorEnv([lambda: gymnasium.make(env_id) for _ in range(n)], autoreset_mode=mode)
     try:
         seeds = list(range(100, 100 + n))
         got, want = remote.reset(seed=seeds), native.reset(seed=seeds)
         assert same(got[0], want[0])
-        rng = np.random.default_rng(5)
+        native.action_space.seed(5)
         ended = 0
         for _ in range(steps):
-            actions = rng.integers(0, 2, size=n)
+            actions = native.action_space.sample()  # numpy ints, float32 arrays
             got_step, want_step = remote.step(actions), native.step(actions)
             for a, b in zip(got_step[:4], want_step[:4], strict=True):
                 assert same(np.asarray(a), np.asarray(b))
@@ -197,6 +197,19 @@ def run_beside_native(remote: Any, n: int, mode: AutoresetMode, steps: int = 120
         return ended
     finally:
         native.close()
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["vector-session", "session-per-env"])
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Pendulum-v1"])
+def test_make_vec_is_exact_for_discrete_observations_and_box_actions(
+    urls: dict[str, str], env_id: str, batched: bool
+) -> None:
+    remote = gym.make_vec(urls[env_id], num_envs=3, batched=batched)
+    try:
+        assert remote.single_observation_space == gymnasium.make(env_id).observation_space
+        run_beside_native(remote, 3, AutoresetMode.NEXT_STEP, steps=230, env_id=env_id)
+    finally:
+        remote.close()
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
