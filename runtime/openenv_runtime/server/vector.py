@@ -211,6 +211,8 @@ class VectorSessions:
             failed = next((e for e in envs if isinstance(e, BaseException)), None)
             if failed is not None:
                 raise failed
+            for session in sessions:  # as a single session: code-mode runs count for its client
+                await manager.hold_tools(session)
         except OSError:
             await asyncio.gather(*(manager.release(s) for s in sessions))
             return None
