@@ -10,10 +10,15 @@
   each environment's generator, as the library's do), until ``--episodes`` episodes ended.
   Counted: steps whose observation, reward, ``terminated`` or ``truncated`` differ in any env.
 * **speed** — 64 environments (``--envs``), random actions, steps/s (environment steps, i.e.
-  vector steps × envs) over ``--seconds``: through the server by ``make_vec`` (the runtime's
-  ``EnvPool``) and by the raw pool (``EnvPool.step`` with dict actions, no numpy conversion),
-  against Gymnasium's ``AsyncVectorEnv`` (one subprocess per copy) and ``SyncVectorEnv``.
-  The machine's load average is reported beside (the machine may be shared).
+  vector steps × envs) over ``--seconds``: through the server by ``make_vec`` over one vector
+  session (one message a vector step, the default), the same over two servers (32
+  environments on each, both batches sent at once: the two cores work at once), by ``make_vec(batched=False)`` (one
+  session per environment, the runtime's ``EnvPool``: what a server without vector sessions
+  gets) and by the raw pool (``EnvPool.step`` with dict actions, no numpy conversion), against
+  Gymnasium's ``AsyncVectorEnv`` (one subprocess per copy) and ``SyncVectorEnv``. ``--rounds``
+  rounds, each running every contender in turn (interleaved, so a shared machine's load
+  weighs on all alike); each round's ratio to ``AsyncVectorEnv`` is kept and the median
+  reported. The machine's load average is reported beside (the machine may be shared).
 
 Prints a table and writes ``benchmarks/results/adapters_gymnasium-<timestamp>.json`` (ignored by
 git) and ``benchmarks/environments/adapters_gymnasium.json`` (committed).
@@ -25,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -47,6 +53,9 @@ from openenv_runtime.testing import free_port  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 ENV_ID = "CartPole-v1"
+VECTOR = "server (gym.make_vec, one vector session)"
+ASYNC = "gymnasium AsyncVectorEnv"
+TWO = "2 servers (gym.make_vec, a vector session on each, 32 envs each)"
 
 
 def server(workers: int) -> ServerProcess:
@@ -62,8 +71,8 @@ def server(workers: int) -> ServerProcess:
     )
 
 
-def exactness(url: str, episodes: int, n: int) -> dict[str, Any]:
-    remote = gym.make_vec(url, n, autoreset_mode=AutoresetMode.NEXT_STEP)
+def exactness(url: str, episodes: int, n: int, *, batched: bool) -> dict[str, Any]:
+    remote = gym.make_vec(url, n, autoreset_mode=AutoresetMode.NEXT_STEP, batched=batched)
     native = SyncVectorEnv([lambda: gymnasium.make(ENV_ID) for _ in range(n)])
     rng = np.random.default_rng(0)
     differences = steps = ended = 0
@@ -120,15 +129,22 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def with_server_cpu(pid: int, measure: Any) -> dict[str, Any]:
-    before = tree_cpu(pid)
+def with_server_cpu(pids: int | list[int], measure: Any) -> dict[str, Any]:
+    """``measure()`` with the CPU the servers ``pids`` spent, and the total with the driver's,
+    per environment step (a figure the machine's load changes little)."""
+    pids = [pids] if isinstance(pids, int) else pids
+    before = sum(tree_cpu(pid) for pid in pids)
     run: dict[str, Any] = measure()
-    run["server_cpu_us_per_step"] = (tree_cpu(pid) - before) / run["env_steps"] * 1e6
+    server = sum(tree_cpu(pid) for pid in pids) - before
+    run["server_cpu_us_per_step"] = server / run["env_steps"] * 1e6
+    if "driver_cpu_s" in run:
+        total = server + run["driver_cpu_s"]
+        run["total_cpu_us_per_step"] = total / run["env_steps"] * 1e6
     return run
 
 
-def speed_make_vec(url: str, n: int, seconds: float) -> dict[str, Any]:
-    envs = gym.make_vec(url, n)
+def speed_make_vec(url: str | list[str], n: int, seconds: float, batched: bool) -> dict[str, Any]:
+    envs = gym.make_vec(url, n, batched=batched)
     try:
         envs.reset(seed=list(range(n)))
         return timed(envs.step, n, seconds)
@@ -165,9 +181,20 @@ def speed_native(kind: str, n: int, seconds: float) -> dict[str, Any]:
     envs: Any = AsyncVectorEnv(fns) if kind == "async" else SyncVectorEnv(fns)
     try:
         envs.reset(seed=list(range(n)))
-        return timed(envs.step, n, seconds)
+        workers = psutil.Process().children(recursive=True)
+        before = sum(sum(p.cpu_times()[:2]) for p in workers)
+        run = timed(envs.step, n, seconds)
+        spent = sum(sum(p.cpu_times()[:2]) for p in workers) - before + run["driver_cpu_s"]
+        run["total_cpu_us_per_step"] = spent / run["env_steps"] * 1e6
+        return run
     finally:
         envs.close()
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median steps/s among ``runs`` (one per round)."""
+    ordered = sorted(runs, key=lambda run: run["steps_per_s"])
+    return dict(ordered[(len(ordered) - 1) // 2])
 
 
 def main() -> None:
@@ -176,6 +203,7 @@ def main() -> None:
     parser.add_argument("--exact-envs", type=int, default=32)
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -185,40 +213,74 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "server_workers": args.workers,
     }
-    with server(args.workers) as srv:
+    with server(args.workers) as srv, server(args.workers) as second:
         url = f"http://127.0.0.1:{srv.port}"
-        report["exactness"] = exactness(url, args.episodes, args.exact_envs)
+        both = [url, f"http://127.0.0.1:{second.port}"]
+        report["exactness"] = exactness(url, args.episodes, args.exact_envs, batched=True)
+        report["exactness_session_per_env"] = exactness(
+            url, args.episodes, args.exact_envs, batched=False
+        )
         assert srv.process is not None
         pid = srv.process.pid
-        speed = {
-            "server (gym.make_vec over EnvPool)": with_server_cpu(
-                pid, lambda: speed_make_vec(url, args.envs, args.seconds)
+        assert second.process is not None
+        pids = [pid, second.process.pid]
+        contenders: dict[str, Any] = {
+            VECTOR: lambda: with_server_cpu(
+                pid, lambda: speed_make_vec(url, args.envs, args.seconds, batched=True)
             ),
-            "server (raw EnvPool.step)": with_server_cpu(
+            ASYNC: lambda: speed_native("async", args.envs, args.seconds),
+            TWO: lambda: with_server_cpu(
+                pids, lambda: speed_make_vec(both, args.envs, args.seconds, batched=True)
+            ),
+            "server (gym.make_vec, a session per env)": lambda: with_server_cpu(
+                pid, lambda: speed_make_vec(url, args.envs, args.seconds, batched=False)
+            ),
+            "server (raw EnvPool.step)": lambda: with_server_cpu(
                 pid, lambda: speed_pool(url, args.envs, args.seconds)
             ),
+            "gymnasium SyncVectorEnv": lambda: speed_native("sync", args.envs, args.seconds),
         }
-    speed["gymnasium AsyncVectorEnv"] = speed_native("async", args.envs, args.seconds)
-    speed["gymnasium SyncVectorEnv"] = speed_native("sync", args.envs, args.seconds)
-    report["speed"] = {"envs": args.envs, "runs": speed}
-    report["load_average"] = {"before": load_before, "after": os.getloadavg()}
-    async_rate = speed["gymnasium AsyncVectorEnv"]["steps_per_s"]
+        rounds: list[dict[str, Any]] = []
+        for _ in range(args.rounds):
+            one = {"load_average": os.getloadavg()}
+            for name, measure in contenders.items():
+                one[name] = measure()
+            rounds.append(one)
+    speed = {name: median_run([r[name] for r in rounds]) for name in contenders}
+    for name in contenders:
+        ratios = [r[name]["steps_per_s"] / r[ASYNC]["steps_per_s"] for r in rounds]
+        speed[name]["vs_async_per_round"] = ratios
+        speed[name]["vs_async_median"] = statistics.median(ratios)
+    report["speed"] = {"envs": args.envs, "rounds": args.rounds, "runs": speed}
+    report["load_average"] = {
+        "before": load_before,
+        "per_round": [r["load_average"] for r in rounds],
+        "after": os.getloadavg(),
+    }
 
-    exact = report["exactness"]
-    print(
-        f"exactness: {exact['episodes']} episodes, {exact['env_steps']} env steps "
-        f"({exact['envs']} envs), {exact['differences']} differences"
-    )
+    for key in ("exactness", "exactness_session_per_env"):
+        exact = report[key]
+        print(
+            f"{key}: {exact['episodes']} episodes, {exact['env_steps']} env steps "
+            f"({exact['envs']} envs), {exact['differences']} differences"
+        )
     rows = [
         [
             name,
             f"{run['steps_per_s']:,.0f}",
-            f"{run['steps_per_s'] / async_rate:.2f}×",
+            f"{run['vs_async_median']:.2f}×",
             f"{run['server_cpu_us_per_step']:.0f}" if "server_cpu_us_per_step" in run else "",
+            f"{run['total_cpu_us_per_step']:.0f}" if "total_cpu_us_per_step" in run else "",
         ]
         for name, run in speed.items()
     ]
-    headers = [f"{args.envs} × {ENV_ID}", "steps/s", "vs AsyncVectorEnv", "server CPU µs/step"]
+    headers = [
+        f"{args.envs} × {ENV_ID}",
+        "steps/s (median)",
+        "vs AsyncVectorEnv (median of rounds)",
+        "server CPU µs/step",
+        "all CPU µs/step",
+    ]
     print(markdown_table(headers, rows))
     print(f"load average before {load_before}, after {report['load_average']['after']}")
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ from .blocking import run_blocking
 from .client.generic import GenericEnvClient
 from .client.pool import EnvPool
 from .client.sync import SyncEnvClient
+from .client.vector import VectorSession, supports_vectors
 from .errors import AdapterError, EnvError
 from .http_reads import read_schema
 from .models import StepResult
@@ -123,6 +124,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         *,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         token: str | None = None,
+        batched: bool | None = None,
         **client_kwargs: Any,
     ) -> None:
         if autoreset_mode not in _MODES:
@@ -135,18 +137,43 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.metadata = {"autoreset_mode": self.autoreset_mode}
-        pool = EnvPool(
-            GenericEnvClient,
-            urls=list(urls),
-            size=num_envs,
-            autoreset="disabled",
-            token=token,
-            **client_kwargs,
-        )
-        self._pool = pool
-        run_blocking(pool.open())
+        self._pool: EnvPool[Any] | None = None
+        # (session, index of its first environment): one message a batch per server
+        self._vectors: list[tuple[VectorSession, int]] = []
+        if batched is not False and client_kwargs.keys() <= _BATCH_OPTIONS:
+            self._vectors = _open_vectors(urls, num_envs, token, client_kwargs)
+        if batched and not self._vectors:
+            raise AdapterError(
+                f"batched=True, but not every server of {list(urls)} offers vector sessions of "
+                f"the size asked ({num_envs} environments over {len(urls)}; its /health says "
+                "max_vector_envs), or options only the per-environment path has were given. "
+                "Leave batched unset to fall back to one session per environment."
+            )
+        if not self._vectors:
+            pool = EnvPool(
+                GenericEnvClient,
+                urls=list(urls),
+                size=num_envs,
+                autoreset="disabled",
+                token=token,
+                **client_kwargs,
+            )
+            self._pool = pool
+            run_blocking(pool.open())
         self._obs: Any = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
+
+    @property
+    def batched(self) -> bool:
+        """True when each vector reset and step is one message per server (vector sessions)."""
+        return bool(self._vectors)
+
+    @property
+    def shares(self) -> list[int]:
+        """How many environments each server holds, in the order of the URLs given."""
+        if self._vectors:
+            return [session.n for session, _ in self._vectors]
+        return []
 
     def _batch(self, env_obs: list[Any]) -> Any:
         """The observations as one batch, in new arrays: a batch handed out is never rewritten."""
@@ -169,6 +196,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         client's loop and back.
         """
         pool = self._pool
+        assert pool is not None
         if resets:
             await pool.send_reset(resets, seeds)
         if steps:
@@ -182,7 +210,55 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
                 fresh = await self._collect(len(ended))
         return results, fresh
 
+    def _exchange_batched(
+        self,
+        resets: list[int],
+        seeds: Sequence[int | None],
+        steps: list[int],
+        actions: Sequence[Any],
+        same_step: bool,
+    ) -> tuple[dict[int, StepResult[Any]], dict[int, StepResult[Any]]]:
+        """:meth:`_exchange` over vector sessions: one message per server, every one sent
+        before any reply is read (the servers work at once)."""
+        seed_of = dict(zip(resets, seeds, strict=True))
+        action_of = dict(zip(steps, actions, strict=True))
+        for session, start in self._vectors:
+            span = range(start, start + session.n)
+            if steps:
+                session.send_step(
+                    [action_of.get(i) for i in span],
+                    reset=[i - start for i in span if i in seed_of],
+                    reset_ended=same_step,
+                )
+            else:
+                session.send_reset([_reset_options(i, seed_of) for i in span])
+        results: dict[int, StepResult[Any]] = {}
+        fresh: dict[int, StepResult[Any]] = {}
+        for session, start in self._vectors:
+            entries, new = session.receive()
+            for k, entry in enumerate(entries):
+                if entry is not None:
+                    results[start + k] = _result(entry)
+            for k, entry in enumerate(new or ()):
+                if entry is not None:
+                    fresh[start + k] = _result(entry)
+        return results, fresh
+
+    def _run(
+        self,
+        resets: list[int],
+        seeds: Sequence[int | None],
+        steps: list[int],
+        actions: Sequence[Any],
+        same_step: bool = False,
+    ) -> tuple[dict[int, StepResult[Any]], dict[int, StepResult[Any]]]:
+        """:meth:`_exchange` or :meth:`_exchange_batched`, whichever this env uses, done."""
+        if self._pool is None:
+            return self._exchange_batched(resets, seeds, steps, actions, same_step)
+        return run_blocking(self._exchange(resets, seeds, steps, actions, same_step))
+
     async def _collect(self, wanted: int) -> dict[int, StepResult[Any]]:
+        assert self._pool is not None
         results: dict[int, StepResult[Any]] = {}
         while len(results) < wanted:
             for slot, result in await self._pool.recv(wanted - len(results)):
@@ -211,9 +287,9 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         options = dict(options or {})
         mask = np.asarray(options.pop("reset_mask", np.ones(n, dtype=np.bool_)), dtype=np.bool_)
         indices = [i for i in range(n) if mask[i]]
-        results, _ = run_blocking(self._exchange(indices, [seeds[i] for i in indices], [], []))
+        results, _ = self._run(indices, [seeds[i] for i in indices], [], [])
         infos: dict[str, Any] = {}
-        env_obs = list(iterate(self.single_observation_space, self._obs))
+        env_obs = list(iterate(self.observation_space, self._obs))
         for i in indices:
             body = results[i].observation
             env_obs[i] = from_wire(self.single_observation_space, body["observation"])
@@ -234,14 +310,12 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             )
         stepping = [i for i in range(n) if not self._autoreset[i]]
         same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
-        results, fresh = run_blocking(
-            self._exchange(
-                resetting,
-                [None] * len(resetting),
-                stepping,
-                [{"action": wire[i]} for i in stepping],
-                same_step,
-            )
+        results, fresh = self._run(
+            resetting,
+            [None] * len(resetting),
+            stepping,
+            [{"action": wire[i]} for i in stepping],
+            same_step,
         )
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
@@ -274,7 +348,65 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
 
     def close_extras(self, **kwargs: Any) -> None:
         """End every session."""
-        run_blocking(self._pool.close())
+        if self._pool is not None:
+            run_blocking(self._pool.close())
+        vectors, self._vectors = self._vectors, []
+        for session, _ in vectors:
+            session.close()
+
+
+_BATCH_OPTIONS = frozenset({"headers", "connect_timeout", "message_timeout", "max_message_bytes"})
+"""The client options a vector session honours; with any other, make_vec uses one session per env."""
+
+
+def _reset_options(i: int, seed_of: dict[int, int | None]) -> dict[str, Any] | None:
+    if i not in seed_of:
+        return None
+    seed = seed_of[i]
+    return {} if seed is None else {"seed": seed}
+
+
+def _result(entry: dict[str, Any]) -> StepResult[Any]:
+    return StepResult(
+        observation=entry.get("observation") or {},
+        reward=entry.get("reward"),
+        done=bool(entry.get("done", False)),
+        metadata=entry.get("metadata"),
+    )
+
+
+def _shares(num_envs: int, servers: int) -> list[int]:
+    """``num_envs`` split over ``servers`` as evenly as can be, the first ones taking the rest."""
+    base, rest = divmod(num_envs, servers)
+    return [base + (1 if k < rest else 0) for k in range(servers)]
+
+
+def _open_vectors(
+    urls: Sequence[str], num_envs: int, token: str | None, options: dict[str, Any]
+) -> list[tuple[VectorSession, int]]:
+    """A vector session on each server for its share of the environments, or ``[]`` when a
+    server does not offer them (then nothing stays open)."""
+    shares = [(url, k) for url, k in zip(urls, _shares(num_envs, len(urls)), strict=True) if k]
+    timeout = float(options.get("connect_timeout", 30.0))
+    if any(supports_vectors(url, token=token, timeout=timeout) < k for url, k in shares):
+        return []
+    sessions: list[VectorSession] = []
+    try:
+        for url, k in shares:
+            session = VectorSession.open(url, k, token=token, **options)
+            if session is None:  # a plain session instead: one session per env everywhere
+                break
+            sessions.append(session)
+    except BaseException:
+        for session in sessions:
+            session.close()
+        raise
+    if len(sessions) < len(shares):
+        for session in sessions:
+            session.close()
+        return []
+    starts = [sum(k for _, k in shares[:j]) for j in range(len(shares))]
+    return list(zip(sessions, starts, strict=True))
 
 
 def _ended(result: StepResult[Any]) -> bool:
@@ -288,16 +420,30 @@ def make_vec(
     *,
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     token: str | None = None,
+    batched: bool | None = None,
     **client_kwargs: Any,
 ) -> RemoteVectorEnv:
-    """A Gymnasium vector environment of ``num_envs`` sessions over one server or several.
+    """A Gymnasium vector environment of ``num_envs`` environments over one server or several.
 
     ``autoreset_mode`` is Gymnasium's (``NEXT_STEP``, ``SAME_STEP``, ``DISABLED``, or their
     lower-case names); ``reset(seed=[...])`` seeds env i with ``seeds[i]``.
+
+    The environments are split evenly over the servers. A server of this runtime holds its
+    share in one *vector session*: each vector reset or step is one message and one reply per
+    server, sent to all servers at once. A server without vector sessions (a reference one,
+    or one with ``OPENENV_MAX_VECTOR_ENVS=0``) gets one session per environment (the runtime's
+    ``EnvPool``), as do client options other than ``headers``, ``connect_timeout``,
+    ``message_timeout`` and ``max_message_bytes``. ``batched=False`` always uses sessions per
+    environment; ``batched=True`` raises instead of falling back.
     """
     urls = [url] if isinstance(url, str) else list(url)
     if not urls:
         raise ValueError("make_vec needs at least one server URL")
     return RemoteVectorEnv(
-        urls, num_envs, autoreset_mode=autoreset_mode, token=token, **client_kwargs
+        urls,
+        num_envs,
+        autoreset_mode=autoreset_mode,
+        token=token,
+        batched=batched,
+        **client_kwargs,
     )

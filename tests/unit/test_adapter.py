@@ -144,3 +144,38 @@ def test_state_may_be_an_async_method() -> None:
         return await runner.state(await runner.create())
 
     assert run(go()).step_count == 5
+
+
+class _Flaky(EchoEnvironment):
+    """Echo whose reset raises for seed 13 and answers on whichever thread runs it."""
+
+    threads: list[int] = []  # noqa: RUF012 (a test's record)
+
+    def reset(self, seed: int | None = None, **kwargs: object) -> EchoObservation:
+        _Flaky.threads.append(threading.get_ident())
+        if seed == 13:
+            raise ValueError("unlucky")
+        return super().reset()
+
+
+def test_reset_many_answers_each_job_and_runs_the_batch_in_one_pool_job_then_inline() -> None:
+    async def main() -> None:
+        runner = EnvRunner(_Flaky, 4, EchoObservation)
+        envs = [await runner.create() for _ in range(3)]
+        loop_thread = threading.get_ident()
+        _Flaky.threads.clear()
+        outcome = await runner.reset_many(
+            [(envs[0], {"seed": 1}), (envs[1], {"seed": 13}), (envs[2], {"bogus": 1})]
+        )
+        assert isinstance(outcome[0], EchoObservation) and isinstance(outcome[2], EchoObservation)
+        assert isinstance(outcome[1], ValueError)  # one job's error, the others answered
+        assert len(set(_Flaky.threads)) == 1 and loop_thread not in _Flaky.threads  # one hop
+        placement = runner.adapter_for(envs[0]).reset_placement
+        assert not placement.demoted
+        placement.inline = True  # as after its trials proved resets cheap
+        _Flaky.threads.clear()
+        await runner.reset_many([(env, {}) for env in envs])
+        assert set(_Flaky.threads) == {loop_thread}
+        runner.shutdown()
+
+    run(main())

@@ -119,6 +119,19 @@ def test_the_inline_frame_path_is_on_unless_turned_off() -> None:
     assert str(resolved.origin("inline_frames")) == "OPENENV_INLINE_FRAMES"
 
 
+def test_vector_sessions_hold_256_envs_unless_told_and_never_a_negative_number(
+    tmp_path: Path,
+) -> None:
+    assert load_settings(environ={}).values.max_vector_envs == 256
+    off = load_settings(environ={"OPENENV_MAX_VECTOR_ENVS": "0"})
+    assert off.values.max_vector_envs == 0
+    assert str(off.origin("max_vector_envs")) == "OPENENV_MAX_VECTOR_ENVS"
+    yaml = manifest(tmp_path, "server:\n  max_vector_envs: 8\n")
+    assert load_settings(environ={}, manifest=yaml).values.max_vector_envs == 8
+    with pytest.raises(EnvironmentContractError):
+        load_settings(environ={"OPENENV_MAX_VECTOR_ENVS": "-1"})
+
+
 def test_checkpoint_settings_resolve_flag_then_env_then_manifest(tmp_path: Path) -> None:
     yaml = manifest(tmp_path, "server:\n  checkpoint_dir: /from/yaml\n  checkpoint_ttl: 0\n")
     resolved = load_settings(environ={}, manifest=yaml)

@@ -289,6 +289,68 @@ class EnvRunner:
         )
         return self._check_observation(env, method.name, result)
 
+    async def reset_many(
+        self, jobs: list[tuple[Any, dict[str, Any]]]
+    ) -> list[Observation | Exception]:
+        """Reset each ``(env, options)``; per job its observation or what it raised.
+
+        Plain ``reset`` methods without a step timeout or a thread of their own run one after
+        the other in one pool job (one hop for the batch, not one each), or inline once the
+        class's resets proved cheap the way steps do (``step_placement.py``); the others as
+        :meth:`reset` does, all at once.
+        """
+
+        def plain(env: Any) -> bool:
+            method = self.adapter_for(env).reset
+            return not method.is_async and id(env) not in self._own_threads
+
+        if self.step_timeout is not None or not all(plain(env) for env, _ in jobs):
+            outcome = await asyncio.gather(
+                *(self.reset(env, options) for env, options in jobs), return_exceptions=True
+            )
+            gathered: list[Observation | Exception] = []
+            for item in outcome:
+                if isinstance(item, BaseException) and not isinstance(item, Exception):
+                    raise item  # cancelled: the caller is going away
+                gathered.append(item)
+            return gathered
+
+        def run_all(inline: bool) -> list[Any]:
+            done: list[Any] = []
+            for env, options in jobs:
+                adapter = self.adapter_for(env)
+                func = getattr(env, adapter.reset.name)
+                kwargs = adapter.reset.filter_kwargs(options)
+
+                def call(_: Any, func: Any = func, kwargs: dict[str, Any] = kwargs) -> Any:
+                    return func(**kwargs)
+
+                placement = adapter.reset_placement
+                try:
+                    done.append(
+                        placement.call_inline(call, None) if inline else placement.timed(call, None)
+                    )
+                except Exception as exc:
+                    done.append(exc)
+            return done
+
+        if all(self.adapter_for(env).reset_placement.inline for env, _ in jobs):
+            results = run_all(True)  # proven cheap, as steps are (step_placement.py)
+        else:
+            results = await asyncio.get_running_loop().run_in_executor(self._pool, run_all, False)
+        checked: list[Observation | Exception] = []
+        for (env, _), result in zip(jobs, results, strict=True):
+            if isinstance(result, Exception):
+                checked.append(result)
+                continue
+            try:
+                checked.append(
+                    self._check_observation(env, self.adapter_for(env).reset.name, result)
+                )
+            except ContractViolation as exc:
+                checked.append(exc)
+        return checked
+
     async def step(self, env: Any, action: Any) -> Observation:
         method = self.adapter_for(env).step
         result = await self.guarded(env, method.is_async, getattr(env, method.name), action)

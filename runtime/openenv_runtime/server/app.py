@@ -42,6 +42,7 @@ from .sessions import NoCapacity, SessionManager
 from .settings import load_settings
 from .settings_fields import ServerSettings
 from .tasks import build_task_router
+from .vector import VectorSessions
 from .websocket import WebSocketEndpoint
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -265,6 +266,8 @@ def create_app(
         mcp=mcp_handler.handle,
         attach=serve_attached,
     )
+    if config.max_vector_envs > 0:
+        ws_endpoint.vectors = VectorSessions(ws_endpoint, config.max_vector_envs)
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
     app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
     app.state.openenv_settings = resolved
@@ -283,6 +286,7 @@ def create_app(
             "detached_sessions": manager.detached,
             "warm_instances": len(manager.warm),
             "max_sessions": manager.capacity,  # of this worker
+            "max_vector_envs": config.max_vector_envs,  # 0: no vector sessions (server/vector.py)
             "workers": config.workers,
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),

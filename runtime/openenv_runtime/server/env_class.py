@@ -46,6 +46,8 @@ class ClassAdapter:
         self.reset = _Method(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
         self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
         self.step_placement = StepPlacement()  # a plain step: pool, or inline once proven cheap
+        # a vector session's plain resets (EnvRunner.reset_many): likewise
+        self.reset_placement = StepPlacement()
         close = getattr(cls, "close", None)
         # The base class's close() does nothing: skip the call (and its thread hop) entirely.
         self.close = (

@@ -123,6 +123,11 @@ class ServerSettings(BaseSettings):
     )  # fmt: skip
 
     # -- sessions ------------------------------------------------------------------------------
+    max_vector_envs: int = _setting(
+        256, env="OPENENV_MAX_VECTOR_ENVS", yaml="server.max_vector_envs", ge=0,
+        description="Environments one vector session (one WebSocket, one message a batch: "
+        "make_vec) may hold; each counts as a session (0: no vector sessions).",
+    )  # fmt: skip
     max_concurrent_envs: int = _setting(
         100, env="MAX_CONCURRENT_ENVS", flag="--max-concurrent-envs",
         yaml="server.max_concurrent_envs", ge=1,

@@ -27,7 +27,7 @@ from ..protocol import (
     observation_message,
     state_message,
 )
-from . import resume
+from . import resume, vector
 from .adapter import ContractViolation, PlainStep, StepTimeout
 from .drain import CLOSE_SERVICE_RESTART
 from .inline_frames import EXTENSION as INLINE_FRAMES
@@ -136,6 +136,8 @@ class WebSocketEndpoint(SessionOpening):
         self.attach = attach
         # Checkpoint and restore (server/checkpoint_ops.py).
         self.checkpoints = checkpoints
+        # Vector sessions (server/vector.py): set by create_app unless OPENENV_MAX_VECTOR_ENVS=0.
+        self.vectors: vector.VectorSessions | None = None
         # What each step adds to /metrics; None with metrics off (server/metrics.py).
         self.tally = tally
         # OpenTelemetry (observability/tracing.py): None with tracing off. On, every reset and
@@ -152,6 +154,11 @@ class WebSocketEndpoint(SessionOpening):
         if self.attach is not None and b"session_id=" in scope.get("query_string", b""):
             await self.attach(self, scope, receive, send)
             return
+        if self.vectors is not None:
+            vector_size = vector.requested(scope)
+            if vector_size is not None:
+                await self.vectors.serve(scope, receive, send, vector_size)
+                return
         manager = self.manager
         key, token = resume.handshake(scope) if manager.lifecycle.resume_grace > 0 else (None, None)
         if key is not None and token is not None:
@@ -193,7 +200,7 @@ class WebSocketEndpoint(SessionOpening):
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
-            parse, dispatch, step_inline = self._parse, self._dispatch, self._step_inline
+            parse, dispatch, step_inline = self.parse, self._dispatch, self._step_inline
             max_bytes = self.max_message_bytes
             while True:
                 message = await receive()
@@ -204,7 +211,7 @@ class WebSocketEndpoint(SessionOpening):
                 frame = message.get("text")
                 if frame is None:
                     frame = message.get("bytes") or b""
-                try:  # _parse, unrolled for a valid frame; an invalid one gets its error there
+                try:  # parse, unrolled for a valid frame; an invalid one gets its error there
                     msg = from_json(frame) if len(frame) <= max_bytes else None
                 except ValueError:
                     msg = None
@@ -274,7 +281,7 @@ class WebSocketEndpoint(SessionOpening):
                 else:
                     await manager.release(session)
 
-    def _parse(self, frame: str | bytes) -> Any:
+    def parse(self, frame: str | bytes) -> Any:
         """The frame's JSON object, or the error reply (a ``str``) that says what is wrong."""
         if len(frame) > self.max_message_bytes:
             return error_message(
@@ -295,7 +302,7 @@ class WebSocketEndpoint(SessionOpening):
 
     async def _handle(self, session: Session, frame: str | bytes) -> Any:
         """One frame's reply (the loop in ``__call__`` does the same, unrolled)."""
-        msg = self._parse(frame)
+        msg = self.parse(frame)
         if type(msg) is not dict:
             return msg
         state = session.resume
@@ -407,9 +414,9 @@ class WebSocketEndpoint(SessionOpening):
         except Exception as exc:
             if tally is not None:
                 tally.step(WS_ERROR, perf_counter() - start)
-            return self._failure(session, "step", exc)
+            return self.failure(session, "step", exc)
 
-    def _action(self, data: Any) -> Any:
+    def action(self, data: Any) -> Any:
         """The validated action, or the error reply (a ``str``) that says what is wrong."""
         if type(data) is dict and len(data) > self.max_action_fields:
             return error_message(
@@ -420,7 +427,7 @@ class WebSocketEndpoint(SessionOpening):
         except ValidationError as exc:
             return error_message(ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
 
-    def _failure(self, session: Session, kind: Any, exc: Exception) -> str:
+    def failure(self, session: Session, kind: Any, exc: Exception) -> str:
         """The reply when handling a ``kind`` message raised ``exc`` (logged here)."""
         if isinstance(exc, StepTimeout):
             logger.error("session %s ended: %s", session.label, exc)
@@ -456,7 +463,7 @@ class WebSocketEndpoint(SessionOpening):
         kind = msg.get("type")
         try:
             if kind == "step":
-                action = self._action(msg.get("data"))
+                action = self.action(msg.get("data"))
                 tally = self.tally
                 if type(action) is str:
                     if tally is not None:
@@ -508,7 +515,7 @@ class WebSocketEndpoint(SessionOpening):
                 answer = await self.mcp(msg.get("data"), current=session)
                 return encode({"type": "mcp", "data": answer})
         except Exception as exc:
-            return self._failure(session, kind, exc)
+            return self.failure(session, kind, exc)
         return error_message(
             ErrorCode.UNKNOWN_TYPE,
             f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp, checkpoint, restore.",
