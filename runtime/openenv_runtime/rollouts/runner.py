@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
+from ..blocking import run_blocking
 from ..errors import EnvError
 from ..failures import (
     DEFAULT_MAX_ERROR_RATE,
@@ -24,15 +24,15 @@ from .episode import Episode, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
 from .transport import TokenClient
 
-T = TypeVar("T")
 _NO_SLOT = -1
 
 
 class RolloutFunc:
     """A rollout function with TRL's contract: ``rollout_func(prompts, trainer)`` → a dict.
 
-    Built by ``build_rollout_func``; see there. It owns an event loop thread (its sessions
-    live there between calls); ``close()`` ends the sessions it opened. ``last_episodes``
+    Built by ``build_rollout_func``; see there. Called from plain code, it runs on the shared
+    background loop (``blocking.run_blocking``; its sessions live there between calls);
+    ``close()`` ends the sessions it opened. ``last_episodes``
     holds the previous call's ``Episode`` records (conversations, recorded calls, errors).
     """
 
@@ -86,35 +86,19 @@ class RolloutFunc:
         self.last_episodes: list[Episode] = []
         self._pool: Any = None
         self._own_pool = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    # -- the event loop ---------------------------------------------------------------------
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=self._loop.run_forever, name="openenv-rollouts", daemon=True
-                ).start()
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def __call__(self, prompts: Sequence[Any], trainer: Any = None) -> dict[str, list[Any]]:
         """Run the episodes of ``prompts`` (TRL passes each prompt once per generation)."""
-        episodes = self._run(self.arun(prompts))
+        episodes = run_blocking(self.arun(prompts))
         return to_trl(episodes)
 
     def close(self) -> None:
-        """Close the sessions this function opened, and its event loop."""
-        if self._loop is None:
-            return
+        """Close the sessions this function opened (and its model client's connections)."""
         if self._pool is not None and self._own_pool:
-            self._run(self._pool.close())
+            run_blocking(self._pool.close())
         if isinstance(self.player.llm, TokenClient):
-            self._run(self.player.llm.aclose())
+            run_blocking(self.player.llm.aclose())
         self._pool = None
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._loop = None
 
     # -- the batch ------------------------------------------------------------------------
     async def open(self) -> Any:
