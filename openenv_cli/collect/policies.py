@@ -104,7 +104,7 @@ class ModelPolicy:
     """Chat completions of an OpenAI-compatible server, the text mapped to an action.
 
     With ``--tokens`` it asks for, and requires, the token ids and log-probabilities the
-    server sampled (``openenv_runtime.llm``): a server that reports none fails the episode
+    server sampled (``openenv_runtime.llm.tokens``): a server that reports none fails the episode
     with what to enable, and nothing is re-tokenised.
     """
 

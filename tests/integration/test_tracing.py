@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from websockets.sync.client import connect
 
 from openenv_runtime.capture import CaptureProxy
-from openenv_runtime.llm import LLMResponse
+from openenv_runtime.llm.client import LLMResponse
 from openenv_runtime.rollouts import RolloutService
 from openenv_runtime.rollouts.episode import Episode, Player
 from openenv_runtime.testing import free_port, running_server

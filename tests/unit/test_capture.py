@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from openenv_runtime.capture import CaptureProxy, TraceEntry, assemble
-from openenv_runtime.llm_tokens import MissingTokenIdsError
+from openenv_runtime.llm.tokens import MissingTokenIdsError
 from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from openenv_runtime.llm import LLMResponse
+from openenv_runtime.llm.client import LLMResponse
 from openenv_runtime.rollouts import (
     ActionError,
     RolloutError,

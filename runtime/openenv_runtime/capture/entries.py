@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..llm_tokens import missing
+from ..llm.tokens import missing
 
 
 class TraceEntry(BaseModel):

@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..llm_tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
+from ..llm.tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
 from ..observability import tracing
 from .entries import TraceEntry
 

@@ -19,7 +19,7 @@ except ModuleNotFoundError as missing:
     ) from None
 
 from ..failures import DEFAULT_MAX_ERROR_RATE, RolloutError
-from ..llm import OpenAIClient
+from ..llm.client import OpenAIClient
 from .episode import Episode
 from .factory import environment_factory
 from .mapping import ActionError, default_to_action, default_to_message

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..capture.entries import Sample, TraceEntry, assemble
 from ..errors import EnvError
 from ..failures import model_failure
-from ..llm import LLMResponse, OpenAIClient
+from ..llm.client import LLMResponse, OpenAIClient
 from ..observability import tracing
 from .mapping import ActionError
 

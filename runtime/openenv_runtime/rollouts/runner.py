@@ -19,7 +19,7 @@ from ..failures import (
     too_many,
 )
 from ..http_reads import read_schema
-from ..llm import OpenAIClient
+from ..llm.client import OpenAIClient
 from .episode import Episode, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
 from .transport import TokenClient

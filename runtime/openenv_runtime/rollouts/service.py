@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from ..blocking import background_loop
 from ..failures import FailureLog, RolloutError, stops_run
-from ..llm import LLMResponse, OpenAIClient
+from ..llm.client import LLMResponse, OpenAIClient
 from ..observability import tracing
 from .adapters import to_verl
 from .episode import Episode
