@@ -146,7 +146,7 @@ def _assemble_tokens(row: dict[str, Any]) -> None:
     entries = row.pop("_entries", [])
     if not entries:
         return
-    from openenv_runtime.capture import assemble
+    from openenv_runtime.llm.samples import assemble
 
     samples = assemble(entries)
     first = samples[0]

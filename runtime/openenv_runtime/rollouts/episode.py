@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..capture.entries import Sample, TraceEntry, assemble
 from ..errors import EnvError
 from ..failures import model_failure
 from ..llm.client import LLMResponse, OpenAIClient
+from ..llm.samples import Sample, TraceEntry, assemble
 from ..observability import tracing
 from .mapping import ActionError
 
