@@ -20,7 +20,7 @@ from ..failures import (
 )
 from ..http_reads import read_schema
 from ..llm.client import OpenAIClient
-from .episode import Episode, Player, ToAction, ToMessage, finish
+from .episode import Episode, ModelPolicy, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
 from .transport import TokenClient
 
@@ -73,15 +73,15 @@ class RolloutFunc:
             client.return_tokens = True
         else:  # the same requests as OpenAIClient's, over aiohttp (see transport)
             client = TokenClient(llm, model, api_key=api_key, timeout=llm_timeout)
+        self.model = ModelPolicy(
+            llm=client, to_action=to_action or (lambda reply: None), sampling=sampling, seed=seed
+        )
         self.player = Player(
-            llm=client,
-            to_action=to_action or (lambda reply: None),
+            policy=self.model,
             to_message=to_message or default_to_message,
             max_turns=max_turns,
             system_prompt=system_prompt,
             env_timeout=env_timeout,
-            sampling=sampling,
-            seed=seed,
         )
         self.last_episodes: list[Episode] = []
         self._pool: Any = None
@@ -96,8 +96,8 @@ class RolloutFunc:
         """Close the sessions this function opened (and its model client's connections)."""
         if self._pool is not None and self._own_pool:
             run_blocking(self._pool.close())
-        if isinstance(self.player.llm, TokenClient):
-            run_blocking(self.player.llm.aclose())
+        if isinstance(self.model.llm, TokenClient):
+            run_blocking(self.model.llm.aclose())
         self._pool = None
 
     # -- the batch ------------------------------------------------------------------------
@@ -116,10 +116,10 @@ class RolloutFunc:
         token = self.env_kwargs.get("token")
         early = self._to_action is None and bool(pool.urls)  # before the sessions are busy
         if early:
-            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
+            self.model.to_action = default_to_action(await _action_schema(pool.urls, token))
         await pool.open()
         if self._to_action is None and not early:  # a provider's servers: known once started
-            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
+            self.model.to_action = default_to_action(await _action_schema(pool.urls, token))
         self._pool = pool
         return pool
 

@@ -189,9 +189,9 @@ class RolloutService:
             seed=seed,
             env_kwargs=dict(env_kwargs or {}),
         )
-        self._model = self._runner.player.llm
-        # The player only calls complete_with_tools, which the wrapper provides.
-        self._runner.player.llm = cast(OpenAIClient, _VersionedLLM(self._model, self))
+        self._model = self._runner.model.llm
+        # The policy only calls complete_with_tools, which the wrapper provides.
+        self._runner.model.llm = cast(OpenAIClient, _VersionedLLM(self._model, self))
         from .. import EnvPool
 
         self._own_pool = not isinstance(env, EnvPool)  # a URL or URLs: sessions of our own
