@@ -58,6 +58,7 @@ def player(policy: Policy, spec: CollectSpec) -> Player:
         max_turns=spec.max_turns,
         system_prompt=spec.system_prompt,
         env_timeout=spec.step_timeout,
+        record_calls=spec.tokens,
     )
 
 
@@ -86,14 +87,14 @@ async def run_episode(
         row["error"], row["error_kind"] = "timed out", env_kind(error)
     except Exception as error:  # a broken policy callable: recorded, the run goes on
         row["error"], row["error_kind"] = f"{type(error).__name__}: {error}", "policy"
-    _fill(row, episode, spec.tokens)
+    _fill(row, episode)
     row["duration_s"] = time.perf_counter() - started
     return row
 
 
-def _fill(row: dict[str, Any], episode: Episode, tokens: bool) -> None:
+def _fill(row: dict[str, Any], episode: Episode) -> None:
     """The row's record of ``episode``: its conversation (the final observation included),
-    steps, rewards, latencies and, with ``tokens``, its first token sample."""
+    steps, rewards, latencies and its first token sample (of the calls recorded: --tokens)."""
     row["observations"] = [json.dumps(dict(o), sort_keys=True) for o in episode.observations]
     row["actions"] = [json.dumps(a, sort_keys=True) for a in episode.actions]
     row["rewards"] = episode.rewards
@@ -110,8 +111,7 @@ def _fill(row: dict[str, Any], episode: Episode, tokens: bool) -> None:
     if not row["error"]:
         row["done"] = episode.done
         row["truncated"] = not episode.done
-    if tokens:
-        _assemble_tokens(row, episode)
+    _assemble_tokens(row, episode)
 
 
 def _assemble_tokens(row: dict[str, Any], episode: Episode) -> None:

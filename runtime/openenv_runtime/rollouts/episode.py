@@ -165,13 +165,18 @@ class ModelPolicy:
 
 @dataclass
 class Player:
-    """Plays episodes on environment clients with a policy; shared by every episode of a batch."""
+    """Plays episodes on environment clients with a policy; shared by every episode of a batch.
+
+    ``record_calls``: each model call is kept in the episode's ``entries`` (its tokens, for
+    training samples); off, nothing is kept of them.
+    """
 
     policy: Policy
     to_message: ToMessage
     max_turns: int
     system_prompt: str | None = None
     env_timeout: float | None = 60.0
+    record_calls: bool = True
 
     async def play(self, episode: Episode, client: Any) -> None:
         """Run ``episode`` on ``client`` (an open ``EnvClient``); raises on environment failure,
@@ -226,7 +231,7 @@ class Player:
             with tracing.span(tracer, "openenv.model_call", {"openenv.turn": episode.turns + 1}):
                 move = await self.policy.act(episode, messages, observation)
             episode.model_seconds.append(move.model_seconds)
-            if move.reply is not None:
+            if move.reply is not None and self.record_calls:
                 episode.entries.append(_entry(episode, move.reply, messages, move.model_seconds))
             episode.turns += 1
             messages.append(move.message)
