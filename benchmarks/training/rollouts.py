@@ -41,7 +41,8 @@ from typing import Any
 import httpx
 from rollouts_overhead import CLIENT_CORE, PROXY_CORE, overhead, pin
 
-from openenv_runtime.capture import CaptureProxy, assemble
+from openenv_runtime.capture import CaptureProxy
+from openenv_runtime.llm.samples import assemble
 from openenv_runtime.rollouts import build_rollout_func
 from openenv_runtime.testing import free_port, running_server
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply

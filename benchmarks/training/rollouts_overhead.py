@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from openenv_runtime.llm_tokens import TOKEN_OPTIONS
+from openenv_runtime.llm.tokens import TOKEN_OPTIONS
 
 CLIENT_CORE, PROXY_CORE = 0, 1
 

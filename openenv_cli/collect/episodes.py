@@ -1,4 +1,4 @@
-"""One episode against one session: reset, then turns of policy and step until done.
+"""One episode against one session, played by the rollouts' episode player, as a dataset row.
 
 The row it returns is the dataset's unit (see ``store.ROW_FIELDS``). A failure of the
 environment or the model ends the episode with ``error`` and ``error_kind`` set (the kinds of
@@ -7,7 +7,6 @@ environment or the model ends the episode with ``error`` and ``error_kind`` set 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import time
@@ -15,8 +14,10 @@ from typing import Any
 
 from openenv_runtime import EnvError, GenericEnvClient
 from openenv_runtime.failures import ModelFailure, env_kind
+from openenv_runtime.rollouts.episode import Episode, Player
+from openenv_runtime.rollouts.mapping import default_to_message
 
-from .policies import Decision, Policy, observation_text
+from .policies import Policy
 from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan
 
 
@@ -49,58 +50,35 @@ def new_row(plan: EpisodePlan) -> dict[str, Any]:
     }
 
 
+def player(policy: Policy, spec: CollectSpec) -> Player:
+    """The player of every episode of a run of ``spec``."""
+    return Player(
+        policy=policy,
+        to_message=default_to_message,
+        max_turns=spec.max_turns,
+        system_prompt=spec.system_prompt,
+        env_timeout=spec.step_timeout,
+        record_calls=spec.tokens,
+    )
+
+
 async def run_episode(
-    env: GenericEnvClient,
-    policy: Policy,
-    plan: EpisodePlan,
-    spec: CollectSpec,
+    env: GenericEnvClient, player: Player, plan: EpisodePlan, spec: CollectSpec
 ) -> dict[str, Any]:
-    """Play ``plan`` on the connected ``env`` with ``policy``; returns the episode's row."""
-    row = new_row(plan)
-    rng = random.Random(plan.seed * 1_000_003 + plan.index)
+    """Play ``plan`` on the connected ``env``; returns the episode's row."""
+    episode = Episode(
+        plan.index,
+        0,
+        0,
+        plan.seed,
+        None,  # no prompt: the reset observation is the first user message
+        task_id=plan.task_id or None,
+        rng=random.Random(plan.seed * 1_000_003 + plan.index),
+    )
     started = time.perf_counter()
+    row = new_row(plan)
     try:
-        reset_kwargs: dict[str, Any] = {"seed": plan.seed}
-        if plan.task_id:
-            reset_kwargs["task_id"] = plan.task_id
-        result = await _timed(row, env.reset(**reset_kwargs), spec.step_timeout)
-        observation = dict(result.observation)
-        row["observations"].append(json.dumps(observation, sort_keys=True))
-        messages: list[dict[str, Any]] = []
-        if spec.system_prompt:
-            messages.append({"role": "system", "content": spec.system_prompt})
-        messages.append({"role": "user", "content": observation_text(observation)})
-        done = bool(result.done)
-        for _turn in range(spec.max_turns):
-            if done:
-                break
-            decision = await policy.act(messages, observation, rng)
-            row["model_latencies_s"].append(decision.model_seconds)
-            _record_tokens(row, decision)
-            messages.append(decision.message)
-            if decision.action is None:
-                row["invalid_actions"] += 1
-                messages.append({"role": "user", "content": decision.problem})
-                continue
-            try:
-                result = await _timed(row, env.step(decision.action), spec.step_timeout)
-            except EnvError as error:
-                if error.code != "VALIDATION_ERROR":
-                    raise
-                row["invalid_actions"] += 1
-                messages.append({"role": "user", "content": f"Invalid action: {error.message}"})
-                continue
-            observation = dict(result.observation)
-            reward = float(result.reward or 0.0)
-            row["actions"].append(json.dumps(decision.action, sort_keys=True))
-            row["observations"].append(json.dumps(observation, sort_keys=True))
-            row["rewards"].append(reward)
-            row["total_reward"] += reward
-            row["num_steps"] += 1
-            done = bool(result.done)
-            messages.append({"role": "user", "content": observation_text(observation)})
-        row["done"] = done
-        row["truncated"] = not done
+        await player.play(episode, env)
     except EnvError as error:
         row["error"], row["error_kind"] = error.message or str(error), env_kind(error)
     except ModelFailure as failure:
@@ -109,44 +87,44 @@ async def run_episode(
         row["error"], row["error_kind"] = "timed out", env_kind(error)
     except Exception as error:  # a broken policy callable: recorded, the run goes on
         row["error"], row["error_kind"] = f"{type(error).__name__}: {error}", "policy"
-    row["messages"] = [_message(m) for m in messages] if "messages" in locals() else []
-    _assemble_tokens(row)
+    _fill(row, episode)
     row["duration_s"] = time.perf_counter() - started
     return row
 
 
-async def _timed(row: dict[str, Any], call: Any, timeout: float) -> Any:
-    started = time.perf_counter()
-    result = await asyncio.wait_for(call, timeout)
-    row["env_latencies_s"].append(time.perf_counter() - started)
-    return result
+def _fill(row: dict[str, Any], episode: Episode) -> None:
+    """The row's record of ``episode``: its conversation (the final observation included),
+    steps, rewards, latencies and its first token sample (of the calls recorded: --tokens)."""
+    row["observations"] = [json.dumps(dict(o), sort_keys=True) for o in episode.observations]
+    row["actions"] = [json.dumps(a, sort_keys=True) for a in episode.actions]
+    row["rewards"] = episode.rewards
+    row["total_reward"] = float(sum(episode.rewards))
+    row["num_steps"] = episode.steps
+    row["invalid_actions"] = episode.invalid_actions
+    row["env_latencies_s"] = episode.env_seconds
+    row["model_latencies_s"] = episode.model_seconds
+    messages = [_message(m) for m in episode.messages]
+    if episode.done and episode.steps and not row["error"]:
+        last = default_to_message(dict(episode.observations[-1]))
+        messages.append({"role": "user", "content": last})
+    row["messages"] = messages
+    if not row["error"]:
+        row["done"] = episode.done
+        row["truncated"] = not episode.done
+    _assemble_tokens(row, episode)
 
 
-def _record_tokens(row: dict[str, Any], decision: Decision) -> None:
-    """Keep one model call's tokens as a trace entry (assembled when the episode ends)."""
-    if decision.completion_ids:
-        row.setdefault("_entries", []).append(
-            {
-                "session_id": row["episode_id"],
-                "turn": len(row.get("_entries", [])),
-                "timestamp": 0.0,
-                "prompt_token_ids": decision.prompt_ids,
-                "completion_token_ids": decision.completion_ids,
-                "per_token_logps": decision.logprobs,
-            }
-        )
-
-
-def _assemble_tokens(row: dict[str, Any]) -> None:
-    """The episode's token arrays: the first sample ``capture.assemble`` makes of its calls.
+def _assemble_tokens(row: dict[str, Any], episode: Episode) -> None:
+    """The episode's token arrays: the first sample ``llm.samples.assemble`` makes of its
+    calls.
 
     A later prompt that does not extend the earlier prompt and completion token for token
     starts a new sample there; the row keeps the first and sets ``token_drift``.
     """
-    entries = row.pop("_entries", [])
+    entries = [e for e in episode.entries if e.completion_token_ids]
     if not entries:
         return
-    from openenv_runtime.capture import assemble
+    from openenv_runtime.llm.samples import assemble
 
     samples = assemble(entries)
     first = samples[0]

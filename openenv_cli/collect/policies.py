@@ -1,9 +1,10 @@
 """What picks the actions of an episode: a model, a Python callable, or random valid actions.
 
-Every policy answers :meth:`Policy.act` with a :class:`Decision`: the action to send, the
-assistant message the conversation records, and (from a model asked for them) the token ids
-and log-probabilities the model server sampled. A text the policy cannot turn into a valid
-action is not an error of the run: the episode feeds the problem back as the next observation.
+Every policy is a policy of the rollouts' episode player (``openenv_runtime.rollouts.episode``):
+it answers ``act`` with a ``Move``, the action to send and the assistant message the
+conversation records. A model's move also carries its reply, whose token ids and
+log-probabilities the player records. A text the policy cannot turn into a valid action is not
+an error of the run: the episode feeds the problem back as the next observation.
 """
 
 from __future__ import annotations
@@ -12,45 +13,31 @@ import importlib
 import json
 import random
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openenv_cli.errors import UsageError
 
 from .spec import CollectSpec
 
-
-@dataclass
-class Decision:
-    """One turn of a policy."""
-
-    action: dict[str, Any] | None  # None: the text could not be made into an action
-    message: dict[str, Any]  # the assistant message recorded in the conversation
-    problem: str = ""  # why there is no action (fed back to the model)
-    model_seconds: float = 0.0
-    prompt_ids: list[int] = field(default_factory=list)
-    completion_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
+if TYPE_CHECKING:
+    from openenv_runtime.rollouts.episode import Episode, Move
 
 
 class Policy(Protocol):
-    """Picks the next action from the conversation so far."""
+    """A policy of the episode player that holds what ``aclose`` releases."""
 
     async def act(
-        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
-    ) -> Decision: ...
+        self, episode: Episode, messages: list[dict[str, Any]], observation: Any
+    ) -> Move: ...
 
     async def aclose(self) -> None: ...
 
 
-def observation_text(observation: dict[str, Any]) -> str:
-    """The observation as the next user message (the rollouts' default mapping)."""
-    from openenv_runtime.rollouts.mapping import default_to_message
-
-    return default_to_message(observation)
+def _rng(episode: Episode) -> random.Random:
+    assert episode.rng is not None, "collect seeds each episode's random stream"
+    return episode.rng
 
 
 class RandomPolicy:
@@ -61,18 +48,18 @@ class RandomPolicy:
 
         self._faker = JSF(_without_metadata(action_schema))
 
-    async def act(
-        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
-    ) -> Decision:
+    async def act(self, episode: Episode, messages: list[dict[str, Any]], observation: Any) -> Move:
         from faker import Faker
+
+        from openenv_runtime.rollouts.episode import Move
 
         # jsf draws from the global generators: seed them from the episode's own stream,
         # so the same seed gives the same episode whatever else runs concurrently.
-        seed = rng.getrandbits(32)
+        seed = _rng(episode).getrandbits(32)
         random.seed(seed)
         Faker.seed(seed)
         action = self._faker.generate()
-        return Decision(action, {"role": "assistant", "content": json.dumps(action)})
+        return Move({"role": "assistant", "content": json.dumps(action)}, action)
 
     async def aclose(self) -> None:
         return None
@@ -84,80 +71,45 @@ class CallablePolicy:
     def __init__(self, func: Callable[..., Any]) -> None:
         self._func = func
 
-    async def act(
-        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
-    ) -> Decision:
-        result = self._func(observation)
+    async def act(self, episode: Episode, messages: list[dict[str, Any]], observation: Any) -> Move:
+        from openenv_runtime.rollouts.episode import Move
+
+        result = self._func(dict(observation))
         if hasattr(result, "__await__"):
             result = await result
         if hasattr(result, "model_dump"):
             result = result.model_dump()
         if not isinstance(result, dict):
-            return Decision(None, {"role": "assistant", "content": repr(result)}, "not a dict")
-        return Decision(result, {"role": "assistant", "content": json.dumps(result)})
+            return Move({"role": "assistant", "content": repr(result)}, None, "not a dict")
+        return Move({"role": "assistant", "content": json.dumps(result)}, result)
 
     async def aclose(self) -> None:
         return None
 
 
-class ModelPolicy:
-    """Chat completions of an OpenAI-compatible server, the text mapped to an action.
+def model_policy(spec: CollectSpec, action_schema: dict[str, Any]) -> Policy:
+    """Chat completions of an OpenAI-compatible server, the text mapped to an action: the
+    rollouts' ``ModelPolicy``, its sampling seeded from each episode's own stream.
 
     With ``--tokens`` it asks for, and requires, the token ids and log-probabilities the
-    server sampled (``openenv_runtime.llm``): a server that reports none fails the episode
-    with what to enable, and nothing is re-tokenised.
+    server sampled (``openenv_runtime.llm.tokens``): a server that reports none fails the
+    episode with what to enable, and nothing is re-tokenised.
     """
+    assert spec.llm is not None and spec.model is not None
+    from openenv_runtime.rollouts.episode import ModelPolicy
+    from openenv_runtime.rollouts.mapping import default_to_action
+    from openenv_runtime.rollouts.transport import TokenClient
 
-    def __init__(self, spec: CollectSpec, action_schema: dict[str, Any]) -> None:
-        assert spec.llm is not None and spec.model is not None
-        from openenv_runtime.rollouts.mapping import default_to_action
-        from openenv_runtime.rollouts.transport import TokenClient
-
-        self._spec = spec
-        self._to_action = default_to_action(action_schema)
-        # The rollouts' client: aiohttp and orjson, a fraction of the openai package's CPU
-        # per call (benchmarks/training/collect_model_calls.py).
-        self._client = TokenClient(
-            spec.llm, spec.model, timeout=spec.step_timeout, return_tokens=spec.tokens
-        )
-
-    async def act(
-        self, messages: list[dict[str, Any]], observation: dict[str, Any], rng: random.Random
-    ) -> Decision:
-        started = time.perf_counter()
-        try:
-            sampling = self._spec.sampling
-            reply = await self._client.complete_with_tools(
-                messages,
-                [],
-                temperature=sampling.temperature,
-                max_tokens=sampling.max_tokens,
-                top_p=sampling.top_p,
-                seed=rng.getrandbits(31),
-            )
-        except Exception as error:  # HTTP errors, no connection, missing token ids, timeouts
-            from openenv_runtime.failures import model_failure
-
-            raise model_failure(error) from None
-        seconds = time.perf_counter() - started
-        from openenv_runtime.rollouts.mapping import ActionError
-
-        text = reply.content or ""
-        action: dict[str, Any] | None = None
-        problem = ""
-        try:
-            action = self._to_action(reply)
-        except ActionError as error:
-            problem = str(error)
-        decision = Decision(action, {"role": "assistant", "content": text}, problem, seconds)
-        if self._spec.tokens:
-            decision.prompt_ids = list(reply.prompt_token_ids or [])
-            decision.completion_ids = list(reply.completion_token_ids or [])
-            decision.logprobs = list(reply.logprobs or [])
-        return decision
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    # The rollouts' client: aiohttp and orjson, a fraction of the openai package's CPU
+    # per call (benchmarks/training/collect_model_calls.py).
+    client = TokenClient(spec.llm, spec.model, timeout=spec.step_timeout, return_tokens=spec.tokens)
+    sampling = spec.sampling
+    options = {
+        "temperature": sampling.temperature,
+        "max_tokens": sampling.max_tokens,
+        "top_p": sampling.top_p,
+    }
+    return ModelPolicy(client, default_to_action(action_schema), options)
 
 
 def choose_policy(policy: str | None, llm: str | None) -> str:
@@ -180,7 +132,7 @@ def make_policy(spec: CollectSpec, action_schema: dict[str, Any], project: Path 
                 "A model policy needs --llm URL and --model NAME.",
                 hint="Or pick another policy: --policy random, or --policy module:function.",
             )
-        return ModelPolicy(spec, action_schema)
+        return model_policy(spec, action_schema)
     module_name, _, attr = spec.policy.partition(":")
     if not module_name or not attr:
         raise UsageError(

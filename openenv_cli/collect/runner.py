@@ -22,7 +22,7 @@ from openenv_cli.errors import OpenEnvError, UsageError
 from openenv_cli.targets import started_servers
 from openenv_runtime.failures import ENV_TIMEOUT, FailureLog, too_many
 
-from .episodes import run_episode
+from .episodes import player, run_episode
 from .inputs import task_id
 from .policies import Policy, make_policy
 from .spec import SCHEMA_VERSION, CollectSpec, EpisodePlan, plan
@@ -197,6 +197,7 @@ async def _run_all(
     would meet, or more errors than ``--max-error-rate`` allows of the whole plan)."""
     from openenv_runtime import GenericEnvClient
 
+    plays = player(policy, spec)
     queue: asyncio.Queue[EpisodePlan] = asyncio.Queue()
     for item in todo:
         queue.put_nowait(item)
@@ -227,7 +228,7 @@ async def _run_all(
                     return
                 if env is None:
                     env = GenericEnvClient(url, token=token, message_timeout=spec.step_timeout)
-                row = await run_episode(env, policy, item, spec)
+                row = await run_episode(env, plays, item, spec)
                 kind = row["error_kind"]
                 if kind.startswith("env:CONNECTION") or kind == ENV_TIMEOUT:
                     await _close(env)  # a broken session: the next episode gets a new one

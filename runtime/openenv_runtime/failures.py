@@ -16,7 +16,7 @@ import asyncio
 from collections import Counter, defaultdict
 
 from .errors import EnvError
-from .llm_tokens import MissingTokenIdsError
+from .llm.tokens import MissingTokenIdsError
 
 MODEL_NOT_FOUND = "model:not_found"
 MODEL_UNAUTHORIZED = "model:unauthorized"

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from openenv_runtime.capture import assemble
+from openenv_runtime.llm.samples import assemble
 from openenv_runtime.testing import free_port
 from tests.support.servers import wait_until
 

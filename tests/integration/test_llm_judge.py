@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from openenv_runtime.llm import OpenAIClient
+from openenv_runtime.llm.client import OpenAIClient
 from openenv_runtime.rubrics import LLMJudge
 from openenv_runtime.testing import running_server
 

@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from websockets.sync.client import connect
 
 from openenv_runtime.capture import CaptureProxy
-from openenv_runtime.llm import LLMResponse
+from openenv_runtime.llm.client import LLMResponse
 from openenv_runtime.rollouts import RolloutService
-from openenv_runtime.rollouts.episode import Episode, Player
+from openenv_runtime.rollouts.episode import Episode, ModelPolicy, Player
 from openenv_runtime.testing import free_port, running_server
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 from tests.fixtures.counter import CounterAction, CounterClient, Lifecycle, make_app
@@ -94,8 +94,10 @@ def test_an_episode_span_holds_its_calls_and_the_servers_steps(
     spans: InMemorySpanExporter,
 ) -> None:
     player = Player(
-        llm=OneStepModel(),  # type: ignore[arg-type]
-        to_action=lambda reply: CounterAction.model_validate_json(reply.content),
+        policy=ModelPolicy(
+            llm=OneStepModel(),  # type: ignore[arg-type]
+            to_action=lambda reply: CounterAction.model_validate_json(reply.content),
+        ),
         to_message=lambda obs: str(obs.total),
         max_turns=3,
     )

@@ -9,8 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from openenv_runtime.capture import CaptureProxy, TraceEntry, assemble
-from openenv_runtime.llm_tokens import MissingTokenIdsError
+from openenv_runtime.capture import CaptureProxy
+from openenv_runtime.llm.samples import TraceEntry, assemble
+from openenv_runtime.llm.tokens import MissingTokenIdsError
 from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 

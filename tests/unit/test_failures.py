@@ -19,7 +19,7 @@ from openenv_runtime.failures import (
     stops_run,
     too_many,
 )
-from openenv_runtime.llm_tokens import MissingTokenIdsError
+from openenv_runtime.llm.tokens import MissingTokenIdsError
 
 pytest.importorskip("openai", reason="needs openenv-runtime[llm]")
 

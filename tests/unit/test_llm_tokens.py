@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from openenv_runtime.llm import OpenAIClient
-from openenv_runtime.llm_tokens import MissingTokenIdsError, StreamTokens, read_tokens
+from openenv_runtime.llm.client import OpenAIClient
+from openenv_runtime.llm.tokens import MissingTokenIdsError, StreamTokens, read_tokens
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply
 from openenv_runtime.testing.stub_llm.tokenizer import IM_END
 

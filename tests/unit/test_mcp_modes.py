@@ -183,3 +183,22 @@ def test_code_mode_ends_on_time_while_a_tool_hangs() -> None:
     finally:
         release.set()
     assert "took over 0.5 s" in metadata["error"], metadata
+
+
+def test_an_async_tool_runs_on_the_tool_calls_thread() -> None:
+    # blocking.run_to_completion on the call's own thread: no second thread per call
+    env = Tools()
+    seen: list[threading.Thread] = []
+
+    async def body() -> int:
+        seen.append(threading.current_thread())
+        await asyncio.sleep(0)
+        return 1
+
+    @env.tool()
+    def where() -> Any:
+        seen.append(threading.current_thread())
+        return body()
+
+    assert env.execute_code("result = where()").metadata["result"] == 1
+    assert len(seen) == 2 and seen[0] is seen[1]

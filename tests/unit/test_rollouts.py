@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from openenv_runtime.llm import LLMResponse
+from openenv_runtime.llm.client import LLMResponse
 from openenv_runtime.rollouts import (
     ActionError,
     RolloutError,
@@ -262,3 +262,25 @@ def test_the_api_key_goes_to_the_model_server(env_url: str) -> None:
             right.close()
             wrong.close()
     assert "HTTP 401" in str(caught.value)  # refused, and not retried into a hang
+
+
+def test_episodes_run_on_the_shared_background_loop(
+    env_url: str, stub: tuple[StubLLM, str]
+) -> None:
+    import asyncio
+
+    from openenv_runtime.blocking import background_loop
+
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def to_action(reply: LLMResponse) -> dict[str, Any]:
+        loops.append(asyncio.get_running_loop())
+        return {"guess": 0}
+
+    _, url = stub
+    rollout = build_rollout_func(env_url, llm=url, model="m", max_turns=1, to_action=to_action)
+    try:
+        rollout(["alpha"], None)
+    finally:
+        rollout.close()
+    assert loops and loops[0] is background_loop()

@@ -146,7 +146,7 @@ class ModelMoves:
         return asyncio.run(self._ask(observation))
 
     async def _ask(self, observation: str) -> str:
-        from ..llm import OpenAIClient
+        from ..llm.client import OpenAIClient
 
         client = OpenAIClient(self.endpoint, None, self.model, api_key=self.api_key)
         return await client.complete(observation)

@@ -41,9 +41,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..llm_tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
+from ..llm.samples import TraceEntry
+from ..llm.tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
 from ..observability import tracing
-from .entries import TraceEntry
 
 _HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
 _CALL_SPAN = "openenv.capture.chat_completion"

@@ -1,4 +1,4 @@
-"""Alias of the reference's ``openenv.core.llm_client``: the same module as ``openenv_runtime.llm``.
+"""Alias of the reference's ``openenv.core.llm_client``: the same module as ``openenv_runtime.llm.client``.
 
 It is that module object itself, so patching ``openenv_runtime.compat.llm_client.AsyncOpenAI``
 reaches the clients (as code written for the reference expects).
@@ -6,6 +6,6 @@ reaches the clients (as code written for the reference expects).
 
 import sys
 
-from .. import llm
+from ..llm import client
 
-sys.modules[__name__] = llm
+sys.modules[__name__] = client

@@ -30,7 +30,6 @@ Bounds:
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import importlib.util
 import inspect
@@ -49,6 +48,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from ..blocking import run_to_completion
 from ..protocol import ErrorCode
 from .code_slots import CodeSlots
 
@@ -236,20 +236,7 @@ def _await(awaitable: Any) -> Any:
     async def wait() -> Any:
         return await awaitable
 
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(wait())
-        except BaseException as exc:  # handed back below
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="openenv-code-tool")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    return run_to_completion(wait())
 
 
 def _converse(

@@ -21,7 +21,7 @@ except ModuleNotFoundError as missing:
     ) from None
 
 from ..failures import RolloutError
-from ..llm import OpenAIClient
+from ..llm.client import OpenAIClient
 from .episode import Episode, ToAction, ToMessage
 from .factory import environment_factory
 from .mapping import ActionError, default_to_action, default_to_message

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ..http_reads import read_schema
-from ..llm import LLMResponse
+from ..llm.client import LLMResponse
 from .episode import Episode
 from .mapping import ActionError, default_to_action, default_to_message
 

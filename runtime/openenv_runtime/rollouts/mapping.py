@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from ..llm import LLMResponse
+from ..llm.client import LLMResponse
 
 _HIDDEN = ("reward", "done", "metadata")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from ..blocking import run_blocking
 from ..errors import EnvError
 from ..failures import (
     FailureLog,
@@ -18,21 +18,21 @@ from ..failures import (
     too_many,
 )
 from ..http_reads import read_schema
-from ..llm import OpenAIClient
-from .episode import Episode, Player, ToAction, ToMessage, finish
+from ..llm.client import OpenAIClient
+from .episode import Episode, ModelPolicy, Player, ToAction, ToMessage, finish
 from .mapping import default_to_action, default_to_message
 from .settings import RolloutSettings
 from .transport import TokenClient
 
-T = TypeVar("T")
 _NO_SLOT = -1
 
 
 class RolloutFunc:
     """A rollout function with TRL's contract: ``rollout_func(prompts, trainer)`` → a dict.
 
-    Built by ``build_rollout_func``; see there. It owns an event loop thread (its sessions
-    live there between calls); ``close()`` ends the sessions it opened. ``last_episodes``
+    Built by ``build_rollout_func``; see there. Called from plain code, it runs on the shared
+    background loop (``blocking.run_blocking``; its sessions live there between calls);
+    ``close()`` ends the sessions it opened. ``last_episodes``
     holds the previous call's ``Episode`` records (conversations, recorded calls, errors).
     """
 
@@ -59,48 +59,35 @@ class RolloutFunc:
             client.return_tokens = True
         else:  # the same requests as OpenAIClient's, over aiohttp (see transport)
             client = TokenClient(llm, model, api_key=api_key, timeout=settings.llm_timeout)
-        self.player = Player(
+        self.model = ModelPolicy(
             llm=client,
             to_action=to_action or (lambda reply: None),
+            sampling=settings.sampling_options,
+            seed=settings.seed,
+        )
+        self.player = Player(
+            policy=self.model,
             to_message=to_message or default_to_message,
             max_turns=settings.max_turns,
             system_prompt=settings.system_prompt,
             env_timeout=settings.env_timeout,
-            sampling=settings.sampling_options,
-            seed=settings.seed,
         )
         self.last_episodes: list[Episode] = []
         self._pool: Any = None
         self._own_pool = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    # -- the event loop ---------------------------------------------------------------------
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self._lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=self._loop.run_forever, name="openenv-rollouts", daemon=True
-                ).start()
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def __call__(self, prompts: Sequence[Any], trainer: Any = None) -> dict[str, list[Any]]:
         """Run the episodes of ``prompts`` (TRL passes each prompt once per generation)."""
-        episodes = self._run(self.arun(prompts))
+        episodes = run_blocking(self.arun(prompts))
         return to_trl(episodes)
 
     def close(self) -> None:
-        """Close the sessions this function opened, and its event loop."""
-        if self._loop is None:
-            return
+        """Close the sessions this function opened (and its model client's connections)."""
         if self._pool is not None and self._own_pool:
-            self._run(self._pool.close())
-        if isinstance(self.player.llm, TokenClient):
-            self._run(self.player.llm.aclose())
+            run_blocking(self._pool.close())
+        if isinstance(self.model.llm, TokenClient):
+            run_blocking(self.model.llm.aclose())
         self._pool = None
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._loop = None
 
     # -- the batch ------------------------------------------------------------------------
     async def open(self) -> Any:
@@ -120,10 +107,10 @@ class RolloutFunc:
         token = self.env_kwargs.get("token")
         early = self._to_action is None and bool(pool.urls)  # before the sessions are busy
         if early:
-            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
+            self.model.to_action = default_to_action(await _action_schema(pool.urls, token))
         await pool.open()
         if self._to_action is None and not early:  # a provider's servers: known once started
-            self.player.to_action = default_to_action(await _action_schema(pool.urls, token))
+            self.model.to_action = default_to_action(await _action_schema(pool.urls, token))
         self._pool = pool
         return pool
 

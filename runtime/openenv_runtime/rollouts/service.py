@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from ..blocking import background_loop
 from ..failures import FailureLog, RolloutError, stops_run
-from ..llm import LLMResponse, OpenAIClient
+from ..llm.client import LLMResponse, OpenAIClient
 from ..observability import tracing
 from .adapters import to_verl
 from .episode import Episode
@@ -192,9 +192,9 @@ class RolloutService:
             api_key=api_key,
             env_kwargs=env_kwargs,
         )
-        self._model = self._runner.player.llm
-        # The player only calls complete_with_tools, which the wrapper provides.
-        self._runner.player.llm = cast(OpenAIClient, _VersionedLLM(self._model, self))
+        self._model = self._runner.model.llm
+        # The policy only calls complete_with_tools, which the wrapper provides.
+        self._runner.model.llm = cast(OpenAIClient, _VersionedLLM(self._model, self))
         from .. import EnvPool
 
         self._own_pool = not isinstance(env, EnvPool)  # a URL or URLs: sessions of our own

@@ -23,8 +23,8 @@ from tenacity import (
     wait_exponential,
 )
 
-from ..llm import LLMResponse, OpenAIClient, ToolCall
-from ..llm_tokens import read_message
+from ..llm.client import LLMResponse, OpenAIClient, ToolCall
+from ..llm.tokens import read_message
 
 _RETRIED = {408, 409, 429, 500, 502, 503, 504}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..llm import LLMClient
+from ..llm.client import LLMClient
 from .base import Rubric
 
 DEFAULT_SCORE_PATTERN = r"(\d+\.?\d*)"
@@ -16,7 +16,7 @@ class LLMJudge(Rubric):
 
     The first match of ``score_pattern`` (group 1 if it has groups) in the reply is the
     score, clamped to [0, 1] when ``normalize``; a reply without one scores
-    ``default_score``. Any :class:`~openenv_runtime.llm.LLMClient` works, e.g.
+    ``default_score``. Any :class:`~openenv_runtime.llm.client.LLMClient` works, e.g.
     ``OpenAIClient`` pointed at any OpenAI-compatible endpoint.
     """
 

@@ -1,4 +1,4 @@
-"""Recorded model calls (``TraceEntry``) and their assembly into training samples."""
+"""Recorded model calls (``TraceEntry``) and their assembly into training samples (``Sample``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..llm_tokens import missing
+from .tokens import missing
 
 
 class TraceEntry(BaseModel):

@@ -1,5 +1,5 @@
 """Tool listings and messages in each provider's format: MCP tools for OpenAI and Anthropic,
-and OpenAI-style chat messages for Anthropic's API (used by the clients in ``llm.py``)."""
+and OpenAI-style chat messages for Anthropic's API (used by the clients in ``llm.client``)."""
 
 from __future__ import annotations
 

@@ -16,16 +16,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 # The reference's `openenv.core.llm_client` names: compat/llm_client.py is this very module
 # (so patching its AsyncOpenAI reaches the clients), hence these imports stay here.
-from .llm_tokens import MissingTokenIdsError as MissingTokenIdsError
-from .llm_tokens import read_reply
-from .llm_tools import _clean_mcp_schema as _clean_mcp_schema
-from .llm_tools import _mcp_tools_to_anthropic as _mcp_tools_to_anthropic
-from .llm_tools import _mcp_tools_to_openai as _mcp_tools_to_openai
-from .llm_tools import _openai_msgs_to_anthropic as _openai_msgs_to_anthropic
-from .llm_tools import clean_mcp_schema as clean_mcp_schema
-from .llm_tools import mcp_tools_to_anthropic as mcp_tools_to_anthropic
-from .llm_tools import mcp_tools_to_openai as mcp_tools_to_openai
-from .llm_tools import openai_messages_to_anthropic as openai_messages_to_anthropic
+from .tokens import MissingTokenIdsError as MissingTokenIdsError
+from .tokens import read_reply
+from .tools import _clean_mcp_schema as _clean_mcp_schema
+from .tools import _mcp_tools_to_anthropic as _mcp_tools_to_anthropic
+from .tools import _mcp_tools_to_openai as _mcp_tools_to_openai
+from .tools import _openai_msgs_to_anthropic as _openai_msgs_to_anthropic
+from .tools import clean_mcp_schema as clean_mcp_schema
+from .tools import mcp_tools_to_anthropic as mcp_tools_to_anthropic
+from .tools import mcp_tools_to_openai as mcp_tools_to_openai
+from .tools import openai_messages_to_anthropic as openai_messages_to_anthropic
 
 try:  # a module global, so tests and callers can substitute the class
     import httpx
@@ -133,7 +133,7 @@ class OpenAIClient(LLMClient):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self._token_key = "max_completion_tokens" if use_max_completion_tokens else "max_tokens"
-        # Token ids and log-probabilities of every reply (vLLM's fields); see llm_tokens.
+        # Token ids and log-probabilities of every reply (vLLM's fields); see llm.tokens.
         self.return_tokens = return_tokens
         # Local servers take any key; the openai package refuses to start without one.
         options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
