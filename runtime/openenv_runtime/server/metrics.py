@@ -25,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
-from math import fsum
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass
+from math import fsum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -123,9 +123,7 @@ class Latency:
 OUTCOMES = ("ok", "done", "invalid", "error", "timeout")
 STEP_LABELS = tuple((transport, outcome) for transport in ("ws", "http") for outcome in OUTCOMES)
 WS_OK, WS_DONE, WS_INVALID, WS_ERROR, WS_TIMEOUT = range(len(OUTCOMES))
-HTTP_OK, HTTP_DONE, HTTP_INVALID, HTTP_ERROR, HTTP_TIMEOUT = range(
-    len(OUTCOMES), 2 * len(OUTCOMES)
-)
+HTTP_OK, HTTP_DONE, HTTP_INVALID, HTTP_ERROR, HTTP_TIMEOUT = range(len(OUTCOMES), 2 * len(OUTCOMES))
 REFUSALS = ("capacity", "client_cap", "draining")
 PENDING_MAX = 4096
 """Step times a tally holds before it folds them into its histogram (32 KiB of pointers)."""
@@ -135,8 +133,19 @@ class Tally:
     """One worker's counts since it started: plain integers, added to on the event loop."""
 
     __slots__ = (
-        "steps", "step_latency", "pending", "inline_steps", "resets", "reset_latency", "opened",
-        "closed", "refused", "resumed", "warm", "checkpoints", "checkpoint_bytes",
+        "checkpoint_bytes",
+        "checkpoints",
+        "closed",
+        "inline_steps",
+        "opened",
+        "pending",
+        "refused",
+        "reset_latency",
+        "resets",
+        "resumed",
+        "step_latency",
+        "steps",
+        "warm",
     )  # fmt: skip
 
     def __init__(self) -> None:
