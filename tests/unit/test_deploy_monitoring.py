@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 from openenv_cli.deploy import monitoring, plan_deploy
 from openenv_cli.deploy.render import ENVOY_STATS_PATH, ENVOY_STATS_PORT, write_files
 from openenv_cli.scaffold import render_project, write_project
-from openenv_runtime.server.metrics import Tally, families, series
+from openenv_runtime.server.metrics import WS_OK, Tally, families, series
 from tests.support.optional import require, unavailable
 
 KEYS = ("WORKERS", "MAX_CONCURRENT_ENVS", "SESSION_TIMEOUT", "OPENENV_API_KEY", "PORT")
@@ -80,7 +80,7 @@ def exported_names() -> set[str]:
         sessions={}, detached=0, capacity=1, warm=[], abandoned=0, runner=runner
     )
     tally = Tally()
-    tally.step(("ws", "ok"), 0.001)
+    tally.step(WS_OK, 0.001)
     tally.reset("ws", True, 0.01)
     tally.opened["ws",] += 1  # the counters that show only once they count something
     tally.closed["ws", "client"] += 1

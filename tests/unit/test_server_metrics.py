@@ -143,3 +143,17 @@ def test_http_sessions_steps_and_refusals_are_counted(monkeypatch: pytest.Monkey
     assert got["openenv_sessions_refused_total", (("reason", "capacity"),)] == 1
     assert got["openenv_sessions_active", (("transport", "http"),)] == 1
     assert got["openenv_warm_pool_total", (("result", "miss"),)] == 1
+
+
+def test_step_times_folded_later_land_in_the_buckets_observe_gives() -> None:
+    times = [LATENCY_BUCKETS[0], LATENCY_BUCKETS[0] * 1.01, 0.0, 0.003, 0.003, 0.7, 50.0] * 900
+    tally, one_by_one = Tally(), Latency()
+    for seconds in times:  # more than PENDING_MAX: folds on the way and when read
+        tally.step(WS_OK, seconds)
+        one_by_one.observe(seconds)
+    assert len(tally.pending) < len(times)
+    tally.settle()
+    assert tally.pending == []
+    assert tally.step_latency.counts == one_by_one.counts
+    assert tally.step_latency.total == pytest.approx(one_by_one.total)
+    assert tally.steps[WS_OK] == len(times)

@@ -52,7 +52,9 @@ class FirstReady:
         self.ready: list[tuple[int, Result]] = []
         self.inflight: dict[int, _Request] = {}
         self.needs_reset: set[int] = set()
-        self.replacing: dict[int, asyncio.Task[None]] = {}
+        self.replacing: dict[int, asyncio.Task[None]] = {}  # slot: the batch replacing it
+        self.to_replace: set[int] = set()  # slots the next batch replaces
+        self.batch: asyncio.Task[None] | None = None  # the batch not yet started
         self.waiter: asyncio.Future[None] | None = None
         self.wanted = 0
         self.closed = False
@@ -182,17 +184,29 @@ class FirstReady:
         )
 
     def _start_replacing(self, index: int) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(self._replace(index))
+        """Queue slot ``index`` for a fresh session. Slots failing together (a server gone
+        takes many) are replaced in one batch placed on one reading of ``/health``: replaced
+        one by one, each would read the same free capacity and they would pile onto one server."""
+        self.to_replace.add(index)
+        task = self.batch
+        if task is None:
+            task = self.batch = asyncio.get_running_loop().create_task(self._replace_batch())
         self.replacing[index] = task
         return task
 
-    async def _replace(self, index: int) -> None:
+    async def _replace_batch(self) -> None:
+        await asyncio.sleep(0)  # the failures delivered in the same turn of the loop join in
+        slots = sorted(self.to_replace)
+        self.to_replace.clear()
+        task, self.batch = self.batch, None  # a later failure starts the next batch
         try:
-            await self.pool.replace(index)
-        except EnvError:
-            pass  # the slot keeps the error; the next send reports it and tries again
+            # a slot left without a session keeps its error: its next send reports it and
+            # tries again
+            await self.pool.replace_slots(slots)
         finally:
-            self.replacing.pop(index, None)
+            for i in slots:
+                if self.replacing.get(i) is task:
+                    del self.replacing[i]
 
     def deliver(self, index: int, result: Result) -> None:
         self.inflight.pop(index, None)

@@ -412,7 +412,11 @@ class EnvPool(Generic[ClientT]):
         so the new sessions share the free capacity (each reading its own ``/health`` would
         not see the others' picks, and they would crowd onto the same server).
         """
-        slots = self.failed
+        return await self.replace_slots(self.failed)
+
+    async def replace_slots(self, slots: Sequence[int]) -> list[int]:
+        """Give each of ``slots`` a fresh session, all placed on one reading of the servers'
+        ``/health`` (as :meth:`replace_failed`); returns the slots that got one."""
         if not slots:
             return []
         for i in slots:
