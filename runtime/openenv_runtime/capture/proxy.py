@@ -34,7 +34,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -44,8 +43,11 @@ from starlette.routing import Route
 from ..llm_tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
 from ..observability import tracing
 from .entries import TraceEntry
+from .upstream import Response as UpstreamResponse
+from .upstream import Upstream, UpstreamError
 
-_HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
+_HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"keep-alive"}
+_QUERY = re.compile(rb"[^\x21-\x7e]")  # a query byte that cannot go on the request line
 _CALL_SPAN = "openenv.capture.chat_completion"
 _FORWARDED = re.compile(r"^(?:/sessions/(?P<sid>[^/]+))?/v1/(?P<path>.*)$")
 FORWARDED_ROUTES: dict[str, frozenset[str]] = {
@@ -119,7 +121,7 @@ class CaptureProxy:
         self.max_sessions = max_sessions
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
-        self._client: aiohttp.ClientSession | None = None
+        self._upstream = Upstream(self.upstream)
         # OpenTelemetry (observability/tracing.py): a span per chat completion, when on
         self.tracer = tracing.tracer("openenv-capture")
         self._routes = Starlette(
@@ -155,20 +157,7 @@ class CaptureProxy:
 
     async def aclose(self) -> None:
         """Close the upstream connections."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-
-    @property
-    def client(self) -> aiohttp.ClientSession:
-        """The upstream connection pool (aiohttp: the lightest per-call cost measured here)."""
-        if self._client is None or self._client.closed:
-            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=4)  # under uvicorn's 5 s
-            timeout = aiohttp.ClientTimeout(total=self.timeout)
-            self._client = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()
-            )
-        return self._client
+        self._upstream.close()
 
     # -- sessions (in-process API too) ----------------------------------------------------
     def create_session(self, root: str) -> dict[str, str]:
@@ -305,16 +294,23 @@ class CaptureProxy:
         upstream_headers = {"content-type": "application/json"}
         if self.upstream_api_key:
             upstream_headers["authorization"] = f"Bearer {self.upstream_api_key}"
-        url = f"{self.upstream}/v1/{path}"
-        if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
+        target = f"/v1/{path}"
+        if query := scope.get("query_string"):
+            if _QUERY.search(query):
+                return await _error(400, "the query string must be URL-encoded")(
+                    scope, receive, send
+                )
+            target += "?" + query.decode("latin-1")
         if method != "POST" or path != "chat/completions":
             try:
-                async with self.client.request(
-                    method, url, data=raw, headers=upstream_headers
-                ) as upstream:
+                upstream = await self._upstream.request(
+                    method, target, raw, upstream_headers, self.timeout
+                )
+                try:
                     content = await upstream.read()
-            except (aiohttp.ClientError, TimeoutError) as error:
+                finally:
+                    upstream.release()
+            except (UpstreamError, TimeoutError) as error:
                 return await _unreachable(error)(scope, receive, send)
             await _send(send, upstream, content)
             return None
@@ -331,7 +327,7 @@ class CaptureProxy:
             if span is not None:  # the model server, if it traces, joins the same trace
                 upstream_headers.update(tracing.headers_for())
             status = await self._complete(
-                scope, receive, send, session, url, body, stream, upstream_headers
+                scope, receive, send, session, target, body, stream, upstream_headers
             )
             if span is not None:
                 span.set_attribute("http.response.status_code", status)
@@ -345,7 +341,7 @@ class CaptureProxy:
         receive: Any,
         send: Any,
         session: _Session,
-        url: str,
+        target: str,
         body: dict[str, Any],
         stream: bool,
         upstream_headers: dict[str, str],
@@ -353,23 +349,27 @@ class CaptureProxy:
         """Forward one chat completion and record it; the status answered."""
         timestamp, started = time.time(), time.perf_counter()
         try:
-            upstream = await self._post(url, orjson.dumps(body), upstream_headers)
-        except (aiohttp.ClientError, TimeoutError) as error:
+            upstream = await self._post(target, orjson.dumps(body), upstream_headers)
+            if not stream or upstream.status != 200:
+                try:
+                    content = await upstream.read()
+                finally:
+                    upstream.release()
+        except (UpstreamError, TimeoutError) as error:
             await _unreachable(error)(scope, receive, send)
             return 502
-        try:
-            if stream and upstream.status == 200:
+        if stream and upstream.status == 200:
+            try:
                 await send(_start(upstream, None))
                 chunks = []
-                async for chunk in upstream.content.iter_any():
+                async for chunk in upstream.chunks():
                     chunks.append(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 content = b"".join(chunks)
-            else:
-                content = await upstream.read()
-                await send(_start(upstream, len(content)))
-        finally:
-            upstream.release()
+            finally:
+                upstream.release()
+        else:
+            await send(_start(upstream, len(content)))
         latency = (time.perf_counter() - started) * 1000
         if upstream.status == 200:  # recorded before the answer ends: a reader sees it at once
             session.entries.append(_Call(timestamp, body, content, stream, latency))
@@ -386,13 +386,9 @@ class CaptureProxy:
         await send({"type": "http.response.body", "body": b"" if stream else content})
         return upstream.status
 
-    async def _post(self, url: str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
-        """POST upstream; once more when a pooled connection turned out closed (the server's
-        keep-alive ended as it was reused: the request never reached it)."""
-        try:
-            return await self.client.post(url, data=data, headers=headers)
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-            return await self.client.post(url, data=data, headers=headers)
+    async def _post(self, target: str, data: bytes, headers: dict[str, str]) -> UpstreamResponse:
+        """POST upstream (``target``: path and query); the answer once its head is in."""
+        return await self._upstream.request("POST", target, data, headers, self.timeout)
 
     # -- recording ------------------------------------------------------------------------
     def _parse(self, session_id: str, turn: int, call: _Call) -> TraceEntry:
@@ -476,14 +472,14 @@ async def _body(receive: Any, headers: dict[bytes, bytes], limit: int) -> bytes 
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _start(upstream: aiohttp.ClientResponse, length: int | None) -> dict[str, Any]:
-    headers = [(k, v) for k, v in upstream.raw_headers if k.lower() not in _HOP_HEADERS]
+def _start(upstream: UpstreamResponse, length: int | None) -> dict[str, Any]:
+    headers = [(k, v) for k, v in upstream.headers if k.lower() not in _HOP_HEADERS]
     if length is not None:
         headers.append((b"content-length", str(length).encode()))
     return {"type": "http.response.start", "status": upstream.status, "headers": headers}
 
 
-async def _send(send: Any, upstream: aiohttp.ClientResponse, content: bytes) -> None:
+async def _send(send: Any, upstream: UpstreamResponse, content: bytes) -> None:
     await send(_start(upstream, len(content)))
     await send({"type": "http.response.body", "body": content})
 
