@@ -13,15 +13,17 @@ proxy's own upstream key. A session's entries are read (and the session deleted)
 key, or the admin token when one is set; at most ``max_sessions`` sessions live at once.
 ``GET /sessions`` lists them (ids, calls, times; never a key), with the admin token when set.
 Each forwarded call is logged on ``openenv_runtime.capture`` at INFO: session, route, status,
-latency (never a key or a message).
+latency (never a key or a message); the lines of each half second go out as one record.
 
-The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path);
-each answer is kept as the bytes the server sent and turned into a ``TraceEntry`` when the
-session's entries are read, so the answer goes back without being parsed first.
+The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path) and
+reach the model server over a small HTTP/1.1 client of their own (``upstream.py``); each answer
+is kept as the bytes the server sent and turned into a ``TraceEntry`` when the session's
+entries are read, so the answer goes back without being parsed first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -58,25 +60,28 @@ FORWARDED_ROUTES: dict[str, frozenset[str]] = {
 """The routes forwarded (under ``/v1/``) and their methods; every other path gets 404."""
 _UNSAFE = re.compile(r"%|\\|(?:^|/)\.{1,2}(?:/|$)")  # left after one decoding: refused
 Scope = dict[str, Any]
+_LOG_EVERY = 0.5  # seconds: the forwarded calls' log lines go out together
 logger = logging.getLogger("openenv_runtime.capture")
 
 
 @dataclass
 class _Call:
-    """A recorded call whose answer is not parsed yet (``raw``: the server's bytes)."""
+    """A recorded call (``raw``: the server's bytes); ``fields``: its ``TraceEntry``'s
+    fields, filled when the session's entries are first read."""
 
     timestamp: float
     body: dict[str, Any]
     raw: bytes
     stream: bool
     latency_ms: float
+    fields: dict[str, Any] | None = None
 
 
 @dataclass
 class _Session:
     id: str
     key_hash: str
-    entries: list[TraceEntry | _Call] = field(default_factory=list)
+    entries: list[_Call] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     last_call: float | None = None
 
@@ -122,6 +127,8 @@ class CaptureProxy:
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
         self._upstream = Upstream(self.upstream)
+        self._call_lines: list[str] = []
+        self._log_timer: asyncio.TimerHandle | None = None
         # OpenTelemetry (observability/tracing.py): a span per chat completion, when on
         self.tracer = tracing.tracer("openenv-capture")
         self._routes = Starlette(
@@ -156,7 +163,8 @@ class CaptureProxy:
             await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the upstream connections."""
+        """Close the upstream connections; log the calls not logged yet."""
+        self._flush_log()
         self._upstream.close()
 
     # -- sessions (in-process API too) ----------------------------------------------------
@@ -179,12 +187,18 @@ class CaptureProxy:
 
     def trace_entries(self, session_id: str) -> list[TraceEntry]:
         """The session's recorded calls, in order (``KeyError`` when there is no such session)."""
+        return [TraceEntry.model_construct(**e) for e in self._recorded(session_id)]
+
+    def _recorded(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's entries as ``TraceEntry`` fields (``KeyError``: no such session)."""
         session = self._sessions[session_id]
-        entries = session.entries
-        for index, entry in enumerate(entries):
-            if isinstance(entry, _Call):
-                entries[index] = self._parse(session.id, index, entry)
-        return [e for e in entries if isinstance(e, TraceEntry)]
+        recorded = []
+        for turn, call in enumerate(session.entries):
+            if call.fields is None:
+                call.fields = self._parse(session.id, turn, call)
+                call.raw = b""  # parsed: the bytes are no longer needed
+            recorded.append(call.fields)
+        return recorded
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every live session: ``session_id``, ``calls`` recorded, ``created`` and
@@ -252,8 +266,7 @@ class CaptureProxy:
             return refused
         if sid not in self._sessions:
             return _error(404, "no such session (deleted, or never created)")
-        entries = [e.model_dump() for e in self.trace_entries(sid)]
-        return Response(orjson.dumps(entries), media_type="application/json")
+        return Response(orjson.dumps(self._recorded(sid)), media_type="application/json")
 
     async def _delete(self, request: Request) -> Response:
         sid = request.path_params["sid"]
@@ -375,13 +388,10 @@ class CaptureProxy:
             session.entries.append(_Call(timestamp, body, content, stream, latency))
         session.last_call = timestamp
         if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "session %s: POST /v1/chat/completions -> %d in %.0f ms%s (%d calls recorded)",
-                session.id,
-                upstream.status,
-                latency,
-                ", streamed" if stream else "",
-                len(session.entries),
+            self._log_call(
+                f"session {session.id}: POST /v1/chat/completions -> {upstream.status} in "
+                f"{latency:.0f} ms{', streamed' if stream else ''} "
+                f"({len(session.entries)} calls recorded)"
             )
         await send({"type": "http.response.body", "body": b"" if stream else content})
         return upstream.status
@@ -390,26 +400,41 @@ class CaptureProxy:
         """POST upstream (``target``: path and query); the answer once its head is in."""
         return await self._upstream.request("POST", target, data, headers, self.timeout)
 
+    def _log_call(self, line: str) -> None:
+        """Log a forwarded call: the lines gathered over ``_LOG_EVERY`` go out as one record
+        (a record per call cost more CPU than the rest of the call, measured)."""
+        self._call_lines.append(line)
+        if self._log_timer is None:
+            self._log_timer = asyncio.get_running_loop().call_later(_LOG_EVERY, self._flush_log)
+
+    def _flush_log(self) -> None:
+        if self._log_timer is not None:
+            self._log_timer.cancel()
+            self._log_timer = None
+        lines, self._call_lines = self._call_lines, []
+        if lines:
+            logger.info("\n".join(lines))
+
     # -- recording ------------------------------------------------------------------------
-    def _parse(self, session_id: str, turn: int, call: _Call) -> TraceEntry:
-        """A recorded call's ``TraceEntry``, from the request and the server's bytes."""
+    def _parse(self, session_id: str, turn: int, call: _Call) -> dict[str, Any]:
+        """A recorded call's ``TraceEntry`` fields, from the request and the server's bytes."""
         body = call.body
-        entry = TraceEntry.model_construct(
-            session_id=session_id,
-            turn=turn,
-            timestamp=call.timestamp,
-            model=body.get("model"),
-            request={k: v for k, v in body.items() if k != "messages"},
-            messages=list(body.get("messages") or []),
-            completion={},
-            finish_reason=None,
-            prompt_token_ids=None,
-            completion_token_ids=None,
-            per_token_logps=None,
-            stream=call.stream,
-            latency_ms=call.latency_ms,
-            error=None,
-        )
+        entry: dict[str, Any] = {
+            "session_id": session_id,
+            "turn": turn,
+            "timestamp": call.timestamp,
+            "model": body.get("model"),
+            "request": {k: v for k, v in body.items() if k != "messages"},
+            "messages": list(body.get("messages") or []),
+            "completion": {},
+            "finish_reason": None,
+            "prompt_token_ids": None,
+            "completion_token_ids": None,
+            "per_token_logps": None,
+            "stream": call.stream,
+            "latency_ms": call.latency_ms,
+            "error": None,
+        }
         where = f"at {self.upstream}"
         try:
             if call.stream:
@@ -418,21 +443,21 @@ class CaptureProxy:
                     data = line.strip()
                     if data.startswith(b"data: ") and data != b"data: [DONE]":
                         gathered.add(orjson.loads(data[6:]))
-                entry.completion = gathered.message()
-                entry.finish_reason = gathered.finish_reason
+                entry["completion"] = gathered.message()
+                entry["finish_reason"] = gathered.finish_reason
                 tokens = gathered.tokens(where)
             else:
                 answer = orjson.loads(call.raw)
                 choice = (answer.get("choices") or [{}])[0]
-                entry.completion = dict(choice.get("message") or {})
-                entry.finish_reason = choice.get("finish_reason")
+                entry["completion"] = dict(choice.get("message") or {})
+                entry["finish_reason"] = choice.get("finish_reason")
                 tokens = read_tokens(answer, where)
         except (MissingTokenIdsError, orjson.JSONDecodeError, AttributeError) as error:
-            entry.error = str(error) or type(error).__name__
+            entry["error"] = str(error) or type(error).__name__
         else:
-            entry.prompt_token_ids = tokens.prompt_token_ids
-            entry.completion_token_ids = tokens.completion_token_ids
-            entry.per_token_logps = tokens.logprobs
+            entry["prompt_token_ids"] = tokens.prompt_token_ids
+            entry["completion_token_ids"] = tokens.completion_token_ids
+            entry["per_token_logps"] = tokens.logprobs
         return entry
 
 
