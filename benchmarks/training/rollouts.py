@@ -146,7 +146,8 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
 
 
 def _spawn(args: list[str], health: str, runtime_src: Path | None = None) -> Any:
-    path = f"{runtime_src / 'runtime'}{os.pathsep}{ROOT}" if runtime_src else str(ROOT)
+    # this checkout's runtime/ (or --proxy-src's) first: not the one installed in the venv
+    path = f"{(runtime_src or ROOT) / 'runtime'}{os.pathsep}{ROOT}"
     process = subprocess.Popen(
         args,
         cwd=ROOT,
