@@ -48,7 +48,15 @@ from .entries import TraceEntry
 from .upstream import Response as UpstreamResponse
 from .upstream import Upstream, UpstreamError
 
-_HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"keep-alive"}
+# not relayed: hop-by-hop, the length (set again), and those uvicorn writes itself (no twins)
+_HOP_HEADERS = {
+    b"content-length",
+    b"transfer-encoding",
+    b"connection",
+    b"keep-alive",
+    b"date",
+    b"server",
+}
 _QUERY = re.compile(rb"[^\x21-\x7e]")  # a query byte that cannot go on the request line
 _CALL_SPAN = "openenv.capture.chat_completion"
 _FORWARDED = re.compile(r"^(?:/sessions/(?P<sid>[^/]+))?/v1/(?P<path>.*)$")

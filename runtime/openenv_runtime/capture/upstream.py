@@ -121,10 +121,10 @@ class Response:
         self._connection = connection
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
+        self._whole = False
         self._waiter: asyncio.Future[None] | None = None
         self._head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.complete = False
-        self.until_close = False
         self.keep_alive = False
         self.error: BaseException | None = None
 
@@ -147,8 +147,20 @@ class Response:
 
     async def read(self) -> bytes:
         """The whole body."""
-        parts = [chunk async for chunk in self.chunks()]
+        self._whole = True  # the whole body is wanted: never stop reading
+        while not self.complete and self.error is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        if self.error is not None:
+            raise self.error
+        parts, self._buffered = list(self._chunks), 0
+        self._chunks.clear()
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def until_close(self) -> bool:
+        """Whether the body has no length and ends with the connection."""
+        delimiting = (b"content-length", b"transfer-encoding")
+        return not any(name.lower() in delimiting for name, _ in self.headers)
 
     def release(self) -> None:
         """Hand the connection back (an answer read to its end) or close it."""
@@ -164,7 +176,7 @@ class Response:
     def _add(self, chunk: bytes) -> None:
         self._chunks.append(chunk)
         self._buffered += len(chunk)
-        if self._buffered > _PAUSE_AT:
+        if self._buffered > _PAUSE_AT and not self._whole:
             self._connection.pause()
         self._wake()
 
@@ -259,7 +271,7 @@ class _Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        if response.until_close and response._head.done() and response.error is None:
+        if response._head.done() and response.error is None and response.until_close():
             response.complete = True  # an answer without a length ends with its connection
             response._wake()
         else:
@@ -274,9 +286,6 @@ class _Connection(asyncio.Protocol):
         response, parser = self.response, self.parser
         if response is not None and parser is not None:
             response.status = parser.get_status_code()
-            response.until_close = not any(
-                n.lower() in (b"content-length", b"transfer-encoding") for n, _ in response.headers
-            )
             if not response._head.done():
                 response._head.set_result(None)
 
