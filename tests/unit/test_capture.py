@@ -316,3 +316,18 @@ def test_the_calls_of_half_a_second_are_logged_as_one_record(
     assert len(lines) == 3 and all(f"session {s['session_id']}: POST" in line for line in lines)
     assert "(3 calls recorded)" in lines[-1] and s["api_key"] not in caplog.text
     assert len(records) == 1
+
+
+def test_the_model_server_can_be_named_after_construction() -> None:
+    with StubLLM().serve() as upstream:
+        proxy = CaptureProxy("http://placeholder")
+        proxy.upstream = upstream + "/v1/"
+        assert proxy.upstream == upstream
+        with running_server(proxy.app) as url:
+            s = httpx.post(f"{url}/sessions").json()
+            answer = httpx.post(
+                f"{s['base_url']}/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+                headers={"Authorization": f"Bearer {s['api_key']}"},
+            )
+    assert answer.status_code == 200 and len(proxy.trace_entries(s["session_id"])) == 1

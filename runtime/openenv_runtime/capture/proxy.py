@@ -125,8 +125,7 @@ class CaptureProxy:
         max_body_bytes: int = 32 * 1024 * 1024,
         max_sessions: int = 1024,
     ) -> None:
-        base = upstream.rstrip("/")
-        self.upstream = base[: -len("/v1")] if base.endswith("/v1") else base
+        self.upstream = upstream
         self.upstream_api_key = upstream_api_key
         self.admin_token = admin_token
         self.public_url = public_url.rstrip("/") if public_url else None
@@ -135,7 +134,6 @@ class CaptureProxy:
         self.max_sessions = max_sessions
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
-        self._upstream = Upstream(self.upstream)
         self._call_lines: list[str] = []
         self._log_timer: asyncio.TimerHandle | None = None
         # OpenTelemetry (observability/tracing.py): a span per chat completion, when on
@@ -184,6 +182,19 @@ class CaptureProxy:
             yield
         finally:
             await self.aclose()
+
+    @property
+    def upstream(self) -> str:
+        """The model server's base URL (without ``/v1``); may be set after construction."""
+        return self._upstream.base
+
+    @upstream.setter
+    def upstream(self, url: str) -> None:
+        base = url.rstrip("/")
+        base = base[: -len("/v1")] if base.endswith("/v1") else base
+        if getattr(self, "_upstream", None) is not None:
+            self._upstream.close()
+        self._upstream = Upstream(base)
 
     async def aclose(self) -> None:
         """Close the upstream connections; log the calls not logged yet."""

@@ -32,6 +32,7 @@ class Upstream:
     """Connections to the model server at ``base`` (``scheme://host[:port][/prefix]``)."""
 
     def __init__(self, base: str) -> None:
+        self.base = base
         parts = urllib.parse.urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"the model server's URL must be http(s)://host[:port]: {base!r}")
