@@ -94,8 +94,8 @@ async def _conversation(
 
 def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     stub = StubLLM(exact_policy, record=True)
-    proxy = CaptureProxy("http://placeholder")
     conversations = total_turns // turns
+    proxy = CaptureProxy("http://placeholder", max_sessions=conversations)  # all read at the end
     mismatched = checked = samples = 0
     with stub.serve() as upstream, running_server(proxy.app) as proxy_url:
         proxy.upstream = upstream
