@@ -114,6 +114,8 @@ class CaptureProxy:
         max_sessions: the most sessions held at once (one more: 429 until one is deleted).
     """
 
+    _upstream: Upstream  # set with ``upstream``
+
     def __init__(
         self,
         upstream: str,
@@ -192,7 +194,7 @@ class CaptureProxy:
     def upstream(self, url: str) -> None:
         base = url.rstrip("/")
         base = base[: -len("/v1")] if base.endswith("/v1") else base
-        if getattr(self, "_upstream", None) is not None:
+        if hasattr(self, "_upstream"):
             self._upstream.close()
         self._upstream = Upstream(base)
 
