@@ -95,8 +95,8 @@ async def _conversation(
 
 def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     stub = StubLLM(exact_policy, record=True)
-    proxy = CaptureProxy("http://placeholder")
     conversations = total_turns // turns
+    proxy = CaptureProxy("http://placeholder", max_sessions=conversations)  # all read at the end
     mismatched = checked = samples = 0
     with stub.serve() as upstream, running_server(proxy.app) as proxy_url:
         proxy.upstream = upstream
@@ -147,7 +147,8 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
 
 
 def _spawn(args: list[str], health: str, runtime_src: Path | None = None) -> Any:
-    path = f"{runtime_src / 'runtime'}{os.pathsep}{ROOT}" if runtime_src else str(ROOT)
+    # this checkout's runtime/ (or --proxy-src's) first: not the one installed in the venv
+    path = f"{(runtime_src or ROOT) / 'runtime'}{os.pathsep}{ROOT}"
     process = subprocess.Popen(
         args,
         cwd=ROOT,

@@ -163,4 +163,7 @@ def command(
         capture_log = logging.getLogger("openenv_runtime.capture")
         capture_log.addHandler(calls)
         capture_log.setLevel(logging.INFO)
-    uvicorn.run(proxy.app, host=settings.host, port=settings.port, log_level="warning")
+    # access_log off: uvicorn would build each request's log line for a logger set to warn
+    uvicorn.run(
+        proxy.app, host=settings.host, port=settings.port, log_level="warning", access_log=False
+    )

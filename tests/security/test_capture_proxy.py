@@ -99,3 +99,43 @@ def test_sessions_are_capped_with_a_clear_error() -> None:
                 == 204
             )
             assert httpx.post(f"{url}/sessions").status_code == 201  # room again
+
+
+def test_a_query_that_could_split_the_request_line_is_refused() -> None:
+    """The proxy writes the request line to the model server itself: a raw space, tab or line
+    break in the query (possible in an ASGI scope) is refused, never forwarded."""
+    import asyncio
+
+    stub = StubLLM()
+    with stub.serve() as upstream:
+        proxy = CaptureProxy(upstream)
+        key = proxy.create_session("http://proxy")["api_key"]
+
+        async def call(query: bytes) -> int:
+            scope = {
+                "type": "http",
+                "method": "GET",
+                "path": "/v1/models",
+                "raw_path": b"/v1/models",
+                "query_string": query,
+                "headers": [(b"authorization", f"Bearer {key}".encode())],
+            }
+            sent: list[dict[str, object]] = []
+
+            async def receive() -> dict[str, object]:
+                return {"type": "http.request", "body": b""}
+
+            async def send(message: dict[str, object]) -> None:
+                sent.append(message)
+
+            try:
+                await proxy(scope, receive, send)
+            finally:
+                await proxy.aclose()
+            status = sent[0]["status"]
+            assert isinstance(status, int)
+            return status
+
+        assert asyncio.run(call(b"a=1&b=%20")) == 200
+        for query in (b"a=1 HTTP/1.1\r\nx-injected: 1", b"a=1\tb", b"a=\x7f"):
+            assert asyncio.run(call(query)) == 400

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -293,3 +294,41 @@ def test_each_call_is_recorded_by_the_time_its_answer_ends(
         assert [e.turn for e in entries] == list(range(turn + 1))
         assert entries[-1].stream is stream and entries[-1].completion_token_ids
         assert entries[-1].request["return_token_ids"] is True
+
+
+def test_the_calls_of_half_a_second_are_logged_as_one_record(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log record per call cost more CPU than the rest of the call: the lines are gathered
+    (here over a minute, so that the test never depends on timing) and flushed at shutdown."""
+    monkeypatch.setattr("openenv_runtime.capture.proxy._LOG_EVERY", 60.0)
+    caplog.set_level(logging.INFO, logger="openenv_runtime.capture")
+    with StubLLM().serve() as upstream:
+        proxy = CaptureProxy(upstream)
+        with running_server(proxy.app) as url:
+            s = httpx.post(f"{url}/sessions").json()
+            body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+            auth = {"Authorization": f"Bearer {s['api_key']}"}
+            for _ in range(3):
+                answer = httpx.post(f"{s['base_url']}/chat/completions", json=body, headers=auth)
+                assert answer.status_code == 200
+    records = [r for r in caplog.records if r.name == "openenv_runtime.capture"]
+    lines = [line for r in records for line in r.getMessage().splitlines()]
+    assert len(lines) == 3 and all(f"session {s['session_id']}: POST" in line for line in lines)
+    assert "(3 calls recorded)" in lines[-1] and s["api_key"] not in caplog.text
+    assert len(records) == 1
+
+
+def test_the_model_server_can_be_named_after_construction() -> None:
+    with StubLLM().serve() as upstream:
+        proxy = CaptureProxy("http://placeholder")
+        proxy.upstream = upstream + "/v1/"
+        assert proxy.upstream == upstream
+        with running_server(proxy.app) as url:
+            s = httpx.post(f"{url}/sessions").json()
+            answer = httpx.post(
+                f"{s['base_url']}/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+                headers={"Authorization": f"Bearer {s['api_key']}"},
+            )
+    assert answer.status_code == 200 and len(proxy.trace_entries(s["session_id"])) == 1

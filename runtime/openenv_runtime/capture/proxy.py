@@ -13,15 +13,17 @@ proxy's own upstream key. A session's entries are read (and the session deleted)
 key, or the admin token when one is set; at most ``max_sessions`` sessions live at once.
 ``GET /sessions`` lists them (ids, calls, times; never a key), with the admin token when set.
 Each forwarded call is logged on ``openenv_runtime.capture`` at INFO: session, route, status,
-latency (never a key or a message).
+latency (never a key or a message); the lines of each half second go out as one record.
 
-The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path);
-each answer is kept as the bytes the server sent and turned into a ``TraceEntry`` when the
-session's entries are read, so the answer goes back without being parsed first.
+The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path) and
+reach the model server over a small HTTP/1.1 client of their own (``upstream.py``); each answer
+is kept as the bytes the server sent and turned into a ``TraceEntry`` when the session's
+entries are read, so the answer goes back without being parsed first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -34,7 +36,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -44,8 +45,19 @@ from starlette.routing import Route
 from ..llm.samples import TraceEntry
 from ..llm.tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
 from ..observability import tracing
+from .upstream import Response as UpstreamResponse
+from .upstream import Upstream, UpstreamError
 
-_HOP_HEADERS = {b"content-length", b"transfer-encoding", b"connection", b"content-encoding"}
+# not relayed: hop-by-hop, the length (set again), and those uvicorn writes itself (no twins)
+_HOP_HEADERS = {
+    b"content-length",
+    b"transfer-encoding",
+    b"connection",
+    b"keep-alive",
+    b"date",
+    b"server",
+}
+_QUERY = re.compile(rb"[^\x21-\x7e]")  # a query byte that cannot go on the request line
 _CALL_SPAN = "openenv.capture.chat_completion"
 _FORWARDED = re.compile(r"^(?:/sessions/(?P<sid>[^/]+))?/v1/(?P<path>.*)$")
 FORWARDED_ROUTES: dict[str, frozenset[str]] = {
@@ -54,27 +66,31 @@ FORWARDED_ROUTES: dict[str, frozenset[str]] = {
     "models": frozenset({"GET"}),
 }
 """The routes forwarded (under ``/v1/``) and their methods; every other path gets 404."""
+_TRACE_ROUTE = re.compile(r"^/sessions/[^/]+/trace_entries$")
 _UNSAFE = re.compile(r"%|\\|(?:^|/)\.{1,2}(?:/|$)")  # left after one decoding: refused
 Scope = dict[str, Any]
+_LOG_EVERY = 0.5  # seconds: the forwarded calls' log lines go out together
 logger = logging.getLogger("openenv_runtime.capture")
 
 
 @dataclass
 class _Call:
-    """A recorded call whose answer is not parsed yet (``raw``: the server's bytes)."""
+    """A recorded call (``raw``: the server's bytes); ``fields``: its ``TraceEntry``'s
+    fields, filled when the session's entries are first read."""
 
     timestamp: float
     body: dict[str, Any]
     raw: bytes
     stream: bool
     latency_ms: float
+    fields: dict[str, Any] | None = None
 
 
 @dataclass
 class _Session:
     id: str
     key_hash: str
-    entries: list[TraceEntry | _Call] = field(default_factory=list)
+    entries: list[_Call] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     last_call: float | None = None
 
@@ -98,6 +114,8 @@ class CaptureProxy:
         max_sessions: the most sessions held at once (one more: 429 until one is deleted).
     """
 
+    _upstream: Upstream  # set with ``upstream``
+
     def __init__(
         self,
         upstream: str,
@@ -109,8 +127,7 @@ class CaptureProxy:
         max_body_bytes: int = 32 * 1024 * 1024,
         max_sessions: int = 1024,
     ) -> None:
-        base = upstream.rstrip("/")
-        self.upstream = base[: -len("/v1")] if base.endswith("/v1") else base
+        self.upstream = upstream
         self.upstream_api_key = upstream_api_key
         self.admin_token = admin_token
         self.public_url = public_url.rstrip("/") if public_url else None
@@ -119,7 +136,8 @@ class CaptureProxy:
         self.max_sessions = max_sessions
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
-        self._client: aiohttp.ClientSession | None = None
+        self._call_lines: list[str] = []
+        self._log_timer: asyncio.TimerHandle | None = None
         # OpenTelemetry (observability/tracing.py): a span per chat completion, when on
         self.tracer = tracing.tracer("openenv-capture")
         self._routes = Starlette(
@@ -144,7 +162,21 @@ class CaptureProxy:
             if path is None:
                 await _error(404, "no such route")(scope, receive, send)
                 return
+            handler = self._direct(scope["method"], path)
+            if handler is not None:  # once per session each: the router's layers skipped
+                sid = path.split("/")[2] if handler == self._entries else None
+                request = Request({**scope, "path_params": {"sid": sid}}, receive)
+                await (await handler(request))(scope, receive, send)
+                return
         await self._routes(scope, receive, send)
+
+    def _direct(self, method: str, path: str) -> Any:
+        """The handler of a session route every session takes (its start, its read-back)."""
+        if method == "POST" and path == "/sessions":
+            return self._create
+        if method == "GET" and _TRACE_ROUTE.match(path):
+            return self._entries
+        return None
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -153,22 +185,23 @@ class CaptureProxy:
         finally:
             await self.aclose()
 
-    async def aclose(self) -> None:
-        """Close the upstream connections."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-
     @property
-    def client(self) -> aiohttp.ClientSession:
-        """The upstream connection pool (aiohttp: the lightest per-call cost measured here)."""
-        if self._client is None or self._client.closed:
-            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=4)  # under uvicorn's 5 s
-            timeout = aiohttp.ClientTimeout(total=self.timeout)
-            self._client = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()
-            )
-        return self._client
+    def upstream(self) -> str:
+        """The model server's base URL (without ``/v1``); may be set after construction."""
+        return self._upstream.base
+
+    @upstream.setter
+    def upstream(self, url: str) -> None:
+        base = url.rstrip("/")
+        base = base[: -len("/v1")] if base.endswith("/v1") else base
+        if hasattr(self, "_upstream"):
+            self._upstream.close()
+        self._upstream = Upstream(base)
+
+    async def aclose(self) -> None:
+        """Close the upstream connections; log the calls not logged yet."""
+        self._flush_log()
+        self._upstream.close()
 
     # -- sessions (in-process API too) ----------------------------------------------------
     def create_session(self, root: str) -> dict[str, str]:
@@ -190,12 +223,18 @@ class CaptureProxy:
 
     def trace_entries(self, session_id: str) -> list[TraceEntry]:
         """The session's recorded calls, in order (``KeyError`` when there is no such session)."""
+        return [TraceEntry.model_construct(**e) for e in self._recorded(session_id)]
+
+    def _recorded(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's entries as ``TraceEntry`` fields (``KeyError``: no such session)."""
         session = self._sessions[session_id]
-        entries = session.entries
-        for index, entry in enumerate(entries):
-            if isinstance(entry, _Call):
-                entries[index] = self._parse(session.id, index, entry)
-        return [e for e in entries if isinstance(e, TraceEntry)]
+        recorded = []
+        for turn, call in enumerate(session.entries):
+            if call.fields is None:
+                call.fields = self._parse(session.id, turn, call)
+                call.raw = b""  # parsed: the bytes are no longer needed
+            recorded.append(call.fields)
+        return recorded
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every live session: ``session_id``, ``calls`` recorded, ``created`` and
@@ -263,8 +302,7 @@ class CaptureProxy:
             return refused
         if sid not in self._sessions:
             return _error(404, "no such session (deleted, or never created)")
-        entries = [e.model_dump() for e in self.trace_entries(sid)]
-        return Response(orjson.dumps(entries), media_type="application/json")
+        return Response(orjson.dumps(self._recorded(sid)), media_type="application/json")
 
     async def _delete(self, request: Request) -> Response:
         sid = request.path_params["sid"]
@@ -305,16 +343,23 @@ class CaptureProxy:
         upstream_headers = {"content-type": "application/json"}
         if self.upstream_api_key:
             upstream_headers["authorization"] = f"Bearer {self.upstream_api_key}"
-        url = f"{self.upstream}/v1/{path}"
-        if scope.get("query_string"):
-            url += "?" + scope["query_string"].decode("latin-1")
+        target = f"/v1/{path}"
+        if query := scope.get("query_string"):
+            if _QUERY.search(query):
+                return await _error(400, "the query string must be URL-encoded")(
+                    scope, receive, send
+                )
+            target += "?" + query.decode("latin-1")
         if method != "POST" or path != "chat/completions":
             try:
-                async with self.client.request(
-                    method, url, data=raw, headers=upstream_headers
-                ) as upstream:
+                upstream = await self._upstream.request(
+                    method, target, raw, upstream_headers, self.timeout
+                )
+                try:
                     content = await upstream.read()
-            except (aiohttp.ClientError, TimeoutError) as error:
+                finally:
+                    upstream.release()
+            except (UpstreamError, TimeoutError) as error:
                 return await _unreachable(error)(scope, receive, send)
             await _send(send, upstream, content)
             return None
@@ -326,12 +371,17 @@ class CaptureProxy:
             return await _error(400, "the body must be a JSON object")(scope, receive, send)
         body.update(TOKEN_OPTIONS)
         stream = bool(body.get("stream"))
+        if self.tracer is None:
+            await self._complete(
+                scope, receive, send, session, target, body, stream, upstream_headers
+            )
+            return None
         attributes = {"openenv.capture.stream": stream}
         with tracing.request_span(self.tracer, _CALL_SPAN, scope["headers"], attributes) as span:
             if span is not None:  # the model server, if it traces, joins the same trace
                 upstream_headers.update(tracing.headers_for())
             status = await self._complete(
-                scope, receive, send, session, url, body, stream, upstream_headers
+                scope, receive, send, session, target, body, stream, upstream_headers
             )
             if span is not None:
                 span.set_attribute("http.response.status_code", status)
@@ -345,7 +395,7 @@ class CaptureProxy:
         receive: Any,
         send: Any,
         session: _Session,
-        url: str,
+        target: str,
         body: dict[str, Any],
         stream: bool,
         upstream_headers: dict[str, str],
@@ -353,67 +403,79 @@ class CaptureProxy:
         """Forward one chat completion and record it; the status answered."""
         timestamp, started = time.time(), time.perf_counter()
         try:
-            upstream = await self._post(url, orjson.dumps(body), upstream_headers)
-        except (aiohttp.ClientError, TimeoutError) as error:
+            upstream = await self._post(target, orjson.dumps(body), upstream_headers)
+            if not stream or upstream.status != 200:
+                try:
+                    content = await upstream.read()
+                finally:
+                    upstream.release()
+        except (UpstreamError, TimeoutError) as error:
             await _unreachable(error)(scope, receive, send)
             return 502
-        try:
-            if stream and upstream.status == 200:
+        if stream and upstream.status == 200:
+            try:
                 await send(_start(upstream, None))
                 chunks = []
-                async for chunk in upstream.content.iter_any():
+                async for chunk in upstream.chunks():
                     chunks.append(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 content = b"".join(chunks)
-            else:
-                content = await upstream.read()
-                await send(_start(upstream, len(content)))
-        finally:
-            upstream.release()
+            finally:
+                upstream.release()
+        else:
+            await send(_start(upstream, len(content)))
         latency = (time.perf_counter() - started) * 1000
         if upstream.status == 200:  # recorded before the answer ends: a reader sees it at once
             session.entries.append(_Call(timestamp, body, content, stream, latency))
         session.last_call = timestamp
         if logger.isEnabledFor(logging.INFO):
-            logger.info(
-                "session %s: POST /v1/chat/completions -> %d in %.0f ms%s (%d calls recorded)",
-                session.id,
-                upstream.status,
-                latency,
-                ", streamed" if stream else "",
-                len(session.entries),
+            self._log_call(
+                f"session {session.id}: POST /v1/chat/completions -> {upstream.status} in "
+                f"{latency:.0f} ms{', streamed' if stream else ''} "
+                f"({len(session.entries)} calls recorded)"
             )
         await send({"type": "http.response.body", "body": b"" if stream else content})
         return upstream.status
 
-    async def _post(self, url: str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
-        """POST upstream; once more when a pooled connection turned out closed (the server's
-        keep-alive ended as it was reused: the request never reached it)."""
-        try:
-            return await self.client.post(url, data=data, headers=headers)
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-            return await self.client.post(url, data=data, headers=headers)
+    async def _post(self, target: str, data: bytes, headers: dict[str, str]) -> UpstreamResponse:
+        """POST upstream (``target``: path and query); the answer once its head is in."""
+        return await self._upstream.request("POST", target, data, headers, self.timeout)
+
+    def _log_call(self, line: str) -> None:
+        """Log a forwarded call: the lines gathered over ``_LOG_EVERY`` go out as one record
+        (a record per call cost more CPU than the rest of the call, measured)."""
+        self._call_lines.append(line)
+        if self._log_timer is None:
+            self._log_timer = asyncio.get_running_loop().call_later(_LOG_EVERY, self._flush_log)
+
+    def _flush_log(self) -> None:
+        if self._log_timer is not None:
+            self._log_timer.cancel()
+            self._log_timer = None
+        lines, self._call_lines = self._call_lines, []
+        if lines:
+            logger.info("\n".join(lines))
 
     # -- recording ------------------------------------------------------------------------
-    def _parse(self, session_id: str, turn: int, call: _Call) -> TraceEntry:
-        """A recorded call's ``TraceEntry``, from the request and the server's bytes."""
+    def _parse(self, session_id: str, turn: int, call: _Call) -> dict[str, Any]:
+        """A recorded call's ``TraceEntry`` fields, from the request and the server's bytes."""
         body = call.body
-        entry = TraceEntry.model_construct(
-            session_id=session_id,
-            turn=turn,
-            timestamp=call.timestamp,
-            model=body.get("model"),
-            request={k: v for k, v in body.items() if k != "messages"},
-            messages=list(body.get("messages") or []),
-            completion={},
-            finish_reason=None,
-            prompt_token_ids=None,
-            completion_token_ids=None,
-            per_token_logps=None,
-            stream=call.stream,
-            latency_ms=call.latency_ms,
-            error=None,
-        )
+        entry: dict[str, Any] = {
+            "session_id": session_id,
+            "turn": turn,
+            "timestamp": call.timestamp,
+            "model": body.get("model"),
+            "request": {k: v for k, v in body.items() if k != "messages"},
+            "messages": list(body.get("messages") or []),
+            "completion": {},
+            "finish_reason": None,
+            "prompt_token_ids": None,
+            "completion_token_ids": None,
+            "per_token_logps": None,
+            "stream": call.stream,
+            "latency_ms": call.latency_ms,
+            "error": None,
+        }
         where = f"at {self.upstream}"
         try:
             if call.stream:
@@ -422,21 +484,21 @@ class CaptureProxy:
                     data = line.strip()
                     if data.startswith(b"data: ") and data != b"data: [DONE]":
                         gathered.add(orjson.loads(data[6:]))
-                entry.completion = gathered.message()
-                entry.finish_reason = gathered.finish_reason
+                entry["completion"] = gathered.message()
+                entry["finish_reason"] = gathered.finish_reason
                 tokens = gathered.tokens(where)
             else:
                 answer = orjson.loads(call.raw)
                 choice = (answer.get("choices") or [{}])[0]
-                entry.completion = dict(choice.get("message") or {})
-                entry.finish_reason = choice.get("finish_reason")
+                entry["completion"] = dict(choice.get("message") or {})
+                entry["finish_reason"] = choice.get("finish_reason")
                 tokens = read_tokens(answer, where)
         except (MissingTokenIdsError, orjson.JSONDecodeError, AttributeError) as error:
-            entry.error = str(error) or type(error).__name__
+            entry["error"] = str(error) or type(error).__name__
         else:
-            entry.prompt_token_ids = tokens.prompt_token_ids
-            entry.completion_token_ids = tokens.completion_token_ids
-            entry.per_token_logps = tokens.logprobs
+            entry["prompt_token_ids"] = tokens.prompt_token_ids
+            entry["completion_token_ids"] = tokens.completion_token_ids
+            entry["per_token_logps"] = tokens.logprobs
         return entry
 
 
@@ -476,14 +538,14 @@ async def _body(receive: Any, headers: dict[bytes, bytes], limit: int) -> bytes 
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _start(upstream: aiohttp.ClientResponse, length: int | None) -> dict[str, Any]:
-    headers = [(k, v) for k, v in upstream.raw_headers if k.lower() not in _HOP_HEADERS]
+def _start(upstream: UpstreamResponse, length: int | None) -> dict[str, Any]:
+    headers = [(k, v) for k, v in upstream.headers if k.lower() not in _HOP_HEADERS]
     if length is not None:
         headers.append((b"content-length", str(length).encode()))
     return {"type": "http.response.start", "status": upstream.status, "headers": headers}
 
 
-async def _send(send: Any, upstream: aiohttp.ClientResponse, content: bytes) -> None:
+async def _send(send: Any, upstream: UpstreamResponse, content: bytes) -> None:
     await send(_start(upstream, len(content)))
     await send({"type": "http.response.body", "body": content})
 

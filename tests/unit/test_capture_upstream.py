@@ -1,0 +1,136 @@
+"""The capture proxy's HTTP/1.1 client: reuse, a retry on a stale connection, bodies, limits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from openenv_runtime.capture.upstream import Upstream, UpstreamError
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+
+
+async def _serve(handler: Handler) -> tuple[asyncio.Server, str, list[int]]:
+    """A raw server on a free port; the list counts the connections it took."""
+    connections: list[int] = []
+
+    async def counted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        try:
+            await handler(reader, writer)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(counted, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}/prefix", connections
+
+
+async def _request_head(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        ),
+        0,
+    )
+    return head + await reader.readexactly(length)
+
+
+def test_a_connection_is_reused_and_a_stale_one_is_retried_once() -> None:
+    """The server answers once per connection, then drops the next request unanswered (its
+    keep-alive ended): the client sends it again on a new connection."""
+    seen: list[bytes] = []
+
+    async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await _request_head(reader))
+        writer.write(OK)
+        await writer.drain()
+        await _request_head(reader)  # read, never answered
+
+    async def run() -> list[bytes]:
+        server, base, connections = await _serve(once)
+        upstream = Upstream(base)
+        bodies = []
+        for _ in range(3):
+            answer = await upstream.request(
+                "POST", "/v1/chat/completions", b'{"a":1}', {"x-k": "v"}, 10
+            )
+            bodies.append(await answer.read())
+            answer.release()
+        upstream.close()
+        server.close()
+        assert len(connections) == 3
+        return bodies
+
+    assert asyncio.run(run()) == [b"{}"] * 3
+    assert seen[0].startswith(b"POST /prefix/v1/chat/completions HTTP/1.1\r\n")
+    assert b"\r\nx-k: v\r\n" in seen[0] and seen[0].endswith(b'content-length: 7\r\n\r\n{"a":1}')
+
+
+def test_chunked_and_close_delimited_answers_are_read_whole() -> None:
+    async def chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request_head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for part in (b"data: 1\n\n", b"data: 2\n\n"):
+            writer.write(b"%x\r\n%s\r\n" % (len(part), part))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def until_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request_head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nall of it")
+        await writer.drain()
+
+    async def run(handler: Handler) -> tuple[int, bytes]:
+        server, base, _ = await _serve(handler)
+        upstream = Upstream(base)
+        answer = await upstream.request("POST", "/v1/x", b"{}", {}, 10)
+        body = b"".join([chunk async for chunk in answer.chunks()])
+        answer.release()
+        server.close()
+        return answer.status, body
+
+    assert asyncio.run(run(chunked)) == (200, b"data: 1\n\ndata: 2\n\n")
+    assert asyncio.run(run(until_close)) == (200, b"all of it")
+
+
+def test_silence_garbage_and_refusal_are_errors() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request_head(reader)
+        await asyncio.sleep(30)
+
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request_head(reader)
+        writer.write(b"SSH-2.0-not-http\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    async def run(handler: Handler, timeout: float) -> None:
+        server, base, _ = await _serve(handler)
+        try:
+            await Upstream(base).request("POST", "/v1/x", b"{}", {}, timeout)
+        finally:
+            server.close()
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(run(silent, 0.2))
+    with pytest.raises(UpstreamError, match="not HTTP"):
+        asyncio.run(run(garbage, 10))
+    with pytest.raises(ValueError, match="line break"):
+        asyncio.run(Upstream("http://127.0.0.1:9").request("GET", "/", b"", {"a": "b\r\nc: d"}, 1))
+
+    async def refused() -> None:
+        server, base, _ = await _serve(silent)
+        server.close()
+        await server.wait_closed()
+        await Upstream(base).request("GET", "/v1/models", b"", {}, 10)
+
+    with pytest.raises(UpstreamError, match="cannot connect"):
+        asyncio.run(refused())
