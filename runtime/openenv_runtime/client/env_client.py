@@ -324,7 +324,7 @@ class EnvClient(
             # A newer server may add observation fields; an older client keeps working without them.
             body = {k: v for k, v in body.items() if k in fields}
         obs = validate({**body, "reward": reward, "done": done})
-        return StepResult(observation=obs, reward=reward, done=done, metadata=data.get("metadata"))  # type: ignore[arg-type]
+        return StepResult(observation=obs, reward=reward, done=done, metadata=data.get("metadata"))
 
     def _parse_state(self, data: dict[str, Any]) -> StateT:
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
