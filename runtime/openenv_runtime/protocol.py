@@ -139,7 +139,7 @@ def step_frame(action_json: str) -> str:
 
 def reply_data(raw: str | bytes) -> dict[str, Any]:
     """The ``data`` of a reply frame; an ``error`` reply raises :class:`EnvError` with its code."""
-    reply = decode(raw)
+    reply = from_json(raw)  # decode(), without the call
     data = reply.get("data") or {}
     if reply.get("type") == "error":
         message = data.get("message", "error")

@@ -1,4 +1,7 @@
 import asyncio
+import sys
+from types import FrameType
+from typing import Any, ClassVar
 
 import pytest
 
@@ -66,6 +69,79 @@ def test_unknown_observation_fields_from_a_newer_server_are_ignored() -> None:
         }
     )
     assert result.observation.echoed_message == "hi"
+
+
+STEP_REPLY = {
+    "observation": {"echoed_message": "hi", "message_length": 2},
+    "reward": 1.0,
+    "done": False,
+}
+
+
+def _python_calls(run: Any) -> list[str]:
+    """The files of the Python functions ``run()`` calls (C functions are not counted)."""
+    seen: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            seen.append(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_a_step_runs_no_python_code_of_pydantic() -> None:
+    # The client's CPU per step is paid for every session of a trainer: the observation's
+    # fields and validator are looked up once per class, not through pydantic's Python
+    # wrappers (model_fields, model_validate) on every reply.
+    env = Echo("http://x")
+    action = EchoAction(message="hi")
+    env._parse_result(STEP_REPLY)
+    calls = _python_calls(lambda: (env._parse_result(STEP_REPLY), env._action_json(action)))
+    assert not [f for f in calls if "pydantic" in f]
+
+
+class CheckedObservation(EchoObservation):
+    validated: ClassVar[int] = 0
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> "CheckedObservation":
+        cls.validated += 1
+        return super().model_validate(obj, **kwargs)
+
+
+class Checked(EnvClient[EchoAction, CheckedObservation, State]):
+    pass
+
+
+def test_an_observation_class_s_own_model_validate_still_reads_replies() -> None:
+    CheckedObservation.validated = 0
+    result = Checked("http://x")._parse_result(STEP_REPLY)
+    Checked("http://x")._parse_result(STEP_REPLY)
+    assert isinstance(result.observation, CheckedObservation)
+    assert (result.observation.echoed_message, result.reward) == ("hi", 1.0)
+    assert CheckedObservation.validated == 2
+
+
+class Payload(Echo):
+    def _step_payload(self, action: EchoAction) -> dict[str, Any]:
+        return {"message": action.message.upper()}
+
+
+class PayloadChild(Payload):
+    pass
+
+
+def test_a_reference_step_payload_hook_is_used_by_subclasses_too() -> None:
+    assert Echo("http://x")._action_json(EchoAction(message="hi")) == (
+        '{"metadata":{},"message":"hi","wait":0.0}'
+    )
+    for cls in (Payload, PayloadChild):
+        assert cls("http://x")._action_json(EchoAction(message="hi")) == '{"message":"HI"}'
 
 
 class QuietConnect(Echo):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import typing
-from collections.abc import Generator
+from collections.abc import Callable, Generator, KeysView
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from ..blocking import install_blocking
 from ..errors import EnvError
@@ -77,10 +80,14 @@ class EnvClient(
 
     _traced = False  # see __init__
     _trace_frames = False  # the server reads traceparent in frames (see _open_connection)
+    # The class (or a base) defines the reference's ``_step_payload`` hook; decided when the
+    # class is made, not looked up per step.
+    _payload_hook: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         install_blocking(cls)  # plain calls block outside an event loop (client/compat.py)
+        cls._payload_hook = hasattr(cls, "_step_payload")
         for base in getattr(cls, "__orig_bases__", ()):
             if typing.get_origin(base) is EnvClient:
                 args = typing.get_args(base)
@@ -302,9 +309,8 @@ class EnvClient(
 
     # -- hooks (override for custom payloads) -------------------------------------------
     def _action_json(self, action: ActT | dict[str, Any]) -> str:
-        step_payload = getattr(self, "_step_payload", None)  # a reference client's hook
-        if step_payload is not None:
-            return encode(step_payload(action))
+        if self._payload_hook:  # a reference client's hook
+            return encode(self._step_payload(action))  # type: ignore[attr-defined]
         if isinstance(action, dict):
             action = self.action_cls.model_validate(action)  # type: ignore[assignment]
         # The model's own serializer, called directly: model_dump_json adds Python work per call.
@@ -313,12 +319,12 @@ class EnvClient(
     def _parse_result(self, data: dict[str, Any]) -> StepResult[ObsT]:
         reward, done = data.get("reward"), bool(data.get("done", False))
         body = data.get("observation") or {}
-        fields = self.observation_cls.model_fields
-        if not fields.keys() >= body.keys():
+        fields, validate = _reader(self.observation_cls)
+        if not fields >= body.keys():
             # A newer server may add observation fields; an older client keeps working without them.
             body = {k: v for k, v in body.items() if k in fields}
-        obs = self.observation_cls.model_validate({**body, "reward": reward, "done": done})
-        return StepResult(observation=obs, reward=reward, done=done, metadata=data.get("metadata"))  # type: ignore[arg-type]
+        obs = validate({**body, "reward": reward, "done": done})
+        return StepResult(observation=obs, reward=reward, done=done, metadata=data.get("metadata"))
 
     def _parse_state(self, data: dict[str, Any]) -> StateT:
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
@@ -326,8 +332,12 @@ class EnvClient(
     async def _request(self, frame: str) -> dict[str, Any]:
         """Send one request frame and return the ``data`` of its reply (the one place requests go)."""
         if self._resumer is not None:
-            async with self._lock:
+            lock = self._lock  # acquired directly: `async with` adds two coroutines per request
+            await lock.acquire()
+            try:
                 raw = await self._resumer.request(frame)
+            finally:
+                lock.release()
             return self._unwrap(raw)
         conn = self._conn
         if conn is None:
@@ -389,6 +399,20 @@ class EnvClient(
     @staticmethod
     def _unwrap(raw: str | bytes) -> dict[str, Any]:
         return reply_data(raw)
+
+
+@functools.lru_cache(maxsize=256)  # bounded: classes made at run time do not pile up
+def _reader(cls: type[Observation]) -> tuple[KeysView[str], Callable[[Any], Any]]:
+    """An observation class's field names and how to build one from a dict, looked up once
+    per class: pydantic's ``model_fields`` and ``model_validate`` cost Python work per call."""
+    fields = cls.model_fields.keys()
+    overridden = getattr(cls.model_validate, "__func__", None) is not _MODEL_VALIDATE
+    if overridden or not cls.__pydantic_complete__:
+        return fields, cls.model_validate  # its own model_validate, or not built yet
+    return fields, cls.__pydantic_validator__.validate_python
+
+
+_MODEL_VALIDATE = BaseModel.model_validate.__func__  # type: ignore[attr-defined]
 
 
 def _feed(sink: ReplySink, done: asyncio.Task[str | bytes]) -> None:
