@@ -27,7 +27,7 @@ class ServerSection(Section):
 
     Every key is optional: unset means "not set here" (the runtime's own default applies, and
     ``openenv serve`` says so). The runtime reads these keys itself
-    (``openenv_runtime.server.settings``); this model only checks them early.
+    (``openenv_runtime.server.config.settings``); this model only checks them early.
     """
 
     workers: int | None = Field(None, ge=1, description="Uvicorn worker processes (WORKERS).")

@@ -1,6 +1,6 @@
 """What ``openenv serve`` does, as plain functions: resolve settings, check the project, run.
 
-The settings are the runtime server's own (:mod:`openenv_runtime.server.settings`): one
+The settings are the runtime server's own (:mod:`openenv_runtime.server.config.settings`): one
 typed object, resolved flag → environment variable → ``openenv.yaml`` → default, each value
 with where it came from. The app is imported here first so that a broken import is a
 one-line error instead of a uvicorn traceback.
@@ -24,8 +24,8 @@ from openenv_cli.manifest_schema import MANIFEST_FILE, Manifest, is_app_path
 from openenv_runtime.adapters.served import served_app
 from openenv_runtime.adapters.target import parse_family_target
 from openenv_runtime.errors import AdapterError, EnvironmentContractError
-from openenv_runtime.server.settings import ResolvedSettings, load_settings
-from openenv_runtime.server.settings_fields import ServerSettings
+from openenv_runtime.server.config.fields import ServerSettings
+from openenv_runtime.server.config.settings import ResolvedSettings, load_settings
 
 # What `openenv serve` shows in its settings table, in this order.
 

@@ -221,7 +221,7 @@ def yaml_bomb(runtime: Path) -> str:
         manifest = Path(folder) / "openenv.yaml"
         manifest.write_text(text)
         code = (
-            "from openenv_runtime.server.settings import load_settings\n"
+            "from openenv_runtime.server.config.settings import load_settings\n"
             f"load_settings(environ={{}}, manifest={str(manifest)!r})"
         )
         started = time.monotonic()

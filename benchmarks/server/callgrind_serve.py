@@ -5,7 +5,7 @@
 Under valgrind every instruction costs ~50× its usual time, so a plain ``step()`` of a few
 microseconds would look expensive to the placement's timing and stay on the thread pool,
 which is not what it does on a normal run. The time limits of
-:class:`~openenv_runtime.server.step_placement.StepPlacement` are multiplied by
+:class:`~openenv_runtime.server.running.step_placement.StepPlacement` are multiplied by
 ``OPENENV_CALLGRIND_SLOWDOWN`` (default 100) so that the same steps go inline as without
 valgrind; nothing else changes. Used by ``hot_path_callgrind.py``.
 """
@@ -16,7 +16,7 @@ import os
 import runpy
 import sys
 
-from openenv_runtime.server.step_placement import StepPlacement
+from openenv_runtime.server.running.step_placement import StepPlacement
 
 SLOWDOWN = float(os.environ.get("OPENENV_CALLGRIND_SLOWDOWN", "100"))
 StepPlacement.CHEAP_CPU *= SLOWDOWN

@@ -10,7 +10,7 @@ what the server costs when the application costs nothing: the protocol stack's s
 
 ``inline_app`` is the same floor answering steps in the WebSocket protocol itself, below ASGI,
 through the shortcut the runtime uses for a cheap plain ``step()``
-(``openenv_runtime/server/inline_frames.py``): the floor of a server that takes that shortcut.
+(``openenv_runtime/server/ws/inline_frames.py``): the floor of a server that takes that shortcut.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 async def inline_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The floor with the server's own shortcut: steps answered in the WebSocket protocol,
-    below ASGI (``openenv_runtime.server.inline_frames``), as the runtime answers a cheap
+    below ASGI (``openenv_runtime.server.ws.inline_frames``), as the runtime answers a cheap
     plain ``step()``. What the protocol costs a server that uses it and does nothing else."""
     if scope["type"] == "websocket":
         protocol = (scope.get("extensions") or {}).get("openenv.inline_frames")

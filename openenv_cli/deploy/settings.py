@@ -122,7 +122,7 @@ def check_settings(settings: DeploySettings) -> DeploySettings:
 
 def runtime_default(name: str) -> float:
     """The runtime's own default for server setting ``name`` (written once, there)."""
-    from openenv_runtime.server.settings_fields import ServerSettings
+    from openenv_runtime.server.config.fields import ServerSettings
 
     value = ServerSettings.model_fields[name].default
     return float(value) if value is not None else 0.0

@@ -27,14 +27,14 @@ from .errors import EnvError, EnvironmentContractError
 from .models import Action, Observation, State, StepResult
 
 if TYPE_CHECKING:
-    from .server import create_app
+    from openenv_runtime.server import create_app
 
 
 def __getattr__(name: str) -> object:
     # The server (FastAPI, uvicorn) loads on first use of create_app: a trainer that only
     # connects never imports it.
     if name == "create_app":
-        from .server import create_app
+        from openenv_runtime.server import create_app
 
         return create_app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

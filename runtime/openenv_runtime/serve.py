@@ -2,7 +2,7 @@
 
 ``python -m openenv_runtime.serve my_env.server.app:app`` is what container images run.
 Every setting comes from its flag, else its environment variable, else ``openenv.yaml``, else
-the app's ``create_app`` argument, else the default (:mod:`openenv_runtime.server.settings`;
+the app's ``create_app`` argument, else the default (:mod:`openenv_runtime.server.config.settings`;
 ``--help`` lists them). The flags are handed to every worker before the app is imported, so
 each setting acts the same with one worker or many.
 """
@@ -31,19 +31,20 @@ from typing import Any
 
 import uvicorn
 
-from openenv_runtime.server.settings_fields import (
+from openenv_runtime.server import connections, metrics
+from openenv_runtime.server.config.fields import (
     FLAGS_VARIABLE,
     KEYS,
     MANIFEST_VARIABLE,
     ServerSettings,
 )
+from openenv_runtime.server.config.settings import flags_variable, load_settings
+from openenv_runtime.server.sessions import drain
 
 from .adapters.served import served_app
 from .adapters.target import parse_family_target
 from .errors import AdapterError, EnvironmentContractError
 from .redaction import install_redaction
-from .server import connections, drain, metrics
-from .server.settings import flags_variable, load_settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from openenv_runtime import Checkpoint, EnvError, StepResult
-from openenv_runtime.server.checkpoints import CheckpointStore
+from openenv_runtime.server.sessions.checkpoints import CheckpointStore
 from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.counter import CounterClient, Lifecycle
 from tests.fixtures.counter import make_app as counter_app

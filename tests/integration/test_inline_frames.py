@@ -27,8 +27,8 @@ from websockets.sync.client import connect
 from openenv_runtime import Action, Environment, Observation, State, create_app
 from openenv_runtime.serve import uvicorn_options
 from openenv_runtime.server import ServerSettings
-from openenv_runtime.server.inline_frames import InlineFrames
-from openenv_runtime.server.settings import load_settings
+from openenv_runtime.server.config.settings import load_settings
+from openenv_runtime.server.ws.inline_frames import InlineFrames
 from openenv_runtime.testing import free_port
 from tests.support.servers import REPO, SOURCES, healthy, stop_process, wait_until
 
@@ -442,7 +442,7 @@ def test_with_the_shortcut_turned_off_every_frame_goes_through_asgi(
 # version the shortcut is not tested with.
 UNTESTED = (
     "import sys\n"
-    "from openenv_runtime.server import inline_frames\n"
+    "from openenv_runtime.server.ws import inline_frames\n"
     "inline_frames.installed_version = lambda distribution: '0.1.0'\n"
     "from openenv_runtime.serve import main\n"
     "main(sys.argv[1:])\n"

@@ -15,7 +15,7 @@ from websockets.sync.client import connect
 
 from openenv_runtime import create_app
 from openenv_runtime.server import ServerSettings
-from openenv_runtime.server.auth import bearer_subprotocol
+from openenv_runtime.server.guards.auth import bearer_subprotocol
 from openenv_runtime.testing import free_port as _free_port
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation

@@ -11,7 +11,7 @@ from websockets.sync.client import connect
 
 from openenv_runtime import EnvClient, EnvError, State, create_app
 from openenv_runtime.server import ServerSettings
-from openenv_runtime.server.auth import bearer_subprotocol
+from openenv_runtime.server.guards.auth import bearer_subprotocol
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env

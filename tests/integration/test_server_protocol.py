@@ -1,6 +1,6 @@
 """The /ws protocol against a real uvicorn server: transcript, bad input, errors.
 
-The tests of ``server/websocket.py`` (the endpoint is only meaningful on a real connection).
+The tests of ``server/ws/endpoint.py`` (the endpoint is only meaningful on a real connection).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 
 from openenv_runtime import create_app
 from openenv_runtime.server import ServerSettings
-from openenv_runtime.server.settings import load_settings
+from openenv_runtime.server.config.settings import load_settings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.tracking import Tracker, tracking_env

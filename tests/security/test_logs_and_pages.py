@@ -17,7 +17,7 @@ from openenv_cli.manifest import inspect_manifest
 from openenv_runtime import Environment, GenericEnvClient, State, create_app
 from openenv_runtime.errors import EnvironmentContractError
 from openenv_runtime.server import ServerSettings
-from openenv_runtime.server.settings import load_settings
+from openenv_runtime.server.config.settings import load_settings
 from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 from tests.support.servers import get_json, post_json, spawn_server, stop_process, wait_until

@@ -1,4 +1,4 @@
-"""Hostile clients of vector sessions (``X-OpenEnv-Vector``, server/vector.py): a size out of
+"""Hostile clients of vector sessions (``X-OpenEnv-Vector``, server/ws/vector.py): a size out of
 range, more environments than free slots, and batches that are malformed, too long, mistyped
 or huge (close 1009, as any frame over the size limit) each get a clear error, hold no slot they were refused, and move no environment.
 

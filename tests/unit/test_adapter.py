@@ -7,7 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from openenv_runtime import Environment, Observation, State
-from openenv_runtime.server.adapter import ClassAdapter, ContractViolation, EnvRunner, LifecycleCost
+from openenv_runtime.server.running.adapter import (
+    ClassAdapter,
+    ContractViolation,
+    EnvRunner,
+    LifecycleCost,
+)
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
 
 

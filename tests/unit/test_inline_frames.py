@@ -10,8 +10,9 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.frames import Frame, Opcode
 from websockets.protocol import OPEN, Protocol, Side
 
-from openenv_runtime.server import connections, inline_frames
-from openenv_runtime.server.inline_frames import (
+from openenv_runtime.server import connections
+from openenv_runtime.server.ws import inline_frames
+from openenv_runtime.server.ws.inline_frames import (
     TESTED,
     InlineFrames,
     between_frames,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openenv_runtime.errors import EnvironmentContractError
-from openenv_runtime.server.settings import load_settings
+from openenv_runtime.server.config.settings import load_settings
 
 
 def test_defaults() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openenv_runtime.server.resume import ResumeState, accept_headers, handshake
+from openenv_runtime.server.sessions.resume import ResumeState, accept_headers, handshake
 
 
 def scope(*headers: tuple[bytes, bytes]) -> dict[str, object]:

@@ -46,7 +46,7 @@ def test_reload_says_what_it_watches_once(tmp_path: Path, monkeypatch: pytest.Mo
     import uvicorn.config
 
     import openenv_runtime.serve as serve
-    from openenv_runtime.server.settings import load_settings
+    from openenv_runtime.server.config.settings import load_settings
 
     def run(app: str, **options: Any) -> None:  # what uvicorn.run does first
         uvicorn.Config(app, reload=True, reload_dirs=options.get("reload_dirs"))

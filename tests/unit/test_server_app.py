@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from openenv_runtime import Action, Environment, Observation, State, create_app
 from openenv_runtime.server import ServerSettings
 from openenv_runtime.server.app import collect_connection_cycles
-from openenv_runtime.server.settings_fields import KEYS
-from openenv_runtime.server.websocket import WebSocketEndpoint
+from openenv_runtime.server.config.fields import KEYS
+from openenv_runtime.server.ws.endpoint import WebSocketEndpoint
 from openenv_runtime.wire import EnvironmentMetadata
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from openenv_runtime.server import checkpoints
-from openenv_runtime.server.checkpoints import CheckpointError, CheckpointStore
-from openenv_runtime.server.settings_fields import CHECKPOINT_BUDGET_FACTOR
+from openenv_runtime.server.config.fields import CHECKPOINT_BUDGET_FACTOR
+from openenv_runtime.server.sessions import checkpoints
+from openenv_runtime.server.sessions.checkpoints import CheckpointError, CheckpointStore
 
 
 def run(coro: Any) -> Any:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from openenv_runtime.server.limits import MAX_NAME_CHARS, invalid_action_text, validation_errors
+from openenv_runtime.server.guards.limits import (
+    MAX_NAME_CHARS,
+    invalid_action_text,
+    validation_errors,
+)
 
 
 class Move(BaseModel):

@@ -6,7 +6,7 @@ import pytest
 
 from openenv_runtime.models import State
 from openenv_runtime.server import ServerSettings
-from openenv_runtime.server.options import resolve_reference_options
+from openenv_runtime.server.config.reference_options import resolve_reference_options
 from openenv_runtime.wire import ConcurrencyConfig
 
 

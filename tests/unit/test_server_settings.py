@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from openenv_runtime import EnvironmentContractError
-from openenv_runtime.server.settings import flags_variable, load_settings
-from openenv_runtime.server.settings_fields import FLAGS_VARIABLE, KEYS, ServerSettings
+from openenv_runtime.server.config.fields import FLAGS_VARIABLE, KEYS, ServerSettings
+from openenv_runtime.server.config.settings import flags_variable, load_settings
 
 
 def manifest(tmp_path: Path, text: str) -> Path:

@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from openenv_runtime import Environment, Observation, State
-from openenv_runtime.server.adapter import EnvRunner
-from openenv_runtime.server.step_placement import StepPlacement
+from openenv_runtime.server.running.adapter import EnvRunner
+from openenv_runtime.server.running.step_placement import StepPlacement
 
 
 class Patient(StepPlacement):

@@ -252,7 +252,7 @@ def make_options(options: Mapping[str, str]) -> dict[str, Any]:
 def _make(name: str, kwargs: Mapping[str, Any]) -> Any:
     # Gymnasium's passive checker only warns, on each instance's first reset and step; that one
     # slow first step would keep every later step of the class off the event loop
-    # (server/step_placement.py). `disable_env_checker=false` turns it back on.
+    # (server/running/step_placement.py). `disable_env_checker=false` turns it back on.
     kwargs = {"disable_env_checker": True, **kwargs}
     try:
         return gymnasium.make(name, **kwargs)

@@ -176,7 +176,8 @@ def as_family_target(target: FamilyTarget | str) -> FamilyTarget:
 
 def create_family_app(target: FamilyTarget | str) -> FastAPI:
     """The server app of a family target, e.g. ``create_family_app("gymnasium:CartPole-v1")``."""
-    from ..server.app import create_app
+    from openenv_runtime.server.app import create_app
+
     from ..wire import EnvironmentMetadata
 
     adapted = load_family(as_family_target(target))

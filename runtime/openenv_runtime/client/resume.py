@@ -1,7 +1,7 @@
 """Reconnect and resume: an episode outlives its connection.
 
 ``ResumingTransport`` sits between :class:`EnvClient` and the WebSocket. It opts into the
-server's resume protocol (see ``openenv_runtime.server.resume``) with a random session key,
+server's resume protocol (see ``openenv_runtime.server.sessions.resume``) with a random session key,
 numbers every request, and when the connection drops it reconnects with exponential backoff
 (``tenacity``), presents the session id and its secret token, and sends the unanswered request
 again under the same number: the server answers it once, so nothing is lost or applied twice.

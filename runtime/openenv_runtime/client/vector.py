@@ -1,7 +1,7 @@
 """The client of a vector session: N environment instances of one server over one WebSocket.
 
 A batch of N resets or steps is one message and one reply (the protocol is described in
-:mod:`openenv_runtime.server.vector`). :func:`supports_vectors` tells from a server's ``/health``
+:mod:`openenv_runtime.server.ws.vector`). :func:`supports_vectors` tells from a server's ``/health``
 whether it offers vector sessions; a reference server does not, and a client then uses one
 session per environment.
 

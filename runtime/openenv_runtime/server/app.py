@@ -14,36 +14,52 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.routing import WebSocketRoute
 
-from .._version import __version__
-from ..environment import Environment, overrides
-from ..mcp import code_mode
-from ..models import Action, Observation, State
-from ..observability.tracing import tracer
-from ..redaction import install_redaction
-from ..wire import EnvironmentMetadata
-from . import drain
-from .actions import action_validator
-from .adapter import ClassAdapter, EnvRunner
-from .app_inputs import check_env, check_model, declared_models, first_line, readme_text
-from .auth import BearerAuthMiddleware, public_paths
-from .checkpoint_ops import Checkpointer, build_checkpoint_router
-from .checkpoints import CheckpointBounds, CheckpointStore
-from .docs_pages import install_docs
-from .drain import install_lifecycle_routes
-from .gc_cycles import CYCLE_COLLECTION_EVERY, collect_connection_cycles
-from .http_api import build_http_router
-from .http_step import HttpStep
-from .lifecycle import LifecycleSettings
-from .limits import EXTRA_FIELDS_ALLOWED, BodyLimitMiddleware, client_identity
-from .mcp import MCPHandler, build_mcp_router, serve_attached
-from .metrics import CONTENT_TYPE, MULTIPROC_VARIABLE, Exporter
-from .options import ReferenceKeywords, resolve_reference_options
-from .sessions import NoCapacity, SessionManager
-from .settings import load_settings
-from .settings_fields import ServerSettings
-from .tasks import build_task_router
-from .vector import VectorSessions
-from .websocket import WebSocketEndpoint
+from openenv_runtime._version import __version__
+from openenv_runtime.environment import Environment, overrides
+from openenv_runtime.mcp import code_mode
+from openenv_runtime.models import Action, Observation, State
+from openenv_runtime.observability.tracing import tracer
+from openenv_runtime.redaction import install_redaction
+from openenv_runtime.server.app_inputs import (
+    check_env,
+    check_model,
+    declared_models,
+    first_line,
+    readme_text,
+)
+from openenv_runtime.server.config.fields import ServerSettings
+from openenv_runtime.server.config.lifecycle import LifecycleSettings
+from openenv_runtime.server.config.reference_options import (
+    ReferenceKeywords,
+    resolve_reference_options,
+)
+from openenv_runtime.server.config.settings import load_settings
+from openenv_runtime.server.guards.auth import BearerAuthMiddleware, public_paths
+from openenv_runtime.server.guards.limits import (
+    EXTRA_FIELDS_ALLOWED,
+    BodyLimitMiddleware,
+    client_identity,
+)
+from openenv_runtime.server.http.docs_pages import install_docs
+from openenv_runtime.server.http.routes import build_http_router
+from openenv_runtime.server.http.step import HttpStep
+from openenv_runtime.server.http.tasks import build_task_router
+from openenv_runtime.server.mcp import MCPHandler, build_mcp_router, serve_attached
+from openenv_runtime.server.metrics import CONTENT_TYPE, MULTIPROC_VARIABLE, Exporter
+from openenv_runtime.server.running.actions import action_validator
+from openenv_runtime.server.running.adapter import ClassAdapter, EnvRunner
+from openenv_runtime.server.sessions import drain
+from openenv_runtime.server.sessions.checkpoint_ops import Checkpointer, build_checkpoint_router
+from openenv_runtime.server.sessions.checkpoints import CheckpointBounds, CheckpointStore
+from openenv_runtime.server.sessions.drain import install_lifecycle_routes
+from openenv_runtime.server.sessions.gc_cycles import (
+    CYCLE_COLLECTION_EVERY,
+    collect_connection_cycles,
+)
+from openenv_runtime.server.sessions.registry import NoCapacity, SessionManager
+from openenv_runtime.server.ws.endpoint import WebSocketEndpoint
+from openenv_runtime.server.ws.vector import VectorSessions
+from openenv_runtime.wire import EnvironmentMetadata
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -70,7 +86,7 @@ class EnvironmentApp(FastAPI):
     """
 
     ws_endpoint: Any = None
-    http_step: Any = None  # POST /step of HTTP sessions, raw (server/http_step.py)
+    http_step: Any = None  # POST /step of HTTP sessions, raw (server/http/step.py)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "websocket" and scope["path"] == "/ws" and self.ws_endpoint is not None:
@@ -127,7 +143,7 @@ def create_app(
             ``concurrency_config`` (defaults for the settings of the same names, like
             ``settings=``), ``mode`` (``"production"`` leaves out the HTTP session routes)
             and its Gradio page's options, which have no effect here but for
-            ``title_override`` (see ``openenv_runtime.server.options``).
+            ``title_override`` (see ``openenv_runtime.server.config.reference_options``).
     """
     ref = resolve_reference_options(state_cls, reference, settings)
     state_cls = ref.state_cls
@@ -286,7 +302,7 @@ def create_app(
             "detached_sessions": manager.detached,
             "warm_instances": len(manager.warm),
             "max_sessions": manager.capacity,  # of this worker
-            "max_vector_envs": config.max_vector_envs,  # 0: no vector sessions (server/vector.py)
+            "max_vector_envs": config.max_vector_envs,  # 0: no vector sessions (server/ws/vector.py)
             "workers": config.workers,
             "ws_sessions": manager.count("ws"),
             "http_sessions": manager.count("http"),
@@ -337,7 +353,7 @@ def create_app(
 
     public = frozenset({"/health"})
     if config.web_interface:
-        from ..web import STATIC_DIR, mount_web
+        from openenv_runtime.web import STATIC_DIR, mount_web
 
         mount_web(app)
         public = public_paths(STATIC_DIR)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-from ..environment import Environment
-from ..errors import EnvironmentContractError
-from ..models import Action, Observation, State
-from .adapter import ClassAdapter
+from openenv_runtime.environment import Environment
+from openenv_runtime.errors import EnvironmentContractError
+from openenv_runtime.models import Action, Observation, State
+from openenv_runtime.server.running.adapter import ClassAdapter
 
 
 def declared_models(env_cls: type | None) -> tuple[type | None, type | None, type | None]:

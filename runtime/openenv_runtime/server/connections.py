@@ -30,7 +30,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
-from .inline_frames import InlineFrames, supports
+from openenv_runtime.server.ws.inline_frames import InlineFrames, supports
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -129,7 +129,7 @@ def current() -> ConnectionGuard:
     protocols of ``--reload`` use it; ``serve`` binds one per server with :func:`protocols`)."""
     global _guard
     if _guard is None:
-        from .settings import load_settings
+        from openenv_runtime.server.config.settings import load_settings
 
         _guard = for_settings(load_settings().values)
     return _guard

@@ -26,7 +26,7 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..mcp.types import (
+from openenv_runtime.mcp.types import (
     SESSION_CLOSE,
     SESSION_CREATE,
     CallToolAction,
@@ -38,11 +38,18 @@ from ..mcp.types import (
     ListToolsObservation,
     McpMethod,
 )
-from ..protocol import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, ErrorCode, decode, encode, error_message
-from .adapter import Exhausted, StepTimeout
-from .limits import client_identity, validation_errors
-from .sessions import NoCapacity, Session, SessionManager
-from .websocket import _CLOSE, WebSocketEndpoint, _Final, describe_exception
+from openenv_runtime.protocol import (
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NORMAL,
+    ErrorCode,
+    decode,
+    encode,
+    error_message,
+)
+from openenv_runtime.server.guards.limits import client_identity, validation_errors
+from openenv_runtime.server.running.adapter import Exhausted, StepTimeout
+from openenv_runtime.server.sessions.registry import NoCapacity, Session, SessionManager
+from openenv_runtime.server.ws.endpoint import _CLOSE, WebSocketEndpoint, _Final, describe_exception
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -235,7 +242,7 @@ class MCPHandler:
         ]
 
     async def _call(self, env: Any, params: dict[str, Any]) -> Any:
-        from ..mcp.environment import tool_result_payload
+        from openenv_runtime.mcp.environment import tool_result_payload
 
         name, arguments = str(params["name"]), params.get("arguments") or {}
         if callable(getattr(env, "call_tool", None)):

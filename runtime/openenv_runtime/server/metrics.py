@@ -45,8 +45,8 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from .._version import __version__
-from ..mcp import code_mode
+from openenv_runtime._version import __version__
+from openenv_runtime.mcp import code_mode
 
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus_client's variable: the folder of the workers' metric files (multiprocess mode)."""

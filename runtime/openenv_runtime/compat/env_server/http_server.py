@@ -1,6 +1,6 @@
 """The reference's ``openenv.core.env_server.http_server``: ``HTTPEnvServer`` and
 ``create_fastapi_app`` as thin faces over :func:`openenv_runtime.create_app` (which takes
-every option of the reference's ``create_app``; see :mod:`openenv_runtime.server.options`).
+every option of the reference's ``create_app``; see :mod:`openenv_runtime.server.config.reference_options`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from openenv_runtime.server.app import create_app
+from openenv_runtime.server.config.fields import ServerSettings
+from openenv_runtime.server.guards.auth import BearerAuthMiddleware
+
 from ...environment import Environment
 from ...models import Action, Observation, State
-from ...server.app import create_app
-from ...server.auth import BearerAuthMiddleware
-from ...server.settings_fields import ServerSettings
 from ...wire import ConcurrencyConfig, ServerCapacityStatus, ServerMode
 
 

@@ -11,7 +11,7 @@ ActT = TypeVar("ActT", bound=Action)
 
 def deserialize_action(action_data: dict[str, Any], action_cls: type[ActT]) -> ActT:
     """Validate ``action_data`` into ``action_cls``; ``list_tools`` / ``call_tool`` are always known."""
-    from ...server.actions import action_validator
+    from openenv_runtime.server.running.actions import action_validator
 
     return action_validator(action_cls)(action_data)  # type: ignore[no-any-return]
 

@@ -2,7 +2,7 @@
 
 The message models are :mod:`openenv_runtime.wire`'s. The reference's HTTP request and
 response models are defined here, for code that builds them: this server's own HTTP API
-(:mod:`openenv_runtime.server.http_api`) has models of the same names with a ``session_id``.
+(:mod:`openenv_runtime.server.http.routes`) has models of the same names with a ``session_id``.
 """
 
 from typing import Any

@@ -12,9 +12,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from openenv_runtime.server.app import create_app
+from openenv_runtime.server.config.fields import ServerSettings
+
 from ...models import Action, Observation, State
-from ...server.app import create_app
-from ...server.settings_fields import ServerSettings
 from ...wire import ConcurrencyConfig, EnvironmentMetadata
 
 

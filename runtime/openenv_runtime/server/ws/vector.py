@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from pydantic_core import from_json
 
-from ..protocol import (
+from openenv_runtime.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
     CLOSE_POLICY_VIOLATION,
@@ -46,14 +46,14 @@ from ..protocol import (
     observation_message,
     state_message,
 )
-from . import resume
-from .adapter import PlainStep, StepTimeout
-from .auth import selected_subprotocol
-from .drain import CLOSE_SERVICE_RESTART
-from .limits import client_identity
-from .session import Session
-from .sessions import SessionManager
-from .ws_handshake import RETRY_AFTER_SECONDS, describe_exception
+from openenv_runtime.server.guards.auth import selected_subprotocol
+from openenv_runtime.server.guards.limits import client_identity
+from openenv_runtime.server.running.adapter import PlainStep, StepTimeout
+from openenv_runtime.server.sessions import resume
+from openenv_runtime.server.sessions.drain import CLOSE_SERVICE_RESTART
+from openenv_runtime.server.sessions.registry import SessionManager
+from openenv_runtime.server.sessions.session import Session
+from openenv_runtime.server.ws.handshake import RETRY_AFTER_SECONDS, describe_exception
 
 logger = logging.getLogger("openenv_runtime.server")
 

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .adapter import EnvRunner
+from openenv_runtime.server.running.adapter import EnvRunner
 
 logger = logging.getLogger("openenv_runtime.server")
 

@@ -1,7 +1,7 @@
 """The fields of :class:`ServerSettings`: each setting's default, limits and where it may be set.
 
 Every field names its environment variable, its ``openenv serve`` flag and its ``openenv.yaml``
-key (:data:`KEYS`); :mod:`openenv_runtime.server.settings` resolves the layers into one
+key (:data:`KEYS`); :mod:`openenv_runtime.server.config.settings` resolves the layers into one
 ``ServerSettings`` and says where each value came from.
 """
 
@@ -16,7 +16,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ..mcp.code_slots import SLOT_WAIT_S
+from openenv_runtime.mcp.code_slots import SLOT_WAIT_S
 
 Source = Literal["flag", "env", "openenv.yaml", "create_app()", "default"]
 FLAGS_VARIABLE = "OPENENV_SERVER_FLAGS"
@@ -56,7 +56,7 @@ def _setting(
 class ServerSettings(BaseSettings):
     """Everything one server program (the launcher and each of its workers) is told.
 
-    A server resolves it once with :func:`~openenv_runtime.server.settings.load_settings`
+    A server resolves it once with :func:`~openenv_runtime.server.config.settings.load_settings`
     (flag, environment variable, ``openenv.yaml``, the app's settings, default), which also
     says where each value came from. An app gives its own defaults as
     ``create_app(MyEnv, settings=ServerSettings(max_concurrent_envs=4))``: the fields given

@@ -21,12 +21,12 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from ..protocol import CLOSE_NORMAL
-from .adapter import EnvRunner, StepTimeout
-from .lifecycle import LifecycleSettings
-from .metrics import Tally
-from .session import NoCapacity, Session
-from .warm_pool import WarmPool
+from openenv_runtime.protocol import CLOSE_NORMAL
+from openenv_runtime.server.config.lifecycle import LifecycleSettings
+from openenv_runtime.server.metrics import Tally
+from openenv_runtime.server.running.adapter import EnvRunner, StepTimeout
+from openenv_runtime.server.sessions.session import NoCapacity, Session
+from openenv_runtime.server.sessions.warm_pool import WarmPool
 
 logger = logging.getLogger("openenv_runtime.server")
 

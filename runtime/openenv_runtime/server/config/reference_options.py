@@ -17,7 +17,7 @@ Every keyword the reference's ``create_app`` takes is accepted (none refused):
 
 This module is the one place where they meet the settings: :func:`resolve_reference_options`
 turns them and ``create_app``'s ``settings=`` into the ``create_app()`` layer of
-:func:`~openenv_runtime.server.settings.load_settings`.
+:func:`~openenv_runtime.server.config.settings.load_settings`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ..models import State
-from ..wire import ConcurrencyConfig, ServerMode
-from .settings_fields import KEYS, ServerSettings
+from openenv_runtime.models import State
+from openenv_runtime.server.config.fields import KEYS, ServerSettings
+from openenv_runtime.wire import ConcurrencyConfig, ServerMode
 
 logger = logging.getLogger("openenv_runtime.server")
 

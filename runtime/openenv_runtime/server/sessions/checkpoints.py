@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
-from .settings_fields import CHECKPOINT_BUDGET_FACTOR, ServerSettings
+from openenv_runtime.server.config.fields import CHECKPOINT_BUDGET_FACTOR, ServerSettings
 
 logger = logging.getLogger("openenv_runtime.server")
 

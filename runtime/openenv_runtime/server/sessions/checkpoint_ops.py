@@ -1,6 +1,6 @@
 """Checkpoint and restore of sessions: the ``/ws`` messages, the handshake and HTTP routes.
 
-See :mod:`openenv_runtime.server.checkpoints` for the store and docs/protocol.md (checkpoint, restore and fork)
+See :mod:`openenv_runtime.server.sessions.checkpoints` for the store and docs/protocol.md (checkpoint, restore and fork)
 for the wire format.
 """
 
@@ -17,10 +17,10 @@ from fastapi import APIRouter, Body, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..protocol import CLOSE_INTERNAL_ERROR, encode
-from .checkpoints import Blob, CheckpointError, CheckpointStore
-from .limits import client_identity
-from .sessions import Session, SessionManager
+from openenv_runtime.protocol import CLOSE_INTERNAL_ERROR, encode
+from openenv_runtime.server.guards.limits import client_identity
+from openenv_runtime.server.sessions.checkpoints import Blob, CheckpointError, CheckpointStore
+from openenv_runtime.server.sessions.registry import Session, SessionManager
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -124,7 +124,7 @@ class Checkpointer:
         try:
             return await self.store.get(ident, digest)
         except CheckpointError as exc:
-            from .resume import refuse_handshake
+            from openenv_runtime.server.sessions.resume import refuse_handshake
 
             # debug only: the message names the checkpoint, and whoever knows its id may use it
             logger.debug("a session from checkpoint refused: %s", exc.message)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .gc_clock import GC_SECONDS
+from openenv_runtime.server.running.gc_clock import GC_SECONDS
 
 
 class LifecycleCost:

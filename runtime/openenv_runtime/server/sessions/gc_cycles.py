@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from .sessions import SessionManager
+from openenv_runtime.server.sessions.registry import SessionManager
 
 CYCLE_COLLECTION_EVERY = 2000
 """Sessions closed between two full garbage collections, at least."""

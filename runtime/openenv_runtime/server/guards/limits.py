@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from ..protocol import encode
-from .auth import presented_token
+from openenv_runtime.protocol import encode
+from openenv_runtime.server.guards.auth import presented_token
 
 MAX_REPORTED_ERRORS = 20
 """Validation errors quoted in one reply; the rest are only counted."""

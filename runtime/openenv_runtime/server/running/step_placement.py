@@ -31,8 +31,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Protocol
 
-from ..models import Observation
-from .gc_clock import GC_SECONDS
+from openenv_runtime.models import Observation
+from openenv_runtime.server.running.gc_clock import GC_SECONDS
 
 
 class StepRunner(Protocol):

@@ -24,11 +24,11 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 from starlette.responses import JSONResponse
 
-from ..protocol import http_step_body
-from .http_api import counted, lookup_session, refused_action, run_call
-from .limits import BodyTooLarge, too_many_fields
-from .sessions import SessionManager
-from .websocket import invalid_action
+from openenv_runtime.protocol import http_step_body
+from openenv_runtime.server.guards.limits import BodyTooLarge, too_many_fields
+from openenv_runtime.server.http.routes import counted, lookup_session, refused_action, run_call
+from openenv_runtime.server.sessions.registry import SessionManager
+from openenv_runtime.server.ws.endpoint import invalid_action
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 

@@ -15,9 +15,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 from pydantic_core import from_json
 
-from ..models import Action, Observation, State
-from ..observability.tracing import TRACEPARENT, SessionSpan, context_from_asgi, failed
-from ..protocol import (
+from openenv_runtime.models import Action, Observation, State
+from openenv_runtime.observability.tracing import (
+    TRACEPARENT,
+    SessionSpan,
+    context_from_asgi,
+    failed,
+)
+from openenv_runtime.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
     ErrorCode,
@@ -27,25 +32,30 @@ from ..protocol import (
     observation_message,
     state_message,
 )
-from . import resume, vector
-from .adapter import ContractViolation, PlainStep, StepTimeout
-from .drain import CLOSE_SERVICE_RESTART
-from .inline_frames import EXTENSION as INLINE_FRAMES
-from .inline_frames import FrameHandler
-from .limits import EXTRA_FIELDS_ALLOWED, invalid_action_text, too_many_fields
-from .limits import validation_errors as bounded_validation_errors
-from .metrics import WS_DONE, WS_ERROR, WS_INVALID, WS_OK, WS_TIMEOUT, Tally
-from .sessions import Session, SessionManager
-from .ws_handshake import (
+from openenv_runtime.server.guards.limits import (
+    EXTRA_FIELDS_ALLOWED,
+    invalid_action_text,
+    too_many_fields,
+)
+from openenv_runtime.server.guards.limits import validation_errors as bounded_validation_errors
+from openenv_runtime.server.metrics import WS_DONE, WS_ERROR, WS_INVALID, WS_OK, WS_TIMEOUT, Tally
+from openenv_runtime.server.running.adapter import ContractViolation, PlainStep, StepTimeout
+from openenv_runtime.server.sessions import resume
+from openenv_runtime.server.sessions.drain import CLOSE_SERVICE_RESTART
+from openenv_runtime.server.sessions.registry import Session, SessionManager
+from openenv_runtime.server.ws import vector
+from openenv_runtime.server.ws.handshake import (
     HEADER_BALANCER,
     RETRY_AFTER_SECONDS,
     SessionOpening,
     describe_exception,
 )
+from openenv_runtime.server.ws.inline_frames import EXTENSION as INLINE_FRAMES
+from openenv_runtime.server.ws.inline_frames import FrameHandler
 
 if TYPE_CHECKING:
-    from .checkpoint_ops import Checkpointer
-    from .checkpoints import Blob
+    from openenv_runtime.server.sessions.checkpoint_ops import Checkpointer
+    from openenv_runtime.server.sessions.checkpoints import Blob
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -134,9 +144,9 @@ class WebSocketEndpoint(SessionOpening):
         # attaching to a session opened over HTTP.
         self.mcp = mcp
         self.attach = attach
-        # Checkpoint and restore (server/checkpoint_ops.py).
+        # Checkpoint and restore (server/sessions/checkpoint_ops.py).
         self.checkpoints = checkpoints
-        # Vector sessions (server/vector.py): set by create_app unless OPENENV_MAX_VECTOR_ENVS=0.
+        # Vector sessions (server/ws/vector.py): set by create_app unless OPENENV_MAX_VECTOR_ENVS=0.
         self.vectors: vector.VectorSessions | None = None
         # What each step adds to /metrics; None with metrics off (server/metrics.py).
         self.tally = tally

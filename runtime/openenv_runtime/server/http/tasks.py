@@ -17,10 +17,15 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from ..wire import GetTaskRangeRequest, GetTaskRequest, ListTasksRequest, NumTasksRequest
-from .adapter import Exhausted, StepTimeout
-from .limits import client_identity
-from .sessions import NoCapacity, SessionManager
+from openenv_runtime.server.guards.limits import client_identity
+from openenv_runtime.server.running.adapter import Exhausted, StepTimeout
+from openenv_runtime.server.sessions.registry import NoCapacity, SessionManager
+from openenv_runtime.wire import (
+    GetTaskRangeRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    NumTasksRequest,
+)
 
 _SPLIT_TYPES = frozenset({"train", "validation", "test"})
 

@@ -14,10 +14,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from ..models import Observation, State
-from .call_cost import LifecycleCost
-from .env_class import ClassAdapter, _Method
-from .step_placement import PlainStep
+from openenv_runtime.models import Observation, State
+from openenv_runtime.server.running.call_cost import LifecycleCost
+from openenv_runtime.server.running.env_class import ClassAdapter, _Method
+from openenv_runtime.server.running.step_placement import PlainStep
 
 logger = logging.getLogger("openenv_runtime.server")
 

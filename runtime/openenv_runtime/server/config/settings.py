@@ -29,10 +29,10 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import EnvSettingsSource
 
-from ..errors import EnvironmentContractError
+from openenv_runtime.errors import EnvironmentContractError
 
 # The fields, defined in settings_fields, are part of this module's face.
-from .settings_fields import (
+from openenv_runtime.server.config.fields import (
     FLAGS_VARIABLE,
     KEYS,
     MANIFEST_FILE,
@@ -144,7 +144,7 @@ def _yaml_layer(path: Path | None) -> dict[str, Any]:
         return {}
     import yaml  # uvicorn[standard] brings PyYAML
 
-    from ..bounded_yaml import read_bounded
+    from openenv_runtime.bounded_yaml import read_bounded
 
     try:
         data = read_bounded(path)  # size, depth and aliases bounded

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..protocol import CLOSE_POLICY_VIOLATION, encode
+from openenv_runtime.protocol import CLOSE_POLICY_VIOLATION, encode
 
 SUBPROTOCOL = "openenv"
 BEARER_SUBPROTOCOL_PREFIX = "openenv.bearer."

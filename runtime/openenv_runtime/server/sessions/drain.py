@@ -25,8 +25,8 @@ import time
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ..protocol import CLOSE_GOING_AWAY
-from .sessions import SessionManager
+from openenv_runtime.protocol import CLOSE_GOING_AWAY
+from openenv_runtime.server.sessions.registry import SessionManager
 
 logger = logging.getLogger("openenv_runtime.server")
 

@@ -23,16 +23,26 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import from_json
 
-from ..models import Action, Observation
-from ..observability.tracing import TRACEPARENT, SessionSpan, context_from, failed
-from ..protocol import ErrorCode, observation_payload
-from .actions import action_validator
-from .adapter import ContractViolation, Exhausted, StepTimeout
-from .limits import EXTRA_FIELDS_ALLOWED, client_identity, too_many_fields
-from .metrics import HTTP_DONE, HTTP_ERROR, HTTP_INVALID, HTTP_OK, HTTP_TIMEOUT
-from .sessions import Session, SessionManager
-from .websocket import describe_exception, invalid_action
-from .ws_handshake import RETRY_AFTER_SECONDS
+from openenv_runtime.models import Action, Observation
+from openenv_runtime.observability.tracing import TRACEPARENT, SessionSpan, context_from, failed
+from openenv_runtime.protocol import ErrorCode, observation_payload
+from openenv_runtime.server.guards.limits import (
+    EXTRA_FIELDS_ALLOWED,
+    client_identity,
+    too_many_fields,
+)
+from openenv_runtime.server.metrics import (
+    HTTP_DONE,
+    HTTP_ERROR,
+    HTTP_INVALID,
+    HTTP_OK,
+    HTTP_TIMEOUT,
+)
+from openenv_runtime.server.running.actions import action_validator
+from openenv_runtime.server.running.adapter import ContractViolation, Exhausted, StepTimeout
+from openenv_runtime.server.sessions.registry import Session, SessionManager
+from openenv_runtime.server.ws.endpoint import describe_exception, invalid_action
+from openenv_runtime.server.ws.handshake import RETRY_AFTER_SECONDS
 
 logger = logging.getLogger("openenv_runtime.server")
 

@@ -1,6 +1,6 @@
 """Opening a WebSocket session: a slot and an instance, or the refusal that says why not.
 
-The handshake half of :class:`~openenv_runtime.server.websocket.WebSocketEndpoint`: a new
+The handshake half of :class:`~openenv_runtime.server.ws.endpoint.WebSocketEndpoint`: a new
 session (capacity, the per-client cap, a draining server, a failing factory), and a resuming
 connection taking its session back (``X-OpenEnv-Resume``).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..observability.tracing import FRAMES_HEADER
-from ..protocol import (
+from openenv_runtime.observability.tracing import FRAMES_HEADER
+from openenv_runtime.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
     CLOSE_POLICY_VIOLATION,
@@ -19,11 +19,11 @@ from ..protocol import (
     ErrorCode,
     error_message,
 )
-from . import resume
-from .adapter import Exhausted, StepTimeout
-from .auth import selected_subprotocol
-from .limits import client_identity
-from .sessions import Session, SessionManager
+from openenv_runtime.server.guards.auth import selected_subprotocol
+from openenv_runtime.server.guards.limits import client_identity
+from openenv_runtime.server.running.adapter import Exhausted, StepTimeout
+from openenv_runtime.server.sessions import resume
+from openenv_runtime.server.sessions.registry import Session, SessionManager
 
 logger = logging.getLogger("openenv_runtime.server")
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..environment import Environment, contract_error_message, missing_members, overrides
-from ..errors import EnvironmentContractError
-from .call_cost import LifecycleCost
-from .step_placement import StepPlacement
+from openenv_runtime.environment import (
+    Environment,
+    contract_error_message,
+    missing_members,
+    overrides,
+)
+from openenv_runtime.errors import EnvironmentContractError
+from openenv_runtime.server.running.call_cost import LifecycleCost
+from openenv_runtime.server.running.step_placement import StepPlacement
 
 
 class _Method:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..models import Action
+from openenv_runtime.models import Action
 
 MCP_ACTION_TYPES = ("list_tools", "call_tool")
 
@@ -19,7 +19,7 @@ def action_validator(action_cls: type[Action]) -> Callable[[Any], Any]:
     everything itself, so ``type: call_tool`` cannot slip past its validation.
     """
     validate = action_cls.__pydantic_validator__.validate_python
-    from ..mcp.types import CallToolAction, ListToolsAction
+    from openenv_runtime.mcp.types import CallToolAction, ListToolsAction
 
     if action_cls not in (Action, CallToolAction, ListToolsAction):
         return validate

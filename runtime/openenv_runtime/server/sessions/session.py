@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
-from ..protocol import CLOSE_NORMAL
-from .resume import ResumeState
+from openenv_runtime.protocol import CLOSE_NORMAL
+from openenv_runtime.server.sessions.resume import ResumeState
 
 _LABELS = itertools.count(1)
 

@@ -1,0 +1,1 @@
+"""The HTTP routes: sessions over plain requests, the Task API and the API docs pages."""

@@ -1,0 +1,1 @@
+"""Calling an environment: sync or async, inline or on the thread pool, its results checked."""

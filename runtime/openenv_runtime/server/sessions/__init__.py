@@ -1,0 +1,1 @@
+"""Sessions and capacity: one environment instance per session, resumed, drained, checkpointed, warmed."""

@@ -1,0 +1,1 @@
+"""The ``/ws`` WebSocket endpoint: the handshake, the message loop and frames answered below ASGI."""
