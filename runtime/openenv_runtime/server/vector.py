@@ -40,6 +40,7 @@ from ..protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
     CLOSE_POLICY_VIOLATION,
+    CLOSE_SERVICE_RESTART,
     CLOSE_TRY_AGAIN_LATER,
     ErrorCode,
     error_message,
@@ -49,7 +50,6 @@ from ..protocol import (
 from . import resume
 from .adapter import PlainStep, StepTimeout
 from .auth import selected_subprotocol
-from .drain import CLOSE_SERVICE_RESTART
 from .limits import client_identity
 from .session import Session
 from .sessions import SessionManager

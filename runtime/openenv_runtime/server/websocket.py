@@ -20,6 +20,7 @@ from ..observability.tracing import TRACEPARENT, SessionSpan, context_from_asgi,
 from ..protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
+    CLOSE_SERVICE_RESTART,
     ErrorCode,
     decode,
     encode,
@@ -29,7 +30,6 @@ from ..protocol import (
 )
 from . import resume, vector
 from .adapter import ContractViolation, PlainStep, StepTimeout
-from .drain import CLOSE_SERVICE_RESTART
 from .inline_frames import EXTENSION as INLINE_FRAMES
 from .inline_frames import FrameHandler
 from .limits import EXTRA_FIELDS_ALLOWED, invalid_action_text, too_many_fields
