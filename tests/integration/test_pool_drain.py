@@ -132,3 +132,34 @@ def test_without_follow_drain_the_slots_fail_and_replace_moves_them(
                 assert [pool.server_of(i) for i in range(4)] == [b] * 4
 
         asyncio.run(asyncio.wait_for(go(), 60))
+
+
+def test_first_ready_autoreset_moves_off_a_draining_replica(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with two_servers(monkeypatch) as ((a, b), _):
+
+        async def turn(pool: EnvPool[CounterClient]) -> list[Any]:
+            await pool.send(range(4), [CounterAction()] * 4)
+            got = await pool.recv(min_results=4, timeout=30)
+            assert sorted(i for i, _ in got) == [0, 1, 2, 3]
+            return [r for _, r in sorted(got, key=lambda pair: pair[0])]
+
+        async def go() -> None:
+            async with EnvPool(CounterClient, urls=[a, b], size=4) as pool:
+                await pool.reset()
+                on_a = [i for i in range(4) if pool.server_of(i) == a]
+                assert totals(await turn(pool)) == [1] * 4
+                assert (await asyncio.to_thread(post_json, a + "/admin/drain", headers=ADMIN))[
+                    0
+                ] == 202
+                assert totals(await turn(pool)) == [2] * 4
+                assert totals(await turn(pool)) == [3] * 4
+                # next_step autoreset: this send resets; a's slots reset on b instead of failing
+                first = await turn(pool)
+                assert totals(first) == [0] * 4 and not any(r.done for r in first)
+                assert [pool.server_of(i) for i in range(4)] == [b] * 4
+                assert pool.drain_moves == len(on_a) == 2
+                assert totals(await turn(pool)) == [1] * 4
+
+        asyncio.run(asyncio.wait_for(go(), 60))
