@@ -19,7 +19,12 @@ the same replicas (each waits until every replica's ``/health`` shows 0 sessions
   is drained (``POST /admin/drain``), then a second pool of ``--drain-second`` new sessions
   opens; sessions per replica from each replica's ``/health`` ``active_sessions``. Then the
   first pool's slots on the draining replica are moved with ``pool.replace(i)`` and timed
-  against the replica's drain timeout.
+  against the replica's drain timeout;
+* **follow drain** — on fresh replicas, a pool of ``--drain-first`` sessions (``follow_drain``, the default) is
+  opened and reset, the middle replica drained, and the pool resets its next episode: the
+  replica leaves the resets of its sessions unanswered (close code 1012) and the pool opens
+  those slots on the other replicas and resets them there. Timed from the drain request to
+  the last slot moved (the reset returned) and to the replica's ``/health`` showing 0 sessions.
 
 Sessions refused (``CAPACITY_REACHED``, or any failed open) after the first reset, sessions the
 pool re-placed itself (a replica refused at the first request, the pool opened the session on
@@ -202,6 +207,43 @@ async def drain_scenario(
         await asyncio.gather(pool.close(), later.close(), return_exceptions=True)
 
 
+async def follow_scenario(
+    urls: list[str], capacities: Sequence[int], first: int, token: str, victim: int
+) -> dict[str, Any]:
+    pool = EnvPool(BenchClient, urls=urls, size=first, timeout=30.0)
+    try:
+        await asyncio.wait_for(pool.open(), OPEN_TIMEOUT)
+        refused = await refused_codes(pool)
+        before = active(urls)
+        on_victim = sum(pool.server_of(i) == urls[victim] for i in range(first))
+        began = time.perf_counter()
+        answer = drain(urls[victim], token)
+        results = await asyncio.wait_for(pool.reset(), OPEN_TIMEOUT)  # the next episode
+        last_moved = time.perf_counter() - began
+        deadline = time.monotonic() + float(answer["drain_timeout"])
+        while active(urls)[victim] and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        emptied = time.perf_counter() - began
+        result = figures("follow drain", urls, capacities, refused)
+        result.update(
+            {
+                "drained": urls[victim],
+                "drain_timeout": answer["drain_timeout"],
+                "before_drain": before,
+                "on_drained_replica": on_victim,
+                "drain_moves": pool.drain_moves,
+                "reset_failures": sum(isinstance(r, EnvError) for r in results),
+                "last_moved_seconds": last_moved,
+                "emptied_seconds": emptied,
+                "moved_within_drain_timeout": active(urls)[victim] == 0
+                and emptied < float(answer["drain_timeout"]),
+            }
+        )
+        return result
+    finally:
+        await pool.close()
+
+
 async def move(pool: EnvPool[BenchClient], slots: Sequence[int]) -> list[BaseException | None]:
     """``pool.replace(i)`` one slot after the other: each reads ``/health`` after the previous
     one's session is open, so they do not crowd onto one replica."""
@@ -294,8 +336,14 @@ def main() -> None:
             result = asyncio.run(step())
             results.append(result)
             print(f"{result['scenario']}: {result}", file=sys.stderr)
+    # fresh replicas: the one drained above stays draining
+    with replicas(capacities, token, args.drain_timeout) as urls:
+        follow = follow_scenario(urls, capacities, args.drain_first, token, args.drain_replica)
+        result = asyncio.run(follow)
+        results.append(result)
+        print(f"{result['scenario']}: {result}", file=sys.stderr)
     table = render(results, capacities)
-    d = results[-1]
+    d, f = results[-2], results[-1]
     drain_lines = (
         f"Drain: a pool of {args.drain_first} opened and reset "
         f"(per replica {d['before_drain']}), replica {args.drain_replica} drained "
@@ -305,6 +353,13 @@ def main() -> None:
         f"draining replica moved with pool.replace(i), one after the other: {d['moved']} moved in "
         f"{d['move_seconds']:.2f} s, per replica after: {d['after_move']} "
         f"(within the drain timeout: {'yes' if d['moved_within_drain_timeout'] else 'no'})."
+        f"\n\nFollow drain: a pool of {args.drain_first} (follow_drain=True) opened and reset "
+        f"(per replica {f['before_drain']}), replica {args.drain_replica} drained, then "
+        f"pool.reset(): {f['drain_moves']} of the {f['on_drained_replica']} slots on the draining "
+        f"replica moved by the pool itself ({f['reset_failures']} resets failed); drain start to "
+        f"last slot moved {f['last_moved_seconds']:.2f} s, to the replica empty "
+        f"{f['emptied_seconds']:.2f} s (within the drain timeout: "
+        f"{'yes' if f['moved_within_drain_timeout'] else 'no'})."
     )
     print(table)
     print("\n" + drain_lines)

@@ -34,6 +34,8 @@ CLOSE_NORMAL = 1000
 CLOSE_GOING_AWAY = 1001
 CLOSE_POLICY_VIOLATION = 1008
 CLOSE_INTERNAL_ERROR = 1011
+CLOSE_SERVICE_RESTART = 1012
+"""A draining server ends a session between episodes: start the next one on another replica."""
 CLOSE_TRY_AGAIN_LATER = 1013
 
 _EXCLUDE_ENVELOPE = set(ENVELOPE_FIELDS)

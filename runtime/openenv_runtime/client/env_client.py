@@ -386,7 +386,8 @@ class EnvClient(
         """The session ended under a request: remember why, and say it."""
         self._conn = None
         self._ended = f"the connection to {self.url} ended: {exc}"
-        return EnvError("CLOSED", self._ended)
+        code = exc.close_code
+        return EnvError("CLOSED", self._ended, {"close_code": code} if code is not None else None)
 
     def _timed_out(self, seconds: float | None = None) -> EnvError:
         # A late reply would be mistaken for the next one: this session cannot go on.

@@ -22,6 +22,8 @@ environments define it (``autoreset``):
 A slot whose session fails (connection lost, timeout, server gone) is reported once as an
 ``EnvError`` with ``details["episode_failed"] = True`` and gets a fresh session in the
 background; its next ``send`` starts a new episode (under ``"disabled"``: send a reset).
+A reset a draining replica leaves unanswered (close code 1012) is not a failure when the pool
+follows drains (``follow_drain``): the slot gets a session elsewhere and the reset goes there.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, Literal
 
 from ..errors import EnvError
 from ..models import StepResult
+from ..protocol import CLOSE_SERVICE_RESTART
 from .port import Result, SessionPort, SlotPool, as_env_error
 from .transport import ConnectionLost
 
@@ -56,6 +59,7 @@ class FirstReady:
         self.to_replace: set[int] = set()  # slots the next batch replaces
         self.batch: asyncio.Task[None] | None = None  # the batch not yet started
         self.waiter: asyncio.Future[None] | None = None
+        self.resending: set[asyncio.Task[None]] = set()  # resets moving off a draining replica
         self.wanted = 0
         self.closed = False
 
@@ -121,7 +125,7 @@ class FirstReady:
         frame: str,
         final: StepResult[Any] | None,
     ) -> None:
-        request = _Request(self, index, client, kind, final)
+        request = _Request(self, index, client, kind, frame, final)
         self.inflight[index] = request
         timeout = self.pool.timeout
         if timeout is not None:
@@ -168,6 +172,20 @@ class FirstReady:
 
     def on_failure(self, request: _Request, error: EnvError) -> None:
         index = request.index
+        if (
+            error.details.get("close_code") == CLOSE_SERVICE_RESTART
+            and request.kind == _RESET
+            and self.pool.follow_drain
+            and not self.closed
+        ):
+            # a draining replica: still in flight while the slot moves and resets elsewhere
+            self.pool._fail(index, error)
+            task = asyncio.get_running_loop().create_task(
+                self._reset_elsewhere(request, self._start_replacing(index))
+            )
+            self.resending.add(task)
+            task.add_done_callback(self.resending.discard)
+            return
         self.pool._fail(index, error)
         self.inflight.pop(index, None)
         self.needs_reset.add(index)
@@ -182,6 +200,20 @@ class FirstReady:
                 {**error.details, "episode_failed": True},
             ),
         )
+
+    async def _reset_elsewhere(self, request: _Request, replacing: asyncio.Task[None]) -> None:
+        await asyncio.shield(replacing)
+        if self.closed:
+            return
+        index = request.index
+        pool = self.pool
+        error = pool._errors[index]
+        if error is not None:  # no replica took it: report it as any failed slot
+            self.inflight.pop(index, None)
+            self.on_failure(request, error)
+            return
+        pool.drain_moves += 1
+        self._send_frame(index, pool._clients[index], _RESET, request.frame, request.final)
 
     def _start_replacing(self, index: int) -> asyncio.Task[None]:
         """Queue slot ``index`` for a fresh session. Slots failing together (a server gone
@@ -236,7 +268,7 @@ class FirstReady:
 
     async def close(self) -> None:
         self.closed = True
-        tasks = list(self.replacing.values())
+        tasks = [*self.replacing.values(), *self.resending]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -249,7 +281,7 @@ class FirstReady:
 class _Request:
     """One slot's request in flight; receives its reply straight from the connection."""
 
-    __slots__ = ("client", "final", "finished", "index", "kind", "owner", "timer")
+    __slots__ = ("client", "final", "finished", "frame", "index", "kind", "owner", "timer")
 
     def __init__(
         self,
@@ -257,12 +289,14 @@ class _Request:
         index: int,
         client: SessionPort,
         kind: int,
+        frame: str,
         final: StepResult[Any] | None,
     ) -> None:
         self.owner = owner
         self.index = index
         self.client = client
         self.kind = kind
+        self.frame = frame
         self.final = final
         self.finished = False
         self.timer: asyncio.TimerHandle | None = None

@@ -14,6 +14,13 @@ replies; a slot whose session fails holds its :class:`EnvError` and the others g
 A failed slot answers every later call with an error until :meth:`EnvPool.replace` gives it
 a fresh session.
 
+A replica that drains (a rolling update) lets running episodes finish, then ends each
+session at its next ``reset`` with the close code 1012, leaving the reset unanswered. With
+``follow_drain`` (the default) the pool takes that as its cue: the slots it ended get fresh
+sessions on the other replicas (:meth:`EnvPool.replace_slots`, placed on one ``/health``
+reading) and their resets are sent there, so the caller sees an ordinary reset; no step is
+lost or sent twice, and no running episode is cut. ``drain_moves`` counts them.
+
 ``send``/``recv`` step without waiting for the slowest slot: results come back as they are
 ready, episodes reset as ``autoreset`` says, failed slots are replaced on their own
 (:mod:`openenv_runtime.client.first_ready`).
@@ -28,6 +35,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from ..errors import EnvError
+from ..protocol import CLOSE_SERVICE_RESTART
 from ..providers.base import Provider, health
 from .batch import CAPACITY_REACHED, Batch, SlotReply
 from .checkpoint import Checkpoint
@@ -59,6 +67,9 @@ class EnvPool(Generic[ClientT]):
         client_kwargs: passed to every client (``token``, ``headers``, ...). Sessions do not
             resume after a dropped connection unless ``resume=True`` is passed: a failed
             slot holds its ``EnvError`` and ``replace`` gives it a fresh session.
+        follow_drain: when a draining replica ends a slot's session between episodes (close
+            code 1012 at its next reset), open the slot anew on another replica and send the
+            reset there. False: the slot fails with ``CLOSED`` and ``replace`` moves it.
     """
 
     def __init__(
@@ -71,6 +82,7 @@ class EnvPool(Generic[ClientT]):
         timeout: float | None = None,
         own_provider: bool = True,
         autoreset: AutoReset = "next_step",
+        follow_drain: bool = True,
         **client_kwargs: Any,
     ) -> None:
         if (urls is None) == (provider is None):
@@ -83,6 +95,9 @@ class EnvPool(Generic[ClientT]):
         self.own_provider = own_provider and provider is not None
         self.size = size
         self.timeout = timeout
+        self.follow_drain = follow_drain
+        self.drain_moves = 0
+        """Slots moved off a draining replica so far (each reset started elsewhere counts once)."""
         # The pool replaces failed sessions itself; resuming (opt in with resume=True) costs
         # a task and a lock per request.
         self.client_kwargs = {"resume": False, **client_kwargs}
@@ -312,8 +327,11 @@ class EnvPool(Generic[ClientT]):
                 if late is not None and not late.finished:
                     late.finished = True  # a late reply is dropped
                     results[i] = self._fail(i, self._clients[i]._timed_out(timeout))
+        drained = self._drained(results) if frame is _reset_frame else []
         if batch.moves:
             await asyncio.gather(*(self._retry_elsewhere(i, sent[i], results) for i in batch.moves))
+        if drained:
+            await self._follow(drained, sent, results)
         return typing.cast(list[Result], results)
 
     async def _retry_elsewhere(self, index: int, frame: str, results: list[Result | None]) -> None:
@@ -334,6 +352,36 @@ class EnvPool(Generic[ClientT]):
                 self._release(client.base_url, full=True)
         result = results[index]
         self._errors[index] = result if isinstance(result, EnvError) else None
+
+    def _drained(self, results: Sequence[Result | None]) -> list[int]:
+        """Slots whose reset a draining replica left unanswered (it closed them with 1012)."""
+        if not self.follow_drain:
+            return []
+        return [
+            i
+            for i, r in enumerate(results)
+            if isinstance(r, EnvError) and r.details.get("close_code") == CLOSE_SERVICE_RESTART
+        ]
+
+    async def _follow(
+        self, slots: list[int], sent: list[str], results: list[Result | None]
+    ) -> None:
+        """Open ``slots`` anew on the replicas that take sessions (one ``/health`` reading
+        places them all) and send each its reset there."""
+        moved = await self.replace_slots(slots)
+
+        async def resend(index: int) -> None:
+            client = self._clients[index]
+            try:
+                results[index] = client._parse_result(await client._request(sent[index]))
+            except EnvError as error:
+                results[index] = self._fail(index, error)
+
+        await asyncio.gather(*(resend(i) for i in moved))
+        for i in slots:
+            if i not in moved:
+                results[i] = self._errors[i]
+        self.drain_moves += len(moved)
 
     def _fail(self, index: int, error: EnvError) -> EnvError:
         self._errors[index] = error

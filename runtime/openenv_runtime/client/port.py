@@ -69,6 +69,9 @@ class SlotPool(Protocol):
     @property
     def timeout(self) -> float | None: ...
 
+    follow_drain: bool
+    drain_moves: int
+
     @property
     def _clients(self) -> Sequence[SessionPort]: ...
 

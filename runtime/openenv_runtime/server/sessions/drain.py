@@ -25,12 +25,11 @@ import time
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from openenv_runtime.protocol import CLOSE_GOING_AWAY
+from openenv_runtime.protocol import CLOSE_GOING_AWAY, CLOSE_SERVICE_RESTART
 from openenv_runtime.server.sessions.registry import SessionManager
 
 logger = logging.getLogger("openenv_runtime.server")
 
-CLOSE_SERVICE_RESTART = 1012
 SUPERVISOR_VARIABLE = "OPENENV_SUPERVISOR_PID"
 """Set in each worker of a multi-worker server: the process that runs them."""
 DRAIN_SIGNAL = signal.SIGUSR1

@@ -25,6 +25,7 @@ from openenv_runtime.observability.tracing import (
 from openenv_runtime.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
+    CLOSE_SERVICE_RESTART,
     ErrorCode,
     decode,
     encode,
@@ -41,7 +42,6 @@ from openenv_runtime.server.guards.limits import validation_errors as bounded_va
 from openenv_runtime.server.metrics import WS_DONE, WS_ERROR, WS_INVALID, WS_OK, WS_TIMEOUT, Tally
 from openenv_runtime.server.running.adapter import ContractViolation, PlainStep, StepTimeout
 from openenv_runtime.server.sessions import resume
-from openenv_runtime.server.sessions.drain import CLOSE_SERVICE_RESTART
 from openenv_runtime.server.sessions.registry import Session, SessionManager
 from openenv_runtime.server.ws import vector
 from openenv_runtime.server.ws.handshake import (

@@ -40,6 +40,7 @@ from openenv_runtime.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
     CLOSE_POLICY_VIOLATION,
+    CLOSE_SERVICE_RESTART,
     CLOSE_TRY_AGAIN_LATER,
     ErrorCode,
     error_message,
@@ -50,7 +51,6 @@ from openenv_runtime.server.guards.auth import selected_subprotocol
 from openenv_runtime.server.guards.limits import client_identity
 from openenv_runtime.server.running.adapter import PlainStep, StepTimeout
 from openenv_runtime.server.sessions import resume
-from openenv_runtime.server.sessions.drain import CLOSE_SERVICE_RESTART
 from openenv_runtime.server.sessions.registry import SessionManager
 from openenv_runtime.server.sessions.session import Session
 from openenv_runtime.server.ws.handshake import RETRY_AFTER_SECONDS, describe_exception
