@@ -45,7 +45,7 @@ VERBS: dict[str, Verb] = {
     ),
     "import": Verb(
         "openenv_cli.commands.import_",
-        "Write a project that serves a library's environment: Gymnasium, reasoning-gym, TextArena.",
+        "Write a project that serves a library's environment or a Harbor task.",
         (
             "openenv import gymnasium:CartPole-v1 --out cart_pole",
             "openenv import 'reasoning_gym:leg_counting?size=500&seed=3' --name legs",

@@ -2,7 +2,7 @@
 
     python benchmarks/scale/connect_latency.py --label before            # the curve, as rendered
     python benchmarks/scale/connect_latency.py --rate 250    # 250 connects a second
-    python benchmarks/scale/connect_latency.py --sizes 16384 --flame benchmarks/scale/connect-flame.svg
+    python benchmarks/scale/connect_latency.py --sizes 16384 --flame benchmarks/scale/connect-flame-after.svg
 
 Session start = from the client opening its TCP connection to the first ``reset`` answered
 (TCP connect + WebSocket upgrade through Envoy to a replica + the replica building the

@@ -54,8 +54,10 @@ def command(
         ),
     ] = False,
 ) -> None:
-    """Write a project that serves a library's environment (Gymnasium, reasoning-gym,
-    TextArena, verifiers), or a Harbor task run inside its own image.
+    """Write a project that serves a library's environment or a Harbor task.
+
+    The families: Gymnasium, reasoning-gym, TextArena, verifiers, and Harbor task folders
+    (the task runs inside its own image).
 
     The project is an ordinary one ([bold]openenv validate[/], [bold]build[/] and
     [bold]push[/] take it): [bold]models.py[/] names the classes the runtime adapts from the

@@ -14,6 +14,7 @@ import pytest
 from websockets.sync.client import connect
 
 from openenv_runtime import create_app
+from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.mcp_echo import ToolEchoEnvironment
@@ -121,7 +122,8 @@ def tool_app(capacity: int = 2, **kw: Any) -> Any:
         def list_splits(self) -> list[str]:
             return ["train"]
 
-    return create_app(TaskTools, None, None, max_concurrent_envs=capacity, **kw)
+    settings = ServerSettings(**kw) if kw else None
+    return create_app(TaskTools, None, None, max_concurrent_envs=capacity, settings=settings)
 
 
 def test_session_less_calls_and_task_routes_count_against_capacity() -> None:
