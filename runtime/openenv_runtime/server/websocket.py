@@ -294,7 +294,13 @@ class WebSocketEndpoint(SessionOpening):
             or msg.get("type") != "step"
         ):
             return None
-        reply = self._step_inline(session, msg.get("data"))
+        try:  # an Observation, not a coroutine: the step runs inline (checked above)
+            obs: Any = self.steps.run(session, msg.get("data"))
+        except Exception as exc:
+            reply = self._failure(session, "step", exc)
+        else:
+            session.episode_open = not obs.done
+            reply = observation_message(obs)
         session.last_active = monotonic()
         return reply
 
@@ -377,7 +383,7 @@ class WebSocketEndpoint(SessionOpening):
         runs inline, numbered or not; ``None`` for any other frame (it then takes the loop in
         ``__call__``, which answers it as before, errors included)."""
         max_bytes = self.max_message_bytes
-        step_inline = self._step_inline
+        run, failure = self.steps.run, self._failure
         tally = self.tally
 
         def answer(frame: str) -> str | None:
@@ -395,7 +401,13 @@ class WebSocketEndpoint(SessionOpening):
             seq = None if state is None else _new_request(state, generation, msg)
             if seq is False:
                 return None
-            reply = step_inline(session, msg.get("data"))
+            try:  # an Observation, not a coroutine: the step runs inline (checked above)
+                obs: Any = run(session, msg.get("data"))
+            except Exception as exc:
+                reply = failure(session, "step", exc)
+            else:
+                session.episode_open = not obs.done
+                reply = observation_message(obs)
             session.last_active = monotonic()
             if tally is not None:
                 tally.inline_steps += 1
@@ -405,23 +417,11 @@ class WebSocketEndpoint(SessionOpening):
 
         return answer
 
-    def _step_inline(self, session: Session, data: Any) -> str:
-        """The reply to a step whose plain ``step()`` runs inline."""
-        steps = self.steps
-        try:
-            obs = steps.run(session, steps.action(data))
-        except ActionRefused as refused:
-            return error_message(ErrorCode.VALIDATION_ERROR, refused.message, **refused.extra)
-        except Exception as exc:
-            return self._failure(session, "step", exc)
-        if not isinstance(obs, Observation):  # not inline after all: never, the callers checked
-            obs.close()
-            return self._failure(session, "step", RuntimeError("the step does not run inline"))
-        session.episode_open = not obs.done
-        return observation_message(obs)
-
     def _failure(self, session: Session, kind: Any, exc: Exception) -> str:
-        """The reply when handling a ``kind`` message raised ``exc`` (logged here)."""
+        """The reply when handling a ``kind`` message raised ``exc`` (logged here, unless the
+        action was refused)."""
+        if isinstance(exc, ActionRefused):
+            return error_message(ErrorCode.VALIDATION_ERROR, exc.message, **exc.extra)
         if isinstance(exc, StepTimeout):
             logger.error("session %s ended: %s", session.label, exc)
             self.manager.abandoned += 1
@@ -464,12 +464,7 @@ class WebSocketEndpoint(SessionOpening):
             return self._failure(session, kind, exc)
 
     async def _on_step(self, session: Session, msg: dict[str, Any]) -> Any:
-        steps = self.steps
-        try:
-            action = steps.action(msg.get("data"))
-        except ActionRefused as refused:
-            return error_message(ErrorCode.VALIDATION_ERROR, refused.message, **refused.extra)
-        obs = steps.run(session, action)
+        obs = self.steps.run(session, msg.get("data"))  # ActionRefused: see _failure
         if not isinstance(obs, Observation):
             obs = await obs
         session.episode_open = not obs.done
