@@ -344,8 +344,15 @@ def create_app(
             described.update({k: v for k, v in told.items() if v is not None}, custom=True)
         return {k: v for k, v in described.items() if k != "custom"}
 
-    if not ref.production:
-        _add_routes(app, build_http_router(manager, action_cls, auth_required=bool(api_key)))
+    http_step = None
+    if not ref.production:  # POST /step: answered by http_step, declared by the route
+        http_step = HttpStep(
+            manager,
+            action_validator(action_cls),
+            len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED,
+            partial(FastAPI.__call__, app),
+        )
+        _add_routes(app, build_http_router(manager, http_step.answer, bool(api_key)))
     _add_routes(app, build_checkpoint_router(checkpointer, auth_required=bool(api_key)))
     _add_routes(app, build_mcp_router(mcp_handler))
     # Last: its /{env_name}/... patterns must not shadow the routes above.
@@ -363,16 +370,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_message_bytes)
     if api_key:
         app.add_middleware(BearerAuthMiddleware, api_key=api_key, public=public)
-    if not ref.production:  # the same middlewares around the raw POST /step
-        fast: Any = BodyLimitMiddleware(
-            HttpStep(
-                manager,
-                action_validator(action_cls),
-                len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED,
-                partial(FastAPI.__call__, app),
-            ),
-            max_bytes=config.max_message_bytes,
-        )
+    if http_step is not None:  # the same middlewares around the raw POST /step
+        fast: Any = BodyLimitMiddleware(http_step, max_bytes=config.max_message_bytes)
         app.http_step = BearerAuthMiddleware(fast, api_key, public) if api_key else fast
     return app
 

@@ -49,7 +49,12 @@ from openenv_runtime.protocol import (
 from openenv_runtime.server.guards.limits import client_identity, validation_errors
 from openenv_runtime.server.running.adapter import Exhausted, StepTimeout
 from openenv_runtime.server.sessions.registry import NoCapacity, Session, SessionManager
-from openenv_runtime.server.ws.endpoint import _CLOSE, WebSocketEndpoint, _Final, describe_exception
+from openenv_runtime.server.ws.endpoint import (
+    CLOSE_REPLY,
+    FinalReply,
+    WebSocketEndpoint,
+    describe_exception,
+)
 
 logger = logging.getLogger("openenv_runtime.server")
 
@@ -326,8 +331,6 @@ async def serve_attached(
         await send({"type": "websocket.send", "text": error_message(ErrorCode.SESSION_ERROR, text)})
         await send({"type": "websocket.close", "code": CLOSE_NORMAL})
         return
-    if session.step is None:
-        session.step = endpoint.runner.bind_step(session.env)
     try:
         while True:
             message = await receive()
@@ -335,20 +338,15 @@ async def serve_attached(
                 return
             frame = message.get("text") or message.get("bytes") or b""
             async with session.lock:  # HTTP calls on the same session wait their turn
-                session.busy = True
-                try:
-                    reply = await endpoint._handle(session, frame)
-                finally:
-                    session.busy = False
-                    session.last_active = time.monotonic()
-            if reply is _CLOSE:
+                reply = await endpoint.answer_frame(session, frame)
+            if reply is CLOSE_REPLY:
                 await send({"type": "websocket.close", "code": CLOSE_NORMAL})
                 return
             if not isinstance(reply, str):  # any other sentinel (a drain): end this socket
                 await send({"type": "websocket.close", "code": CLOSE_NORMAL})
                 return
             await send({"type": "websocket.send", "text": reply})
-            if type(reply) is _Final:
+            if type(reply) is FinalReply:
                 await endpoint.manager.release(session)
                 await send({"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR})
                 return

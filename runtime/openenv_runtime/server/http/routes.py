@@ -13,35 +13,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from functools import partial
+from collections.abc import Awaitable, Callable, Mapping
 from time import perf_counter
 from typing import Any
 
 from fastapi import APIRouter, Body, Header, Query, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import from_json
 
-from openenv_runtime.models import Action, Observation
 from openenv_runtime.observability.tracing import TRACEPARENT, SessionSpan, context_from, failed
 from openenv_runtime.protocol import ErrorCode, observation_payload
-from openenv_runtime.server.guards.limits import (
-    EXTRA_FIELDS_ALLOWED,
-    client_identity,
-    too_many_fields,
-)
-from openenv_runtime.server.metrics import (
-    HTTP_DONE,
-    HTTP_ERROR,
-    HTTP_INVALID,
-    HTTP_OK,
-    HTTP_TIMEOUT,
-)
-from openenv_runtime.server.running.actions import action_validator
+from openenv_runtime.server.guards.limits import client_identity
 from openenv_runtime.server.running.adapter import ContractViolation, Exhausted, StepTimeout
 from openenv_runtime.server.sessions.registry import Session, SessionManager
-from openenv_runtime.server.ws.endpoint import describe_exception, invalid_action
+from openenv_runtime.server.ws.endpoint import describe_exception
 from openenv_runtime.server.ws.handshake import RETRY_AFTER_SECONDS
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -78,7 +64,7 @@ class StepResponse(BaseModel):
     session_id: str
 
 
-def _error(status: int, code: ErrorCode, message: str, **extra: Any) -> JSONResponse:
+def error_response(status: int, code: ErrorCode, message: str, **extra: Any) -> JSONResponse:
     """The error reply; a 503 (full, draining, no environment to start now) is temporary and
     says when to retry (``Retry-After``), as the WebSocket handshake's refusal does."""
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
@@ -96,38 +82,15 @@ _NO_SESSION = (
 def lookup_session(manager: SessionManager, session_id: str | None) -> Session | JSONResponse:
     """The HTTP session named ``session_id``, or the error response that says why not."""
     if not session_id:
-        return _error(400, ErrorCode.SESSION_ERROR, _NO_SESSION)
+        return error_response(400, ErrorCode.SESSION_ERROR, _NO_SESSION)
     session = manager.sessions.get(session_id)
     if session is None or session.kind != "http":
-        return _error(
+        return error_response(
             404,
             ErrorCode.SESSION_ERROR,
             "This session does not exist or has expired; call POST /reset to open a new one.",
         )
     return session
-
-
-async def counted(
-    manager: SessionManager, call: Callable[[Any], Awaitable[Observation]], action: Any
-) -> Observation:
-    """``await call(action)``: one HTTP step, counted for /metrics with its outcome and time."""
-    start = perf_counter()
-    try:
-        obs = await call(action)
-    except Exception as exc:
-        failed = HTTP_TIMEOUT if isinstance(exc, StepTimeout) else HTTP_ERROR
-        manager.tally.step(failed, perf_counter() - start)
-        raise
-    manager.tally.step(HTTP_DONE if obs.done else HTTP_OK, perf_counter() - start)
-    return obs
-
-
-def refused_action(
-    manager: SessionManager, status: int, message: str, **extra: Any
-) -> JSONResponse:
-    """The reply to an HTTP step whose action is refused (counted as an invalid step)."""
-    manager.tally.steps[HTTP_INVALID] += 1
-    return _error(status, ErrorCode.VALIDATION_ERROR, message, **extra)
 
 
 async def run_call(
@@ -139,7 +102,7 @@ async def run_call(
     assert session.lock is not None
     async with session.lock:
         if session.released:
-            return _error(
+            return error_response(
                 404,
                 ErrorCode.SESSION_ERROR,
                 "The session expired meanwhile; call POST /reset again.",
@@ -155,14 +118,14 @@ async def run_call(
             session.ended_by = "step_timeout"
             session.env = None  # abandoned: the runner closes it when its call returns
             await manager.release(session)
-            return _error(504, ErrorCode.STEP_TIMEOUT, str(exc))
+            return error_response(504, ErrorCode.STEP_TIMEOUT, str(exc))
         except ContractViolation as exc:
             logger.error("%s", exc)
-            return _error(500, ErrorCode.EXECUTION_ERROR, str(exc))
+            return error_response(500, ErrorCode.EXECUTION_ERROR, str(exc))
         except Exception as exc:
             # logged like the WebSocket's: the client gets one line, the log the traceback
             logger.exception("environment raised during HTTP %s", what)
-            return _error(500, ErrorCode.EXECUTION_ERROR, describe_exception(exc))
+            return error_response(500, ErrorCode.EXECUTION_ERROR, describe_exception(exc))
         finally:
             session.busy = False
             session.last_active = time.monotonic()
@@ -201,12 +164,14 @@ async def traced_call(tracer: Any, session: Session, call: Any, what: str, sent:
 
 
 def build_http_router(
-    manager: SessionManager, action_cls: type[Action], auth_required: bool = False
+    manager: SessionManager,
+    answer_step: Callable[[Mapping[str, Any], dict[str, Any], str | None], Awaitable[Any]],
+    auth_required: bool = False,
 ) -> APIRouter:
+    """``/reset``, ``/step``, ``/state`` and ``/close``; ``answer_step`` answers a step
+    (``http_step.HttpStep.answer``: the body, or the error response)."""
     router = APIRouter(tags=["HTTP sessions"])
     runner = manager.runner
-    validate_action = action_validator(action_cls)
-    max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
 
     def lookup(session_id: str | None) -> Session | JSONResponse:
         return lookup_session(manager, session_id)
@@ -233,7 +198,7 @@ def build_http_router(
             opened = manager.open("http", client)
             if opened is None:
                 refused = manager.refusal(client)
-                return _error(
+                return error_response(
                     refused.status, ErrorCode.CAPACITY_REACHED, refused.message, **refused.details
                 )
             session = opened
@@ -245,12 +210,12 @@ def build_http_router(
                     session.env = None  # abandoned: closed when its constructor returns
                 session.ended_by = "factory_error"
                 await manager.release(session)
-                return _error(503, ErrorCode.FACTORY_ERROR, str(exc))
+                return error_response(503, ErrorCode.FACTORY_ERROR, str(exc))
             except Exception as exc:
                 logger.exception("creating the environment failed (HTTP /reset)")
                 session.ended_by = "factory_error"
                 await manager.release(session)
-                return _error(500, ErrorCode.FACTORY_ERROR, describe_exception(exc))
+                return error_response(500, ErrorCode.FACTORY_ERROR, describe_exception(exc))
         options = request.model_dump(exclude={"session_id"}, exclude_none=True)
 
         async def call() -> Any:
@@ -277,24 +242,13 @@ def build_http_router(
         x_session_id: str | None = Header(default=None),
         query_session: str | None = Query(default=None, alias="session_id"),
     ) -> Any:
-        found = lookup(request.session_id or query_session or x_session_id)
-        if isinstance(found, JSONResponse):
-            return found
-        session = found
-        too_many = too_many_fields(request.action, max_action_fields)
-        if too_many is not None:
-            return refused_action(manager, 422, str(too_many))
-        try:
-            action = validate_action(request.action)
-        except ValidationError as exc:
-            return refused_action(manager, 422, **invalid_action(exc))
-
-        async def call() -> Any:
-            session.stepped = True
-            obs = await counted(manager, partial(runner.step, session.env), action)
-            return {**observation_payload(obs), "session_id": session.id}
-
-        return await run(session, call, "step", http.headers.get(TRACEPARENT))
+        # The request as the framework parsed it (the raw handler hands over what it does not
+        # expect, and a mounted app's requests come this way); answered by the one handler.
+        given = request.session_id or query_session or x_session_id
+        reply = await answer_step(http.scope, request.action, given)
+        if isinstance(reply, bytes):
+            return Response(reply, media_type="application/json")
+        return reply
 
     @router.get("/state", summary="State of the HTTP session that /reset opened")
     async def state(

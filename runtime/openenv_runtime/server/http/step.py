@@ -1,34 +1,43 @@
-"""``POST /step`` of an HTTP session as a raw ASGI handler: the same answers, less machinery.
+"""``POST /step`` of an HTTP session: one answer, taken by a raw ASGI handler or by the route.
 
-Through the framework a step request is parsed into a request model, its header and query
-parameters are resolved by dependency injection, the returned dict is validated against the
-response model and encoded with ``json.dumps``: most of the request's cost. Here the body is
-parsed once (pydantic-core), the action validated once, and the reply encoded once from the
-observation's own serializer (:func:`~openenv_runtime.protocol.http_step_body`).
-
-Every check stays: the body limit and the token (the same middlewares wrap this handler), the
-session lookup and its one-request-at-a-time lock, the field-count bound, action validation,
-the step timeout and error reporting (the same functions as the route). Anything this
-handler does not expect — a content type other than JSON, a body that is not an object with
-an ``action`` object, a ``session_id`` that is not a string — is handed to the framework's
-route with the body replayed, so its answers (and error formats) are unchanged.
+The route (``http_api.py``) declares ``POST /step`` (its OpenAPI entry, and the framework's
+answers to a request it cannot parse); :meth:`HttpStep.answer` answers it, and the step itself
+is decided and run by the server's one step function (``stepping.py``). The server's app
+(``app.py``) sends a ``POST /step`` straight to :class:`HttpStep`, which skips the framework's
+machinery for a plain JSON request: the body is parsed once (pydantic-core), the action
+validated once, and the reply encoded once from the observation's own serializer
+(:func:`~openenv_runtime.protocol.http_step_body`), where through the framework a request
+model, dependency injection, a response model and ``json.dumps`` took most of the request's
+cost. Every check stays: the body limit and the token (the same middlewares wrap this
+handler), the session lookup and its one-request-at-a-time lock, the field-count bound,
+action validation, the step timeout and error reporting. Anything this handler does not
+expect — a content type other than JSON, a body that is not an object with an ``action``
+object, a ``session_id`` that is not a string — is handed to the framework (and so to the
+route) with the body replayed, so its answers (and error formats) are unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-from pydantic import ValidationError
 from pydantic_core import from_json
 from starlette.responses import JSONResponse
 
-from openenv_runtime.protocol import http_step_body
-from openenv_runtime.server.guards.limits import BodyTooLarge, too_many_fields
-from openenv_runtime.server.http.routes import counted, lookup_session, refused_action, run_call
+from openenv_runtime.models import Observation
+from openenv_runtime.protocol import ErrorCode, http_step_body
+from openenv_runtime.server.guards.limits import BodyTooLarge
+from openenv_runtime.server.http.routes import error_response, lookup_session, run_call
+from openenv_runtime.server.metrics import (
+    HTTP_DONE,
+    HTTP_ERROR,
+    HTTP_INVALID,
+    HTTP_OK,
+    HTTP_TIMEOUT,
+)
 from openenv_runtime.server.sessions.registry import SessionManager
-from openenv_runtime.server.ws.endpoint import invalid_action
+from openenv_runtime.server.stepping import ActionRefused, Stepper
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
@@ -46,7 +55,7 @@ def _json_content(scope: dict[str, Any]) -> bool:
     return True
 
 
-def _session_id(scope: dict[str, Any], given: Any) -> str | None:
+def _session_id(scope: Mapping[str, Any], given: Any) -> str | None:
     """The body's ``session_id``, else the query parameter (last one wins), else the header."""
     if given:
         return str(given)
@@ -76,9 +85,13 @@ class HttpStep:
         fallback: ASGIApp,
     ) -> None:
         self.manager = manager
-        self.runner = manager.runner
-        self.validate_action = validate_action
-        self.max_action_fields = max_action_fields
+        self.steps = Stepper(
+            manager.runner,
+            validate_action,
+            max_action_fields,
+            manager.tally,
+            (HTTP_OK, HTTP_DONE, HTTP_INVALID, HTTP_ERROR, HTTP_TIMEOUT),
+        )
         self.fallback = fallback
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -100,7 +113,7 @@ class HttpStep:
             await self.fallback(scope, _replay(body, receive), send)
             return
         data, given = request
-        response = await self._step(scope, data, given)
+        response = await self.answer(scope, data, given)
         if isinstance(response, bytes):
             await send(
                 {
@@ -128,26 +141,24 @@ class HttpStep:
             return None
         return data, given
 
-    async def _step(self, scope: dict[str, Any], data: dict[str, Any], given: Any) -> Any:
+    async def answer(self, scope: Mapping[str, Any], data: dict[str, Any], given: Any) -> Any:
+        """The reply to a step of the session named by ``given`` (the body's ``session_id``)
+        or by the request (``scope``): the JSON body (``bytes``), or the error response."""
         found = lookup_session(self.manager, _session_id(scope, given))
         if isinstance(found, JSONResponse):
             return found
         session = found
-        too_many = too_many_fields(data, self.max_action_fields)
-        if too_many is not None:
-            return refused_action(self.manager, 422, str(too_many))
+        steps = self.steps
         try:
-            action = self.validate_action(data)
-        except ValidationError as exc:
-            return refused_action(self.manager, 422, **invalid_action(exc))
-        runner = self.runner
+            action = steps.action(data)
+        except ActionRefused as refused:
+            return error_response(422, ErrorCode.VALIDATION_ERROR, refused.message, **refused.extra)
 
         async def call() -> bytes:
             session.stepped = True  # a used session: the unused-session limit no longer applies
-            step = session.step
-            if step is None:  # bound once per session, as the WebSocket's is
-                step = session.step = runner.bind_step(session.env)
-            obs = await counted(self.manager, step, action)
+            obs = steps.run(session, action)
+            if not isinstance(obs, Observation):
+                obs = await obs
             return http_step_body(obs, session.id)
 
         sent = None

@@ -135,6 +135,10 @@ class PlainStep:
         result = self.placement.call_inline(self.func, action)
         if isinstance(result, Observation):
             return result
+        return self.checked(result)
+
+    def checked(self, result: Any) -> Observation:
+        """``result`` of ``step()`` when it is an observation; else ``ContractViolation``."""
         return self.runner._check_observation(self.env, "step", result)
 
     async def __call__(self, action: Any) -> Observation:

@@ -33,16 +33,12 @@ from openenv_runtime.protocol import (
     observation_message,
     state_message,
 )
-from openenv_runtime.server.guards.limits import (
-    EXTRA_FIELDS_ALLOWED,
-    invalid_action_text,
-    too_many_fields,
-)
-from openenv_runtime.server.guards.limits import validation_errors as bounded_validation_errors
+from openenv_runtime.server.guards.limits import EXTRA_FIELDS_ALLOWED
 from openenv_runtime.server.metrics import WS_DONE, WS_ERROR, WS_INVALID, WS_OK, WS_TIMEOUT, Tally
 from openenv_runtime.server.running.adapter import ContractViolation, PlainStep, StepTimeout
 from openenv_runtime.server.sessions import resume
 from openenv_runtime.server.sessions.registry import Session, SessionManager
+from openenv_runtime.server.stepping import ActionRefused, Stepper
 from openenv_runtime.server.ws import vector
 from openenv_runtime.server.ws.handshake import (
     HEADER_BALANCER,
@@ -50,8 +46,7 @@ from openenv_runtime.server.ws.handshake import (
     SessionOpening,
     describe_exception,
 )
-from openenv_runtime.server.ws.inline_frames import EXTENSION as INLINE_FRAMES
-from openenv_runtime.server.ws.inline_frames import FrameHandler
+from openenv_runtime.server.ws.inline_frames import FrameHandler, offer_frame_handler
 
 if TYPE_CHECKING:
     from openenv_runtime.server.sessions.checkpoint_ops import Checkpointer
@@ -60,26 +55,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger("openenv_runtime.server")
 
 __all__ = [
+    "CLOSE_REPLY",
     "HEADER_BALANCER",
     "RETRY_AFTER_SECONDS",
+    "FinalReply",
     "WebSocketEndpoint",
     "describe_exception",
-    "invalid_action",
 ]
 
-_CLOSE = object()  # sentinel reply: end the session
+CLOSE_REPLY = object()  # sentinel reply: end the session
 _MOVE = object()  # sentinel reply: draining, a reset arrived: end the session without applying it
 
 
-class _Final(str):
+class FinalReply(str):
     """A reply after which the session ends (close 1011): the step overran its timeout."""
-
-
-def invalid_action(exc: ValidationError) -> dict[str, Any]:
-    """An invalid action's reply: a ``message`` naming the first wrong field, the ``errors``
-    (the first few) and ``error_count``."""
-    errors, total = bounded_validation_errors(exc)
-    return {"message": invalid_action_text(errors, total), "errors": errors, "error_count": total}
 
 
 def record_reply(span: Any, reply: str) -> None:
@@ -134,12 +123,19 @@ class WebSocketEndpoint(SessionOpening):
         self.manager = manager
         self.runner = manager.runner
         self.action_cls = action_cls
-        self.validate_action = validate_action or action_cls.__pydantic_validator__.validate_python
+        # Checks and runs every step of this endpoint, counted for /metrics (stepping.py).
+        self.steps = Stepper(
+            manager.runner,
+            validate_action or action_cls.__pydantic_validator__.validate_python,
+            len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED,
+            tally,
+            (WS_OK, WS_DONE, WS_INVALID, WS_ERROR, WS_TIMEOUT),
+        )
         self.max_message_bytes = max_message_bytes
-        self.max_action_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
         self.auth_required = auth_required
         self.capacity_refusal = capacity_refusal  # auto | http | message (see settings.py)
-        self.inline_frames = inline_frames  # cheap plain steps answered below ASGI
+        # Cheap plain steps answered below ASGI (inline_frames.py); never with tracing on.
+        self.inline_frames = inline_frames and tracer is None
         # Reference features (server/mcp.py): {"type": "mcp"} frames and /ws?session_id=
         # attaching to a session opened over HTTP.
         self.mcp = mcp
@@ -148,148 +144,222 @@ class WebSocketEndpoint(SessionOpening):
         self.checkpoints = checkpoints
         # Vector sessions (server/ws/vector.py): set by create_app unless OPENENV_MAX_VECTOR_ENVS=0.
         self.vectors: vector.VectorSessions | None = None
-        # What each step adds to /metrics; None with metrics off (server/metrics.py).
-        self.tally = tally
         # OpenTelemetry (observability/tracing.py): None with tracing off. On, every reset and
         # step goes through _dispatch, which the traced one replaces (no inline steps).
         self.tracer = tracer
-        if tracer is not None:
-            self.inline_frames = False
+        if tracer is not None:  # every step through _dispatch, none answered at once
             self._dispatch = self._traced_dispatch  # type: ignore[method-assign]
+            self._step_now = _declined  # type: ignore[method-assign]
+        # The reply to each type of message (the inline step aside): see _dispatch.
+        self._answers: dict[Any, Callable[[Session, dict[str, Any]], Awaitable[Any]]] = {
+            "step": self._on_step,
+            "reset": self._on_reset,
+            "state": self._on_state,
+            "close": self._on_close,
+            "checkpoint": self._on_checkpoint,
+            "restore": self._on_checkpoint,
+            "mcp": self._on_mcp,
+        }
+
+    @property
+    def validate_action(self) -> Callable[[Any], Any]:
+        """The action model's validator (``create_app`` may set another)."""
+        return self.steps.validate_action
+
+    @validate_action.setter
+    def validate_action(self, validate: Callable[[Any], Any]) -> None:
+        self.steps.validate_action = validate
+
+    @property
+    def tally(self) -> Tally | None:
+        """What each step adds to /metrics; ``None`` with metrics off (server/metrics.py)."""
+        return self.steps.tally
+
+    @tally.setter
+    def tally(self, tally: Tally | None) -> None:
+        self.steps.tally = tally
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        if self.attach is not None and b"session_id=" in scope.get("query_string", b""):
-            await self.attach(self, scope, receive, send)
+        session = await self._start(scope, receive, send)
+        if session is None:
             return
-        if self.vectors is not None:
-            vector_size = vector.requested(scope)
-            if vector_size is not None:
-                await self.vectors.serve(scope, receive, send, vector_size)
-                return
-        manager = self.manager
-        key, token = resume.handshake(scope) if manager.lifecycle.resume_grace > 0 else (None, None)
-        if key is not None and token is not None:
-            session = await self._reattach(scope, send, key.decode(), token)
-            if session is None:
-                return
-        else:
-            start: Blob | None = None
-            checkpoints = self.checkpoints
-            if checkpoints is not None:  # X-OpenEnv-Restore: checked before any session
-                asked = await checkpoints.from_handshake(scope, send)
-                if asked is False:
-                    return
-                start = asked
-            session = await self._open(scope, send, key)
-            if session is None:
-                return
-            if (
-                start is not None
-                and checkpoints is not None
-                and not await checkpoints.start_from(session, start, send)
-            ):
-                return
         state = session.resume
         generation = state.generation if state is not None else 0
-        session.send = send  # lets the reaper, a drain and shutdown close this connection
+        traced = self._traced(scope, session)
+        protocol = self._offer_inline(scope, session, state, generation)
         ended_by_client = False
-        traced = None
-        if self.tracer is not None:
-            traced = SessionSpan.open(
-                self.tracer, session.label, "ws", context_from_asgi(scope.get("headers", ()))
-            )
-        # The protocol under ASGI answers cheap plain steps itself when it can (inline_frames.py).
-        protocol = None
-        if self.inline_frames and type(session.step) is PlainStep:
-            protocol = (scope.get("extensions") or {}).get(INLINE_FRAMES)
-            if protocol is not None:
-                protocol.frame_handler = self._inline_handler(session, state, generation)
+        now = self._step_now if state is None else _declined
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
-            parse, dispatch, step_inline = self.parse, self._dispatch, self._step_inline
-            max_bytes = self.max_message_bytes
+            read, reply_later = self._read, self._reply
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive" or session.released:
                     return  # disconnect, or the reaper/drain/shutdown closed it
                 if state is not None and state.generation != generation:
                     return  # a resuming connection took the session over
-                frame = message.get("text")
-                if frame is None:
-                    frame = message.get("bytes") or b""
-                try:  # parse, unrolled for a valid frame; an invalid one gets its error there
-                    msg = from_json(frame) if len(frame) <= max_bytes else None
-                except ValueError:
-                    msg = None
-                if type(msg) is not dict:
-                    msg = parse(frame)
-                step = session.step
-                if (
-                    type(step) is PlainStep
-                    and traced is None
-                    and step.placement.inline
-                    and state is None
-                    and type(msg) is dict
-                    and msg.get("type") == "step"
-                ):
-                    # A cheap plain step: no coroutine, no await, so nothing else runs meanwhile
-                    # (the reaper cannot see it busy) and the reply is ready when it returns.
-                    reply: Any = step_inline(session, step, msg.get("data"))
-                    session.last_active = monotonic()
-                else:
-                    session.busy = True
-                    try:
-                        # _handle, unrolled here: one coroutine less per frame
-                        if type(msg) is not dict:
-                            reply = msg  # the frame's error
-                        elif state is None:
-                            reply = await dispatch(session, msg)
-                        else:
-                            seq = msg.get("seq")
-                            if seq is None or msg.get("type") == "close":
-                                reply = await dispatch(session, msg)
-                            else:
-                                reply = await self._sequenced(session, state, msg, seq)
-                    finally:
-                        session.busy = False
-                        session.last_active = monotonic()
+                msg = read(message)
+                reply = now(session, msg)
+                if reply is None:
+                    reply = await reply_later(session, state, msg)
                 if state is not None and state.generation != generation:
                     return  # taken over while the step ran: its reply is kept for the new one
-                if reply is _CLOSE:
-                    ended_by_client = True
-                    await send({"type": "websocket.close", "code": CLOSE_NORMAL})
-                    return
-                if reply is _MOVE:
-                    # a new episode while draining: unanswered, so the client starts it elsewhere
-                    await manager.end(session, CLOSE_SERVICE_RESTART, "server draining", "drain")
+                if type(reply) is not str:
+                    ended_by_client = reply is CLOSE_REPLY
+                    await self._last_reply(session, reply, send)
                     return
                 await send({"type": "websocket.send", "text": reply})
-                if type(reply) is _Final:
-                    session.env = None  # abandoned: the runner closes it when its call returns
-                    await send(
-                        {
-                            "type": "websocket.close",
-                            "code": CLOSE_INTERNAL_ERROR,
-                            "reason": "step timeout",
-                        }
-                    )
-                    return
         except OSError:
             pass  # the client went away while we were sending
         finally:
-            if protocol is not None:
-                protocol.frame_handler = None
-            if traced is not None:
-                traced.end(session.ended_by)
-            if state is None or state.generation == generation:
-                if not ended_by_client and manager.can_detach(session):
-                    manager.detach(session)
-                else:
-                    await manager.release(session)
+            await self._finish(session, state, generation, protocol, traced, ended_by_client)
+
+    async def _start(self, scope: dict[str, Any], receive: Any, send: Any) -> Session | None:
+        """The connection's session: resumed, restored from a checkpoint or new (``None``:
+        refused, and the client told why, or attached to an HTTP session and served)."""
+        if self.attach is not None and b"session_id=" in scope.get("query_string", b""):
+            await self.attach(self, scope, receive, send)
+            return None
+        if self.vectors is not None:
+            vector_size = vector.requested(scope)
+            if vector_size is not None:
+                await self.vectors.serve(scope, receive, send, vector_size)
+                return None
+        key, token = (
+            resume.handshake(scope) if self.manager.lifecycle.resume_grace > 0 else (None, None)
+        )
+        if key is not None and token is not None:
+            session = await self._reattach(scope, send, key.decode(), token)
+        else:
+            start: Blob | None = None
+            checkpoints = self.checkpoints
+            if checkpoints is not None:  # X-OpenEnv-Restore: checked before any session
+                asked = await checkpoints.from_handshake(scope, send)
+                if asked is False:
+                    return None
+                start = asked
+            session = await self._open(scope, send, key)
+            if session is None:
+                return None
+            if (
+                start is not None
+                and checkpoints is not None
+                and not await checkpoints.start_from(session, start, send)
+            ):
+                return None
+        if session is not None:
+            session.send = send  # lets the reaper, a drain and shutdown close this connection
+        return session
+
+    def _traced(self, scope: dict[str, Any], session: Session) -> SessionSpan | None:
+        """The session's span, with tracing on."""
+        if self.tracer is None:
+            return None
+        return SessionSpan.open(
+            self.tracer, session.label, "ws", context_from_asgi(scope.get("headers", ()))
+        )
+
+    def _offer_inline(
+        self,
+        scope: dict[str, Any],
+        session: Session,
+        state: resume.ResumeState | None,
+        generation: int,
+    ) -> Any:
+        """The protocol under ASGI, given a frame handler when it answers cheap plain steps
+        itself (inline_frames.py); ``None`` when it does not."""
+        return offer_frame_handler(
+            scope,
+            self.inline_frames and type(session.step) is PlainStep,
+            lambda: self._inline_handler(session, state, generation),
+        )
+
+    async def _finish(
+        self,
+        session: Session,
+        state: resume.ResumeState | None,
+        generation: int,
+        protocol: Any,
+        traced: SessionSpan | None,
+        ended_by_client: bool,
+    ) -> None:
+        """The connection is over: its session detached (to resume) or released."""
+        if protocol is not None:
+            protocol.frame_handler = None
+        if traced is not None:
+            traced.end(session.ended_by)
+        if state is None or state.generation == generation:
+            if not ended_by_client and self.manager.can_detach(session):
+                self.manager.detach(session)
+            else:
+                await self.manager.release(session)
+
+    async def _last_reply(self, session: Session, reply: Any, send: Any) -> None:
+        """Send what ends the session: a close, a drain's move, or a step timeout's error."""
+        if reply is CLOSE_REPLY:
+            await send({"type": "websocket.close", "code": CLOSE_NORMAL})
+        elif reply is _MOVE:
+            # a new episode while draining: unanswered, so the client starts it elsewhere
+            await self.manager.end(session, CLOSE_SERVICE_RESTART, "server draining", "drain")
+        else:  # FinalReply
+            await send({"type": "websocket.send", "text": reply})
+            session.env = None  # abandoned: the runner closes it when its call returns
+            await send(
+                {"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR, "reason": "step timeout"}
+            )
+
+    def _read(self, message: dict[str, Any]) -> Any:
+        """The frame's JSON object, or the error reply (a ``str``) that says what is wrong."""
+        frame = message.get("text")
+        if frame is None:
+            frame = message.get("bytes") or b""
+        try:  # _parse, unrolled for a valid frame; an invalid one gets its error there
+            msg = from_json(frame) if len(frame) <= self.max_message_bytes else None
+        except ValueError:
+            msg = None
+        return msg if type(msg) is dict else self.parse(frame)
+
+    def _step_now(self, session: Session, msg: Any) -> str | None:
+        """The reply to a step whose plain ``step()`` runs inline; ``None`` for any other
+        message (no coroutine, no await, so nothing else runs meanwhile: the reaper cannot
+        see it busy, and the reply is ready when it returns)."""
+        step = session.step
+        if (
+            type(step) is not PlainStep
+            or not step.placement.inline
+            or type(msg) is not dict
+            or msg.get("type") != "step"
+        ):
+            return None
+        try:  # an Observation, not a coroutine: the step runs inline (checked above)
+            obs: Any = self.steps.run(session, msg.get("data"))
+        except Exception as exc:
+            reply = self.failure(session, "step", exc)
+        else:
+            session.episode_open = not obs.done
+            reply = observation_message(obs)
+        session.last_active = monotonic()
+        return reply
+
+    async def _reply(self, session: Session, state: resume.ResumeState | None, msg: Any) -> Any:
+        """The reply to a message that takes the loop's slow way (the session busy meanwhile)."""
+        session.busy = True
+        try:
+            if type(msg) is not dict:
+                return msg  # the frame's error
+            if state is None:
+                return await self._dispatch(session, msg)
+            seq = msg.get("seq")
+            if seq is None or msg.get("type") == "close":
+                return await self._dispatch(session, msg)
+            return await self._sequenced(session, state, msg, seq)
+        finally:
+            session.busy = False
+            session.last_active = monotonic()
 
     def parse(self, frame: str | bytes) -> Any:
         """The frame's JSON object, or the error reply (a ``str``) that says what is wrong."""
@@ -310,18 +380,9 @@ class WebSocketEndpoint(SessionOpening):
             )
         return msg
 
-    async def _handle(self, session: Session, frame: str | bytes) -> Any:
-        """One frame's reply (the loop in ``__call__`` does the same, unrolled)."""
-        msg = self.parse(frame)
-        if type(msg) is not dict:
-            return msg
-        state = session.resume
-        if state is None:
-            return await self._dispatch(session, msg)
-        seq = msg.get("seq")
-        if seq is None or msg.get("type") == "close":
-            return await self._dispatch(session, msg)
-        return await self._sequenced(session, state, msg, seq)
+    async def answer_frame(self, session: Session, frame: str | bytes) -> Any:
+        """One frame's reply, the session busy meanwhile (``mcp.serve_attached``'s frames)."""
+        return await self._reply(session, session.resume, self.parse(frame))
 
     async def _sequenced(
         self, session: Session, state: resume.ResumeState, msg: dict[str, Any], seq: Any
@@ -363,7 +424,7 @@ class WebSocketEndpoint(SessionOpening):
         runs inline, numbered or not; ``None`` for any other frame (it then takes the loop in
         ``__call__``, which answers it as before, errors included)."""
         max_bytes = self.max_message_bytes
-        step_inline = self._step_inline
+        run, failure = self.steps.run, self.failure
         tally = self.tally
 
         def answer(frame: str) -> str | None:
@@ -378,15 +439,16 @@ class WebSocketEndpoint(SessionOpening):
                 return None
             if type(msg) is not dict or msg.get("type") != "step":
                 return None
-            seq = None
-            if state is not None:
-                if state.generation != generation or state.inflight is not None:
-                    return None
-                seq = msg.get("seq")
-                # a new request only: repeats and bad numbers get their answer in _sequenced
-                if seq is not None and (type(seq) is not int or seq <= state.last_seq):
-                    return None
-            reply = step_inline(session, step, msg.get("data"))
+            seq = None if state is None else _new_request(state, generation, msg)
+            if seq is False:
+                return None
+            try:  # an Observation, not a coroutine: the step runs inline (checked above)
+                obs: Any = run(session, msg.get("data"))
+            except Exception as exc:
+                reply = failure(session, "step", exc)
+            else:
+                session.episode_open = not obs.done
+                reply = observation_message(obs)
             session.last_active = monotonic()
             if tally is not None:
                 tally.inline_steps += 1
@@ -396,54 +458,24 @@ class WebSocketEndpoint(SessionOpening):
 
         return answer
 
-    def _step_inline(self, session: Session, step: PlainStep, data: Any) -> str:
-        """The reply to a step whose plain ``step()`` runs inline (``_dispatch``'s step, unrolled)."""
-        start = perf_counter()
-        tally = self.tally
-        if type(data) is dict and len(data) > self.max_action_fields:
-            if tally is not None:
-                tally.steps[WS_INVALID] += 1
-            return error_message(
-                ErrorCode.VALIDATION_ERROR, str(too_many_fields(data, self.max_action_fields))
-            )
-        try:
-            action = self.validate_action(data)
-        except ValidationError as exc:
-            if tally is not None:
-                tally.steps[WS_INVALID] += 1
-            return error_message(ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
-        try:
-            obs = step.placement.call_inline(step.func, action)
-            if not isinstance(obs, Observation):
-                obs = self.runner._check_observation(step.env, "step", obs)
-            session.episode_open = not obs.done
-            reply = observation_message(obs)
-            if tally is not None:
-                tally.step(WS_DONE if obs.done else WS_OK, perf_counter() - start)
-            return reply
-        except Exception as exc:
-            if tally is not None:
-                tally.step(WS_ERROR, perf_counter() - start)
-            return self.failure(session, "step", exc)
-
     def action(self, data: Any) -> Any:
-        """The validated action, or the error reply (a ``str``) that says what is wrong."""
-        if type(data) is dict and len(data) > self.max_action_fields:
-            return error_message(
-                ErrorCode.VALIDATION_ERROR, str(too_many_fields(data, self.max_action_fields))
-            )
+        """The validated action, or the error reply (a ``str``) that says what is wrong
+        (vector sessions check each entry before any environment moves)."""
         try:
-            return self.validate_action(data)
-        except ValidationError as exc:
-            return error_message(ErrorCode.VALIDATION_ERROR, **invalid_action(exc))
+            return self.steps.action(data)
+        except ActionRefused as exc:
+            return error_message(ErrorCode.VALIDATION_ERROR, exc.message, **exc.extra)
 
     def failure(self, session: Session, kind: Any, exc: Exception) -> str:
-        """The reply when handling a ``kind`` message raised ``exc`` (logged here)."""
+        """The reply when handling a ``kind`` message raised ``exc`` (logged here, unless the
+        action was refused)."""
+        if isinstance(exc, ActionRefused):
+            return error_message(ErrorCode.VALIDATION_ERROR, exc.message, **exc.extra)
         if isinstance(exc, StepTimeout):
             logger.error("session %s ended: %s", session.label, exc)
             self.manager.abandoned += 1
             session.ended_by = "step_timeout"
-            return _Final(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
+            return FinalReply(error_message(ErrorCode.STEP_TIMEOUT, str(exc)))
         if isinstance(exc, ContractViolation):
             logger.error("%s", exc)
             return error_message(ErrorCode.EXECUTION_ERROR, str(exc))
@@ -463,70 +495,94 @@ class WebSocketEndpoint(SessionOpening):
             start = perf_counter()
             reply = await WebSocketEndpoint._dispatch(self, session, msg)
             span.set_attribute("openenv.duration_ms", (perf_counter() - start) * 1000)
-            if type(reply) is str or type(reply) is _Final:
+            if type(reply) is str or type(reply) is FinalReply:
                 record_reply(span, reply)
             elif reply is _MOVE:
                 span.set_attribute("openenv.outcome", "moved")
         return reply
 
     async def _dispatch(self, session: Session, msg: dict[str, Any]) -> Any:
+        """The reply to one message (its ``type`` picks the answer: ``_answers``)."""
         kind = msg.get("type")
+        answer = self._answers.get(kind) if type(kind) is str else None
+        if answer is None:
+            return _unknown(kind)
         try:
-            if kind == "step":
-                action = self.action(msg.get("data"))
-                tally = self.tally
-                if type(action) is str:
-                    if tally is not None:
-                        tally.steps[WS_INVALID] += 1
-                    return action  # the action's validation error
-                start = perf_counter()
-                try:
-                    obs = await session.step(action)
-                except Exception as exc:
-                    if tally is not None:
-                        failed = WS_TIMEOUT if isinstance(exc, StepTimeout) else WS_ERROR
-                        tally.step(failed, perf_counter() - start)
-                    raise
-                session.episode_open = not obs.done
-                reply = observation_message(obs)
-                if tally is not None:
-                    tally.step(WS_DONE if obs.done else WS_OK, perf_counter() - start)
-                return reply
-            if kind == "reset":
-                if self.manager.draining:
-                    return _MOVE
-                options = msg.get("data")
-                if options is None:
-                    options = {}
-                elif not isinstance(options, dict):
-                    return error_message(
-                        ErrorCode.VALIDATION_ERROR,
-                        'reset data must be an object, e.g. {"seed": 1}.',
-                    )
-                start = perf_counter()
-                try:
-                    obs = await self.runner.reset(session.env, options)
-                except Exception:
-                    if self.tally is not None:
-                        self.tally.reset("ws", False, perf_counter() - start)
-                    raise
-                if self.tally is not None:
-                    self.tally.reset("ws", True, perf_counter() - start)
-                session.episode_open = not obs.done
-                return observation_message(obs)
-            if kind == "state":
-                state: State = await self.runner.state(session.env)
-                return state_message(state)
-            if kind == "close":
-                return _CLOSE
-            if (kind == "checkpoint" or kind == "restore") and self.checkpoints is not None:
-                return await self.checkpoints.handle(session, kind, msg.get("data"))
-            if kind == "mcp" and self.mcp is not None:
-                answer = await self.mcp(msg.get("data"), current=session)
-                return encode({"type": "mcp", "data": answer})
+            return await answer(session, msg)
         except Exception as exc:
             return self.failure(session, kind, exc)
-        return error_message(
-            ErrorCode.UNKNOWN_TYPE,
-            f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp, checkpoint, restore.",
-        )
+
+    async def _on_step(self, session: Session, msg: dict[str, Any]) -> Any:
+        obs = self.steps.run(session, msg.get("data"))  # ActionRefused: see _failure
+        if not isinstance(obs, Observation):
+            obs = await obs
+        session.episode_open = not obs.done
+        return observation_message(obs)
+
+    async def _on_reset(self, session: Session, msg: dict[str, Any]) -> Any:
+        if self.manager.draining:
+            return _MOVE
+        options = msg.get("data")
+        if options is None:
+            options = {}
+        elif not isinstance(options, dict):
+            return error_message(
+                ErrorCode.VALIDATION_ERROR,
+                'reset data must be an object, e.g. {"seed": 1}.',
+            )
+        start = perf_counter()
+        tally = self.tally
+        try:
+            obs = await self.runner.reset(session.env, options)
+        except Exception:
+            if tally is not None:
+                tally.reset("ws", False, perf_counter() - start)
+            raise
+        if tally is not None:
+            tally.reset("ws", True, perf_counter() - start)
+        session.episode_open = not obs.done
+        return observation_message(obs)
+
+    async def _on_state(self, session: Session, msg: dict[str, Any]) -> Any:
+        state: State = await self.runner.state(session.env)
+        return state_message(state)
+
+    async def _on_close(self, session: Session, msg: dict[str, Any]) -> Any:
+        return CLOSE_REPLY
+
+    async def _on_checkpoint(self, session: Session, msg: dict[str, Any]) -> Any:
+        if self.checkpoints is None:
+            return _unknown(msg.get("type"))
+        return await self.checkpoints.handle(session, str(msg.get("type")), msg.get("data"))
+
+    async def _on_mcp(self, session: Session, msg: dict[str, Any]) -> Any:
+        if self.mcp is None:
+            return _unknown(msg.get("type"))
+        reply = await self.mcp(msg.get("data"), current=session)
+        return encode({"type": "mcp", "data": reply})
+
+
+def _unknown(kind: Any) -> str:
+    """The reply to a message of a type this server does not answer."""
+    return error_message(
+        ErrorCode.UNKNOWN_TYPE,
+        f"Unknown message type {kind!r}; expected one of reset, step, state, close, mcp, checkpoint, restore.",
+    )
+
+
+def _declined(session: Session, msg: Any) -> None:
+    """``_step_now`` of a connection whose steps all take the loop's slow way (resumable, or
+    traced: no step is answered without a coroutine there)."""
+    return None
+
+
+def _new_request(state: resume.ResumeState, generation: int, msg: dict[str, Any]) -> Any:
+    """A numbered step's ``seq`` when it is a new request the inline path may answer (``None``
+    when unnumbered); ``False`` when it is not: taken over, a request in flight, or a repeat or
+    bad number (those get their answer in ``_sequenced``)."""
+    if state.generation != generation or state.inflight is not None:
+        return False
+    seq = msg.get("seq")
+    if seq is not None and (type(seq) is not int or seq <= state.last_seq):
+        return False
+    return seq

@@ -167,6 +167,21 @@ def supports(protocol_cls: Any) -> bool:
     )
 
 
+def offer_frame_handler(
+    scope: dict[str, Any], enabled: bool, make_handler: Callable[[], FrameHandler]
+) -> InlineFrames | None:
+    """The switch: the connection's protocol, given the handler ``make_handler`` builds, when
+    ``enabled`` (the ``inline_frames`` setting, and the session's steps may run inline) and the
+    protocol is this module's (the server's uvicorn and websockets passed :func:`supports`);
+    ``None`` otherwise, and every frame takes the ASGI trip."""
+    if not enabled:
+        return None
+    protocol: InlineFrames | None = (scope.get("extensions") or {}).get(EXTENSION)
+    if protocol is not None:
+        protocol.frame_handler = make_handler()
+    return protocol
+
+
 class _Utf8Refusals:
     """Connections closed (1007) for a text message that is not UTF-8: one log line at most
     every :data:`UTF8_LOG_INTERVAL` seconds, with the count since the last."""

@@ -1,0 +1,148 @@
+"""One step, every way in: the inline frame, the ASGI WebSocket loop, ``POST /step`` and MCP.
+
+Each way in parses its request and writes its reply in its own format; what happens in
+between is decided and run here, once: the action is checked (:meth:`Stepper.action`: its
+field count, then the action model), and :meth:`Stepper.run` runs it on the session's
+environment — inline, returning the observation at once, when the session's plain ``step()``
+is proven cheap (``step_placement.py``), else as a coroutine to await (the thread pool, an
+``async def step``, a step timeout) — and counts it for ``/metrics``.
+
+The inline frame path (``inline_frames.py``) calls :meth:`Stepper.run` only for a session whose
+step runs inline, so the reply is ready before the protocol reads the next frame; its fence
+(the ``inline_frames`` setting and the uvicorn / websockets versions it is tested with) lives
+beside that path, in ``inline_frames.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from time import perf_counter
+from typing import Any
+
+from pydantic import ValidationError
+
+from openenv_runtime.models import Observation
+from openenv_runtime.server.guards.limits import invalid_action_text, too_many_fields
+from openenv_runtime.server.guards.limits import validation_errors as bounded_validation_errors
+from openenv_runtime.server.metrics import Tally
+from openenv_runtime.server.running.adapter import EnvRunner, PlainStep, StepTimeout
+from openenv_runtime.server.sessions.session import Session
+
+Outcomes = tuple[int, int, int, int, int]
+"""The /metrics keys of one way in: ok, done, invalid, error, timeout (``metrics.WS_OK``, ...)."""
+
+
+class ActionRefused(Exception):
+    """The action was refused before any step ran: ``message`` says why; ``extra`` holds the
+    first validation errors and their count (``errors``, ``error_count``) when the model
+    refused it."""
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+
+def invalid_action(exc: ValidationError) -> dict[str, Any]:
+    """An invalid action's reply: a ``message`` naming the first wrong field, the ``errors``
+    (the first few) and ``error_count``."""
+    errors, total = bounded_validation_errors(exc)
+    return {"message": invalid_action_text(errors, total), "errors": errors, "error_count": total}
+
+
+class Stepper:
+    """Checks and runs the steps of one way in, counted under its ``outcomes`` in ``tally``
+    (``None``: not counted)."""
+
+    __slots__ = (
+        "DONE",
+        "ERROR",
+        "INVALID",
+        "OK",
+        "TIMEOUT",
+        "max_action_fields",
+        "runner",
+        "tally",
+        "validate_action",
+    )
+
+    def __init__(
+        self,
+        runner: EnvRunner,
+        validate_action: Callable[[Any], Any],
+        max_action_fields: int,
+        tally: Tally | None,
+        outcomes: Outcomes,
+    ) -> None:
+        self.runner = runner
+        self.validate_action = validate_action
+        self.max_action_fields = max_action_fields
+        self.tally = tally
+        self.OK, self.DONE, self.INVALID, self.ERROR, self.TIMEOUT = outcomes
+
+    def action(self, data: Any) -> Any:
+        """The action ``data`` describes, validated; :class:`ActionRefused` (counted as an
+        invalid step) when it has too many fields or the model refuses it. (:meth:`run` checks
+        the same; a caller that must refuse an action early, before waiting for its session,
+        calls this first and hands :meth:`run` the action, which the model then passes as is.)"""
+        if type(data) is dict and len(data) > self.max_action_fields:
+            raise self._refused(data, None)
+        try:
+            return self.validate_action(data)
+        except ValidationError as exc:
+            raise self._refused(data, exc) from None
+
+    def run(self, session: Session, data: Any) -> Observation | Coroutine[Any, Any, Observation]:
+        """One step of ``session``: the action ``data`` describes, checked (:meth:`action`),
+        then run by the session's step (bound on first use) — inline when its plain ``step()``
+        is proven cheap, returning the observation, else in a coroutine that returns it.
+        Counted either way. :class:`ActionRefused` when the action is refused; an exception of
+        the environment's (or :class:`~.adapter.StepTimeout`) propagates."""
+        # self.action(data), unrolled: one call less on the hot path
+        if type(data) is dict and len(data) > self.max_action_fields:
+            raise self._refused(data, None)
+        try:
+            action = self.validate_action(data)
+        except ValidationError as exc:
+            raise self._refused(data, exc) from None
+        step = session.step
+        if step is None:
+            step = session.step = self.runner.bind_step(session.env)
+        if type(step) is not PlainStep or not step.placement.inline:
+            return self._awaited(step, action)
+        start = perf_counter()
+        tally = self.tally
+        try:
+            obs = step.placement.call_inline(step.func, action)  # PlainStep.now, unrolled
+            if not isinstance(obs, Observation):
+                obs = step.checked(obs)
+        except Exception:
+            if tally is not None:
+                tally.step(self.ERROR, perf_counter() - start)
+            raise
+        if tally is not None:
+            tally.step(self.DONE if obs.done else self.OK, perf_counter() - start)
+        return obs
+
+    def _refused(self, data: Any, exc: ValidationError | None) -> ActionRefused:
+        """The refusal of an action with too many fields (``exc`` None) or that the model
+        refused (``exc``), counted as an invalid step."""
+        if self.tally is not None:
+            self.tally.steps[self.INVALID] += 1
+        if exc is None:
+            return ActionRefused(str(too_many_fields(data, self.max_action_fields)))
+        return ActionRefused(**invalid_action(exc))
+
+    async def _awaited(self, step: Any, action: Any) -> Observation:
+        start = perf_counter()
+        tally = self.tally
+        try:
+            obs: Observation = await step(action)
+        except Exception as exc:
+            if tally is not None:
+                failed = self.TIMEOUT if isinstance(exc, StepTimeout) else self.ERROR
+                tally.step(failed, perf_counter() - start)
+            raise
+        if tally is not None:
+            tally.step(self.DONE if obs.done else self.OK, perf_counter() - start)
+        return obs

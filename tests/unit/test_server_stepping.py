@@ -1,0 +1,33 @@
+"""The step path stays readable: one step function, and no function of the WebSocket
+endpoint, the inline frame path or POST /step above a cyclomatic complexity of 15."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import mccabe
+import pytest
+
+SERVER = Path(__file__).resolve().parents[2] / "runtime" / "openenv_runtime" / "server"
+LIMIT = 15
+
+
+@pytest.mark.parametrize(
+    "module", ["ws/endpoint.py", "ws/inline_frames.py", "http/step.py", "stepping.py"]
+)
+def test_no_function_of_the_step_path_is_too_complex(module: str) -> None:
+    source = (SERVER / module).read_text()
+    visitor = mccabe.PathGraphingAstVisitor()
+    visitor.preorder(ast.parse(source), visitor)
+    too_complex = {
+        g.entity: g.complexity() for g in visitor.graphs.values() if g.complexity() > LIMIT
+    }
+    assert not too_complex, too_complex
+
+
+def test_every_way_in_runs_its_step_through_the_one_step_function() -> None:
+    for module in ("ws/endpoint.py", "http/step.py"):
+        source = (SERVER / module).read_text()
+        assert ".steps.run(" in source or "steps.run(" in source, module
+        assert "call_inline" not in source and "validate_action(data)" not in source, module
