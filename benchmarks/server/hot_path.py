@@ -20,7 +20,7 @@ K back-to-back steps over WebSocket, then the servers that have HTTP sessions wi
 over ``POST /step``. The measured server is pinned to core 0 and the load generator (one
 process) to core 1; server CPU is the kernel's user+system time of its process tree. Ratios to
 the floor are taken within a round, then the median over rounds is reported. Results:
-``benchmarks/server/hot_path_latest.{json,md}`` and ``results/hot-path-<timestamp>.json``.
+``benchmarks/server/hot_path_latest.{json,md}`` and ``benchmarks/results/hot-path-<timestamp>.json`` (ignored by git).
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     doc["duration_s"] = time.monotonic() - started
     text = markdown(doc)
-    results = OUT / "results"
+    results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
     data = json.dumps(doc, indent=2) + "\n"
     (results / f"hot-path-{stamp.strftime('%Y%m%d-%H%M%S')}.json").write_text(data)
