@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from openenv_runtime.adapters.harbor_local import run_local
 from openenv_runtime.adapters.harbor_task import folder_archive, read_task
 from openenv_runtime.errors import AdapterError
 from tests.support.harbor_task import make_task
@@ -103,3 +104,15 @@ def test_import_reads_no_fifo_in_the_task_folder(tmp_path: Path) -> None:
     os.mkfifo(root / "environment" / "pipe")
     with pytest.raises(UsageError, match="not a regular file"):
         import_project(f"harbor:{root}")
+
+
+def test_a_command_does_not_see_the_server_s_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENENV_API_KEY", "server-key")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    monkeypatch.setenv("TASK_SETTING", "kept")
+    ran = run_local(["env"], limit=65536, seconds=10, cwd=str(tmp_path))
+    seen = ran.stdout.decode()
+    assert "TASK_SETTING=kept" in seen
+    assert "server-key" not in seen and "hf_secret" not in seen

@@ -12,7 +12,10 @@ would take that one slot too, and harbor tasks have none). A new episode keeps t
 it left running); for a fresh container per episode, run one container per episode.
 
 Commands run as the user the server runs as (the task image's ``USER``); the verifier too,
-where the Docker-backed adapter runs it as root.
+where the Docker-backed adapter runs it as root. They start with the server's environment
+minus every credential-like variable (``OPENENV_API_KEY``, ``HF_TOKEN``, ...); a process of the
+same user can still read the server's own ``/proc/<pid>/environ``, so give such an image no
+secret the agent must not see.
 
 Outside its image this executor runs nothing: commands answer with an error unless
 ``OPENENV_HARBOR_IN_CONTAINER=1`` is set (the image sets it), so ``openenv validate`` or
@@ -33,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from ..redaction import secret_name
 from .harbor_exec import KILL_GRACE, TESTS_DIR, Ran
 
 IN_CONTAINER_VARIABLE = "OPENENV_HARBOR_IN_CONTAINER"
@@ -56,6 +60,12 @@ def _read_bounded(stream: IO[bytes], kept: bytearray, limit: int, flags: list[bo
             kept += chunk[: max(room, 0)]
 
 
+def command_environment() -> dict[str, str]:
+    """The server's environment without its credentials (``OPENENV_API_KEY``, ``HF_TOKEN``,
+    any name that ends like a secret): what an agent's command and the verifier start with."""
+    return {name: value for name, value in os.environ.items() if not secret_name(name)}
+
+
 def run_local(
     argv: list[str],
     *,
@@ -72,7 +82,7 @@ def run_local(
     process = subprocess.Popen(
         wrapped,
         cwd=cwd,
-        env={**os.environ, **dict(environment or {})},
+        env={**command_environment(), **dict(environment or {})},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
