@@ -56,7 +56,7 @@ SECRET_FILES = [
 # Innocent names, secret content: the content scan must keep them out.
 INNOCENT_FILES = {
     "notes.txt": "-----BEGIN " + f"RSA PRIVATE KEY-----\n{CANARY}\n-----END RSA PRIVATE KEY-----\n",
-    "server/config/settings.py": 'KEY = "AKIA' + 'Q7XZ2LMN5OPR3EGJ"  # ' + CANARY + "\n",
+    "server/settings.py": 'KEY = "AKIA' + 'Q7XZ2LMN5OPR3EGJ"  # ' + CANARY + "\n",
 }
 
 
@@ -174,7 +174,7 @@ def test_the_build_says_what_it_left_out(built: subprocess.CompletedProcess[str]
         ".aws/",
         "tls/cert.pem",
         "notes.txt",
-        "server/config/settings.py",
+        "server/settings.py",
         "server/defaults.cfg",
         ".ENV",
     ):

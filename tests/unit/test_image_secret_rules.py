@@ -74,7 +74,7 @@ SHIPPED_FILES = [
     "docs/keys.md",
     "keyboard.py",
     "environment.py",
-    "server/config/settings.py",
+    "server/settings.py",
     "secrets_manager.py",
     "tfvars.md",
     "backup.py",
