@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11+; the runtime also supports 3.10
 
 try:  # the llm extra (the model client, the recorded calls): say so, keeping the name
     import aiohttp  # noqa: F401

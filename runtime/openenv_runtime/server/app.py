@@ -8,7 +8,10 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11+; the runtime also supports 3.10
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
