@@ -6,19 +6,18 @@ to another host, and no answer may grow the reader's memory past its bound.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from openenv_runtime.errors import EnvError
 from openenv_runtime.http_reads import MAX_BODY_BYTES, read_answer, read_json
+from tests.support.http_server import QuietHandler, base_url, serving
 
 seen: list[tuple[str, str | None]] = []
 
 
-class Hostile(BaseHTTPRequestHandler):
+class Hostile(QuietHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
@@ -30,9 +29,9 @@ class Hostile(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif self.path == "/landed":
-            self.answer(b"{}")
+            self.answer(200, b"{}")
         elif self.path == "/huge":
-            self.answer(b"[" + b"0," * (MAX_BODY_BYTES // 2 + 8) + b"0]")
+            self.answer(200, b"[" + b"0," * (MAX_BODY_BYTES // 2 + 8) + b"0]")
         elif self.path == "/endless":  # no length, chunks until the reader hangs up
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
@@ -44,25 +43,11 @@ class Hostile(BaseHTTPRequestHandler):
             except OSError:
                 return
 
-    def answer(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(Hostile) as server:
+        yield base_url(server)
 
 
 def test_the_token_does_not_follow_a_redirect(base: str) -> None:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from openenv_cli.validation.wire import get_json
+from tests.support.http_server import QuietHandler, base_url, serving
 
 seen: list[tuple[str, str | None]] = []
 
 
-class Redirecting(BaseHTTPRequestHandler):
+class Redirecting(QuietHandler):
     def do_GET(self) -> None:
         seen.append((self.path, self.headers.get("Authorization")))
         if self.path == "/health":  # to another host name: the token must not go along
@@ -21,23 +20,13 @@ class Redirecting(BaseHTTPRequestHandler):
             self.send_header("Location", f"http://localhost:{self.server.server_port}/elsewhere")
             self.end_headers()
             return
-        body = b'{"status": "healthy"}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.answer(200, b'{"status": "healthy"}')
 
 
 @pytest.fixture
 def base() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(Redirecting) as server:
+        yield base_url(server)
 
 
 def test_the_token_is_not_sent_on_to_where_a_redirect_points(base: str) -> None:

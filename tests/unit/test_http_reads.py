@@ -5,9 +5,7 @@ Redirects and oversized answers: ``tests/security/test_http_reads.py``."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -18,11 +16,12 @@ from openenv_runtime.http_reads import (
     read_json,
     read_schema,
 )
+from tests.support.http_server import QuietHandler, base_url, serving
 
 seen: list[tuple[str, str | None]] = []
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     def do_GET(self) -> None:
         seen.append((self.path, self.headers.get("Authorization")))
         if self.path == "/schema":
@@ -32,24 +31,11 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.answer(404, b"{}")
 
-    def answer(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as server:
+        yield base_url(server)
 
 
 def test_the_schema_is_read_with_the_token(base: str) -> None:

@@ -31,7 +31,6 @@ from pydantic_settings import EnvSettingsSource
 
 from openenv_runtime.errors import EnvironmentContractError
 
-# The fields, defined in settings_fields, are part of this module's face.
 from openenv_runtime.server.config.fields import (
     FLAGS_VARIABLE,
     KEYS,
