@@ -270,7 +270,8 @@ def create_app(
         ),
     )
     app.state.openenv_checkpoints = checkpointer
-    mcp_handler = MCPHandler(manager, auth_required=bool(api_key))
+    step_tally = manager.tally if config.metrics else None  # off: no per-step counting
+    mcp_handler = MCPHandler(manager, auth_required=bool(api_key), tally=step_tally)
     ws_endpoint = WebSocketEndpoint(
         manager,
         action_cls,
@@ -280,7 +281,7 @@ def create_app(
         inline_frames=config.inline_frames,
         tracer=traced,
         validate_action=action_validator(action_cls),
-        tally=manager.tally if config.metrics else None,  # off: no per-step counting
+        tally=step_tally,
         checkpoints=checkpointer,
         mcp=mcp_handler.handle,
         attach=serve_attached,

@@ -356,8 +356,9 @@ class EnvRunner:
         result = await self.guarded(env, method.is_async, getattr(env, method.name), action)
         return self._check_observation(env, method.name, result)
 
-    def bind_step(self, env: Any) -> Callable[[Any], Awaitable[Observation]]:
-        """``step`` of one instance, bound once per session: the hot path does no lookups."""
+    def bind_step(self, env: Any, tools: bool = False) -> Callable[[Any], Awaitable[Observation]]:
+        """``step`` of one instance, bound once per session: the hot path does no lookups.
+        ``tools``: bound for MCP tools, whose plain step has a placement of its own."""
         method = self.adapter_for(env).step
         func = getattr(env, method.name)
         check = self._check_observation
@@ -374,7 +375,10 @@ class EnvRunner:
                 result = await func(action)
                 return result if isinstance(result, Observation) else check(env, name, result)
         elif self._own_threads.get(id(env)) is None:
-            return PlainStep(self, env, func, self.adapter_for(env).step_placement)
+            adapter = self.adapter_for(env)
+            return PlainStep(
+                self, env, func, adapter.tool_placement if tools else adapter.step_placement
+            )
         else:
             own = self._own_threads[id(env)]  # thread affinity: the session's own thread
 
