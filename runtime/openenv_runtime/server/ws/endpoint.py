@@ -145,11 +145,14 @@ class WebSocketEndpoint(SessionOpening):
         # Vector sessions (server/ws/vector.py): set by create_app unless OPENENV_MAX_VECTOR_ENVS=0.
         self.vectors: vector.VectorSessions | None = None
         # OpenTelemetry (observability/tracing.py): None with tracing off. On, every reset and
-        # step goes through _dispatch, which the traced one replaces (no inline steps).
+        # step is answered inside a span (_traced_dispatch), none at once (no inline steps).
         self.tracer = tracer
-        if tracer is not None:  # every step through _dispatch, none answered at once
-            self._dispatch = self._traced_dispatch  # type: ignore[method-assign]
-            self._step_now = _declined  # type: ignore[method-assign]
+        self._answer: Callable[[Session, dict[str, Any]], Awaitable[Any]] = (
+            self._dispatch if tracer is None else self._traced_dispatch
+        )
+        self._now: Callable[[Session, Any], str | None] = (
+            self._step_now if tracer is None else _declined
+        )
         # The reply to each type of message (the inline step aside): see _dispatch.
         self._answers: dict[Any, Callable[[Session, dict[str, Any]], Awaitable[Any]]] = {
             "step": self._on_step,
@@ -191,7 +194,7 @@ class WebSocketEndpoint(SessionOpening):
         traced = self._traced(scope, session)
         protocol = self._offer_inline(scope, session, state, generation)
         ended_by_client = False
-        now = self._step_now if state is None else _declined
+        now = self._now if state is None else _declined
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
@@ -352,10 +355,10 @@ class WebSocketEndpoint(SessionOpening):
             if type(msg) is not dict:
                 return msg  # the frame's error
             if state is None:
-                return await self._dispatch(session, msg)
+                return await self._answer(session, msg)
             seq = msg.get("seq")
             if seq is None or msg.get("type") == "close":
-                return await self._dispatch(session, msg)
+                return await self._answer(session, msg)
             return await self._sequenced(session, state, msg, seq)
         finally:
             session.busy = False
@@ -408,7 +411,7 @@ class WebSocketEndpoint(SessionOpening):
         state.inflight, state.inflight_seq = future, seq
         reply: Any = None
         try:
-            reply = await self._dispatch(session, msg)
+            reply = await self._answer(session, msg)
         finally:
             if reply is None:  # cancelled (shutdown): whoever waits gets an error, not a hang
                 reply = error_message(ErrorCode.SESSION_ERROR, "the server stopped this request")
@@ -490,10 +493,10 @@ class WebSocketEndpoint(SessionOpening):
         kind = msg.get("type")
         traced = SessionSpan.current()
         if (kind != "step" and kind != "reset") or traced is None:
-            return await WebSocketEndpoint._dispatch(self, session, msg)
+            return await self._dispatch(session, msg)
         with traced.request(self.tracer, kind, msg.get(TRACEPARENT)) as span:
             start = perf_counter()
-            reply = await WebSocketEndpoint._dispatch(self, session, msg)
+            reply = await self._dispatch(session, msg)
             span.set_attribute("openenv.duration_ms", (perf_counter() - start) * 1000)
             if type(reply) is str or type(reply) is FinalReply:
                 record_reply(span, reply)
@@ -571,7 +574,7 @@ def _unknown(kind: Any) -> str:
 
 
 def _declined(session: Session, msg: Any) -> None:
-    """``_step_now`` of a connection whose steps all take the loop's slow way (resumable, or
+    """``_now`` of a connection whose steps all take the loop's slow way (resumable, or
     traced: no step is answered without a coroutine there)."""
     return None
 
