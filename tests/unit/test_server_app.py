@@ -212,3 +212,5 @@ def test_the_ws_endpoint_is_built_whole_with_typed_parts() -> None:
         assert endpoint.checkpoints is client.app.state.openenv_checkpoints  # type: ignore[attr-defined]
         assert endpoint.mcp is not None and endpoint.attach is not None
         assert endpoint.tally is None  # metrics off: no per-step counting
+    # every part given at construction: none is set afterwards through a property
+    assert not any(isinstance(v, property) for v in vars(WebSocketEndpoint).values())

@@ -180,3 +180,54 @@ async def test_a_sessions_code_runs_count_against_its_client(
         sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
         env = app.state.openenv_sessions.sessions[sid].env
         assert env.code_client == "addr:127.0.0.1"
+
+
+async def test_a_tool_answered_by_step_is_run_and_counted_by_the_step_function(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``tools/list`` and ``tools/call`` of an environment that answers tools in ``step()``
+    go through ``stepping.Stepper.run``, like every other step, and count under mcp."""
+    from openenv_runtime.server.metrics import STEP_LABELS
+    from openenv_runtime.server.stepping import Stepper
+    from tests.fixtures.step_tools import StepTools
+
+    ran: list[str] = []
+    run = Stepper.run
+
+    def spy(self: Stepper, session: Any, data: Any) -> Any:
+        ran.append(type(data).__name__)
+        return run(self, session, data)
+
+    monkeypatch.setattr(Stepper, "run", spy)
+    app = create_app(StepTools, max_concurrent_envs=4)
+    async with connect(app) as client:
+        sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
+        listed = await rpc(client, "tools/list", session_id=sid)
+        assert {tool["name"] for tool in listed["result"]["tools"]} == {"add", "nap"}
+        added = await rpc(client, "tools/call", name="add", arguments={"a": 2, "b": 3})
+        assert added["result"] == 5
+    assert ran == ["ListToolsAction", "CallToolAction"]
+    counted = dict(zip(STEP_LABELS, app.state.openenv_sessions.tally.steps, strict=True))
+    assert counted.get(("mcp", "ok")) == 2
+
+
+async def test_tool_steps_learn_their_placement_apart_from_the_classs_steps() -> None:
+    """A plain step answering tools is placed as any step is (the pool first, inline once
+    proven cheap), on a placement of its own: cheap tools leave the class's steps alone."""
+    from openenv_runtime.server.running.step_placement import StepPlacement
+    from tests.fixtures.step_tools import StepTools
+
+    class Tools(StepTools):  # its own class: placements are learnt per class
+        pass
+
+    app = create_app(Tools, max_concurrent_envs=4)
+    async with connect(app) as client:
+        sid = (await rpc(client, "openenv/session/create"))["result"]["session_id"]
+        for n in range(StepPlacement.TRIALS + StepPlacement.SLOW_TRIALS):
+            reply = await rpc(
+                client, "tools/call", name="add", arguments={"a": n, "b": 1}, session_id=sid
+            )
+            assert reply["result"] == n + 1
+    adapter = app.state.openenv_sessions.runner.adapter_for(Tools())
+    assert adapter.tool_placement.inline
+    assert adapter.step_placement.trials == 0 and not adapter.step_placement.inline

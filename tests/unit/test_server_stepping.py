@@ -27,7 +27,8 @@ def test_no_function_of_the_step_path_is_too_complex(module: str) -> None:
 
 
 def test_every_way_in_runs_its_step_through_the_one_step_function() -> None:
-    for module in ("ws/endpoint.py", "http/step.py"):
+    for module in ("ws/endpoint.py", "http/step.py", "mcp.py", "ws/vector.py"):
         source = (SERVER / module).read_text()
         assert ".steps.run(" in source or "steps.run(" in source, module
         assert "call_inline" not in source and "validate_action(data)" not in source, module
+        assert "runner.step(" not in source and ".now(" not in source, module

@@ -61,7 +61,6 @@ from openenv_runtime.server.sessions.gc_cycles import (
 )
 from openenv_runtime.server.sessions.registry import NoCapacity, SessionManager
 from openenv_runtime.server.ws.endpoint import WebSocketEndpoint
-from openenv_runtime.server.ws.vector import VectorSessions
 from openenv_runtime.wire import EnvironmentMetadata
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -270,7 +269,8 @@ def create_app(
         ),
     )
     app.state.openenv_checkpoints = checkpointer
-    mcp_handler = MCPHandler(manager, auth_required=bool(api_key))
+    step_tally = manager.tally if config.metrics else None  # off: no per-step counting
+    mcp_handler = MCPHandler(manager, auth_required=bool(api_key), tally=step_tally)
     ws_endpoint = WebSocketEndpoint(
         manager,
         action_cls,
@@ -280,13 +280,12 @@ def create_app(
         inline_frames=config.inline_frames,
         tracer=traced,
         validate_action=action_validator(action_cls),
-        tally=manager.tally if config.metrics else None,  # off: no per-step counting
+        tally=step_tally,
         checkpoints=checkpointer,
         mcp=mcp_handler.handle,
         attach=serve_attached,
+        max_vector_envs=config.max_vector_envs,
     )
-    if config.max_vector_envs > 0:
-        ws_endpoint.vectors = VectorSessions(ws_endpoint, config.max_vector_envs)
     app.router.routes.insert(0, WebSocketRoute("/ws", ws_endpoint))
     app.ws_endpoint = BearerAuthMiddleware(ws_endpoint, api_key) if api_key else ws_endpoint
     app.state.openenv_settings = resolved
@@ -354,6 +353,7 @@ def create_app(
             action_validator(action_cls),
             len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED,
             partial(FastAPI.__call__, app),
+            step_tally,
         )
         _add_routes(app, build_http_router(manager, http_step.answer, bool(api_key)))
     _add_routes(app, build_checkpoint_router(checkpointer, auth_required=bool(api_key)))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -38,6 +39,7 @@ from openenv_runtime.mcp.types import (
     ListToolsObservation,
     McpMethod,
 )
+from openenv_runtime.models import Observation
 from openenv_runtime.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
@@ -47,8 +49,17 @@ from openenv_runtime.protocol import (
     error_message,
 )
 from openenv_runtime.server.guards.limits import client_identity, validation_errors
+from openenv_runtime.server.metrics import (
+    MCP_DONE,
+    MCP_ERROR,
+    MCP_INVALID,
+    MCP_OK,
+    MCP_TIMEOUT,
+    Tally,
+)
 from openenv_runtime.server.running.adapter import Exhausted, StepTimeout
 from openenv_runtime.server.sessions.registry import NoCapacity, Session, SessionManager
+from openenv_runtime.server.stepping import Stepper, ToolCall
 from openenv_runtime.server.ws.endpoint import (
     CLOSE_REPLY,
     FinalReply,
@@ -88,13 +99,31 @@ def _ok(result: Any, request_id: Any) -> Reply:
     return JsonRpcResponse.success(result, request_id).model_dump()
 
 
-class MCPHandler:
-    """Answers JSON-RPC requests for one app, on a session's environment or a short-lived one."""
+def _built(action: Any) -> Any:
+    """The action of an MCP tool step as is: the handler built it (``CallToolAction``, ...)."""
+    return action
 
-    def __init__(self, manager: SessionManager, auth_required: bool = False) -> None:
+
+class MCPHandler:
+    """Answers JSON-RPC requests for one app, on a session's environment or a short-lived one.
+    A tool answered by ``step()`` is run by the server's one step function (``stepping.py``),
+    counted under ``transport="mcp"`` in ``tally`` (``None``: not counted)."""
+
+    def __init__(
+        self, manager: SessionManager, auth_required: bool = False, tally: Tally | None = None
+    ) -> None:
         self.manager = manager
         self.runner = manager.runner
         self.auth_required = auth_required
+        runner = manager.runner
+        self.steps = Stepper(
+            runner,
+            _built,
+            0,  # never a dict: the field-count bound does not apply
+            tally,
+            (MCP_OK, MCP_DONE, MCP_INVALID, MCP_ERROR, MCP_TIMEOUT),
+            bind=partial(runner.bind_step, tools=True),
+        )
 
     def client(self, scope: Any) -> str:
         """Who a request counts as for ``MAX_SESSIONS_PER_CLIENT`` (as for ``POST /reset``)."""
@@ -262,9 +291,12 @@ class MCPHandler:
 
     async def _step(self, env: Any, action: Any) -> Any:
         try:
-            return await self.runner.step(env, action)
+            obs = self.steps.run(ToolCall(env), action)
+            if not isinstance(obs, Observation):
+                obs = await obs
         except (ValidationError, TypeError, ValueError, AttributeError):
             raise _NoTools from None
+        return obs
 
 
 class _NoTools(Exception):

@@ -121,9 +121,14 @@ class Latency:
 # STEP_LABELS[index]. A list index costs a third of a tuple-keyed dict's (the tuple is hashed
 # on every lookup), measured.
 OUTCOMES = ("ok", "done", "invalid", "error", "timeout")
-STEP_LABELS = tuple((transport, outcome) for transport in ("ws", "http") for outcome in OUTCOMES)
-WS_OK, WS_DONE, WS_INVALID, WS_ERROR, WS_TIMEOUT = range(len(OUTCOMES))
-HTTP_OK, HTTP_DONE, HTTP_INVALID, HTTP_ERROR, HTTP_TIMEOUT = range(len(OUTCOMES), 2 * len(OUTCOMES))
+TRANSPORTS = ("ws", "http", "vector", "mcp")
+"""The ways in a step is counted under: a WebSocket session, ``POST /step``, one environment of
+a vector session, an MCP tool answered by ``step()`` (``tools/list``, ``tools/call``)."""
+STEP_LABELS = tuple((transport, outcome) for transport in TRANSPORTS for outcome in OUTCOMES)
+WS_OK, WS_DONE, WS_INVALID, WS_ERROR, WS_TIMEOUT = range(5)
+HTTP_OK, HTTP_DONE, HTTP_INVALID, HTTP_ERROR, HTTP_TIMEOUT = range(5, 10)
+VECTOR_OK, VECTOR_DONE, VECTOR_INVALID, VECTOR_ERROR, VECTOR_TIMEOUT = range(10, 15)
+MCP_OK, MCP_DONE, MCP_INVALID, MCP_ERROR, MCP_TIMEOUT = range(15, 20)
 REFUSALS = ("capacity", "client_cap", "draining")
 PENDING_MAX = 4096
 """Step times a tally holds before it folds them into its histogram (32 KiB of pointers)."""
@@ -149,7 +154,7 @@ class Tally:
     )  # fmt: skip
 
     def __init__(self) -> None:
-        self.steps = [0] * len(STEP_LABELS)  # by index: WS_OK, ..., HTTP_TIMEOUT
+        self.steps = [0] * len(STEP_LABELS)  # by index: WS_OK, ..., MCP_TIMEOUT
         self.step_latency = Latency()
         # step times not yet in step_latency's buckets: appending costs a tenth of a bucket
         # search (measured); folded once PENDING_MAX accumulate and whenever read (settle).
@@ -202,8 +207,9 @@ def series(tally: Tally, manager: Sessions | None = None) -> list[Series]:
     ``manager`` (its sessions, runner and code-mode slots) holds now."""
     tally.settle()
     out = [
-        Series("counter", "openenv_steps", "Steps answered, by transport and outcome "
-               "(ok, done: the episode ended, invalid: action refused, error, timeout).",
+        Series("counter", "openenv_steps", "Steps answered, by transport (ws, http, vector: "
+               "one environment of a vector session, mcp: a tool answered by step()) and "
+               "outcome (ok, done: the episode ended, invalid: action refused, error, timeout).",
                ("transport", "outcome"), dict(zip(STEP_LABELS, tally.steps, strict=True))),
         Series("histogram", "openenv_step_duration_seconds",
                "Server time of one valid step: validation, the environment's step, the reply.",

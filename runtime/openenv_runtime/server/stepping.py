@@ -1,4 +1,5 @@
-"""One step, every way in: the inline frame, the ASGI WebSocket loop, ``POST /step`` and MCP.
+"""One step, every way in: the inline frame, the ASGI WebSocket loop, ``POST /step``, vector
+sessions and MCP tools answered by ``step()``.
 
 Each way in parses its request and writes its reply in its own format; what happens in
 between is decided and run here, once: the action is checked (:meth:`Stepper.action`: its
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -26,10 +27,28 @@ from openenv_runtime.server.guards.limits import invalid_action_text, too_many_f
 from openenv_runtime.server.guards.limits import validation_errors as bounded_validation_errors
 from openenv_runtime.server.metrics import Tally
 from openenv_runtime.server.running.adapter import EnvRunner, PlainStep, StepTimeout
-from openenv_runtime.server.sessions.session import Session
 
 Outcomes = tuple[int, int, int, int, int]
 """The /metrics keys of one way in: ok, done, invalid, error, timeout (``metrics.WS_OK``, ...)."""
+
+
+class Stepped(Protocol):
+    """What a step needs of its session (``sessions.session.Session``, or an MCP tool call's
+    :class:`ToolCall`): the environment, and its step once bound (``None`` before)."""
+
+    env: Any
+    step: Any
+
+
+class ToolCall:
+    """An MCP tool answered by ``step()`` on ``env`` (a session's or a short-lived instance):
+    what :meth:`Stepper.run` needs, its step bound by the MCP stepper's ``bind``."""
+
+    __slots__ = ("env", "step")
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.step: Any = None
 
 
 class ActionRefused(Exception):
@@ -52,7 +71,8 @@ def invalid_action(exc: ValidationError) -> dict[str, Any]:
 
 class Stepper:
     """Checks and runs the steps of one way in, counted under its ``outcomes`` in ``tally``
-    (``None``: not counted)."""
+    (``None``: not counted). ``bind`` binds an environment's step on its session's first
+    step (default: ``runner.bind_step``)."""
 
     __slots__ = (
         "DONE",
@@ -60,6 +80,7 @@ class Stepper:
         "INVALID",
         "OK",
         "TIMEOUT",
+        "bind",
         "max_action_fields",
         "runner",
         "tally",
@@ -73,12 +94,14 @@ class Stepper:
         max_action_fields: int,
         tally: Tally | None,
         outcomes: Outcomes,
+        bind: Callable[[Any], Any] | None = None,
     ) -> None:
         self.runner = runner
         self.validate_action = validate_action
         self.max_action_fields = max_action_fields
         self.tally = tally
         self.OK, self.DONE, self.INVALID, self.ERROR, self.TIMEOUT = outcomes
+        self.bind = runner.bind_step if bind is None else bind
 
     def action(self, data: Any) -> Any:
         """The action ``data`` describes, validated; :class:`ActionRefused` (counted as an
@@ -92,7 +115,7 @@ class Stepper:
         except ValidationError as exc:
             raise self._refused(data, exc) from None
 
-    def run(self, session: Session, data: Any) -> Observation | Coroutine[Any, Any, Observation]:
+    def run(self, session: Stepped, data: Any) -> Observation | Coroutine[Any, Any, Observation]:
         """One step of ``session``: the action ``data`` describes, checked (:meth:`action`),
         then run by the session's step (bound on first use) — inline when its plain ``step()``
         is proven cheap, returning the observation, else in a coroutine that returns it.
@@ -107,7 +130,7 @@ class Stepper:
             raise self._refused(data, exc) from None
         step = session.step
         if step is None:
-            step = session.step = self.runner.bind_step(session.env)
+            step = session.step = self.bind(session.env)
         if type(step) is not PlainStep or not step.placement.inline:
             return self._awaited(step, action)
         start = perf_counter()

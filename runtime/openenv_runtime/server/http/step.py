@@ -35,6 +35,7 @@ from openenv_runtime.server.metrics import (
     HTTP_INVALID,
     HTTP_OK,
     HTTP_TIMEOUT,
+    Tally,
 )
 from openenv_runtime.server.sessions.registry import SessionManager
 from openenv_runtime.server.stepping import ActionRefused, Stepper
@@ -75,7 +76,8 @@ def _session_id(scope: Mapping[str, Any], given: Any) -> str | None:
 
 
 class HttpStep:
-    """The ASGI handler of ``POST /step``; ``fallback`` is the framework app."""
+    """The ASGI handler of ``POST /step``; ``fallback`` is the framework app. Steps count in
+    ``tally`` (``None``: metrics off, not counted)."""
 
     def __init__(
         self,
@@ -83,13 +85,14 @@ class HttpStep:
         validate_action: Callable[[Any], Any],
         max_action_fields: int,
         fallback: ASGIApp,
+        tally: Tally | None,
     ) -> None:
         self.manager = manager
         self.steps = Stepper(
             manager.runner,
             validate_action,
             max_action_fields,
-            manager.tally,
+            tally,
             (HTTP_OK, HTTP_DONE, HTTP_INVALID, HTTP_ERROR, HTTP_TIMEOUT),
         )
         self.fallback = fallback

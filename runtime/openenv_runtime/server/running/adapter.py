@@ -69,11 +69,14 @@ class EnvRunner:
         # REQUIRES_SINGLE_THREAD_EXECUTOR (keyed by id(instance)); see environment.py.
         self._own_threads: dict[int, ThreadPoolExecutor] = {}
 
-    def _pool_for(self, env: Any) -> ThreadPoolExecutor:
-        return self._own_threads.get(id(env)) or self._pool
+    def pool_for(self, env: Any) -> ThreadPoolExecutor:
+        """Where ``env``'s plain methods run: its own thread when its class asks for one
+        (``REQUIRES_SINGLE_THREAD_EXECUTOR``), else the shared pool."""
+        return self._own_threads.get(id(env)) or self.pool
 
     @property
-    def _pool(self) -> ThreadPoolExecutor:
+    def pool(self) -> ThreadPoolExecutor:
+        """The shared thread pool of plain methods (replaced when a call is abandoned)."""
         # Made on first use, so an app can be served again after a server using it stopped.
         if self._pool_instance is None:
             self._pool_instance = ThreadPoolExecutor(
@@ -104,7 +107,7 @@ class EnvRunner:
             except asyncio.TimeoutError:
                 self._later(self._close_quietly(env))
                 raise StepTimeout(self._timeout_message(func)) from None
-        pool = self._own_threads.get(id(env)) or self._pool  # thread affinity, when declared
+        pool = self._own_threads.get(id(env)) or self.pool  # thread affinity, when declared
         if timeout is None:
             return await asyncio.get_running_loop().run_in_executor(pool, func, *args)
         call = pool.submit(func, *args)
@@ -212,7 +215,7 @@ class EnvRunner:
             return await func(*args, **kwargs)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            pool or self._pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args)
+            pool or self.pool, partial(func, *args, **kwargs) if kwargs else partial(func, *args)
         )
 
     async def create(self) -> Any:
@@ -235,7 +238,7 @@ class EnvRunner:
             except asyncio.TimeoutError:
                 made.add_done_callback(self._close_when_made)
                 raise StepTimeout(self._timeout_message(self._factory)) from None
-        call = self._pool.submit(self._create_in_thread)
+        call = self.pool.submit(self._create_in_thread)
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(call)), timeout)
         except asyncio.TimeoutError:
@@ -275,7 +278,7 @@ class EnvRunner:
                 raise
             self._own_threads[id(env)] = own
         else:
-            env = await self._create_cost.run(self._pool, self._factory)
+            env = await self._create_cost.run(self.pool, self._factory)
         self._claim_thread(env)
         self.adapter_for(env)  # checks the contract once per class
         return env
@@ -287,7 +290,7 @@ class EnvRunner:
         result = await self.guarded(
             env, method.is_async, partial(func, **kwargs) if kwargs else func
         )
-        return self._check_observation(env, method.name, result)
+        return self.check_observation(env, method.name, result)
 
     async def reset_many(
         self, jobs: list[tuple[Any, dict[str, Any]]]
@@ -337,7 +340,7 @@ class EnvRunner:
         if all(self.adapter_for(env).reset_placement.inline for env, _ in jobs):
             results = run_all(True)  # proven cheap, as steps are (step_placement.py)
         else:
-            results = await asyncio.get_running_loop().run_in_executor(self._pool, run_all, False)
+            results = await asyncio.get_running_loop().run_in_executor(self.pool, run_all, False)
         checked: list[Observation | Exception] = []
         for (env, _), result in zip(jobs, results, strict=True):
             if isinstance(result, Exception):
@@ -345,7 +348,7 @@ class EnvRunner:
                 continue
             try:
                 checked.append(
-                    self._check_observation(env, self.adapter_for(env).reset.name, result)
+                    self.check_observation(env, self.adapter_for(env).reset.name, result)
                 )
             except ContractViolation as exc:
                 checked.append(exc)
@@ -354,13 +357,14 @@ class EnvRunner:
     async def step(self, env: Any, action: Any) -> Observation:
         method = self.adapter_for(env).step
         result = await self.guarded(env, method.is_async, getattr(env, method.name), action)
-        return self._check_observation(env, method.name, result)
+        return self.check_observation(env, method.name, result)
 
-    def bind_step(self, env: Any) -> Callable[[Any], Awaitable[Observation]]:
-        """``step`` of one instance, bound once per session: the hot path does no lookups."""
+    def bind_step(self, env: Any, tools: bool = False) -> Callable[[Any], Awaitable[Observation]]:
+        """``step`` of one instance, bound once per session: the hot path does no lookups.
+        ``tools``: bound for MCP tools, whose plain step has a placement of its own."""
         method = self.adapter_for(env).step
         func = getattr(env, method.name)
-        check = self._check_observation
+        check = self.check_observation
         name = method.name
         if self.step_timeout is not None:
             guarded, is_async = self.guarded, method.is_async
@@ -374,7 +378,10 @@ class EnvRunner:
                 result = await func(action)
                 return result if isinstance(result, Observation) else check(env, name, result)
         elif self._own_threads.get(id(env)) is None:
-            return PlainStep(self, env, func, self.adapter_for(env).step_placement)
+            adapter = self.adapter_for(env)
+            return PlainStep(
+                self, env, func, adapter.tool_placement if tools else adapter.step_placement
+            )
         else:
             own = self._own_threads[id(env)]  # thread affinity: the session's own thread
 
@@ -418,12 +425,14 @@ class EnvRunner:
             elif own is not None:
                 await asyncio.get_running_loop().run_in_executor(own, getattr(env, method.name))
             else:
-                await adapter.close_cost.run(self._pool, getattr(env, method.name))
+                await adapter.close_cost.run(self.pool, getattr(env, method.name))
         finally:
             if own is not None:
                 own.shutdown(wait=False)
 
-    def _check_observation(self, env: Any, method: str, result: Any) -> Observation:
+    def check_observation(self, env: Any, method: str, result: Any) -> Observation:
+        """``result`` of ``env``'s ``method`` when it is an observation; else
+        :class:`ContractViolation`, saying what to return."""
         if isinstance(result, Observation):
             return result
         expected = self._observation_cls.__name__

@@ -51,6 +51,9 @@ class ClassAdapter:
         self.reset = _Method(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
         self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
         self.step_placement = StepPlacement()  # a plain step: pool, or inline once proven cheap
+        # an MCP tool answered by a plain step (server/mcp.py): likewise, learnt apart, so cheap
+        # steps never pull a slow tool inline and a slow tool never sends cheap steps to the pool
+        self.tool_placement = StepPlacement()
         # a vector session's plain resets (EnvRunner.reset_many): likewise
         self.reset_placement = StepPlacement()
         close = getattr(cls, "close", None)

@@ -39,9 +39,9 @@ class StepRunner(Protocol):
     """What a :class:`PlainStep` needs of the runner that made it (``adapter.EnvRunner``)."""
 
     @property
-    def _pool(self) -> Executor: ...
+    def pool(self) -> Executor: ...
 
-    def _check_observation(self, env: Any, method: str, result: Any) -> Observation: ...
+    def check_observation(self, env: Any, method: str, result: Any) -> Observation: ...
 
 
 _set_running_loop = asyncio.events._set_running_loop
@@ -139,7 +139,7 @@ class PlainStep:
 
     def checked(self, result: Any) -> Observation:
         """``result`` of ``step()`` when it is an observation; else ``ContractViolation``."""
-        return self.runner._check_observation(self.env, "step", result)
+        return self.runner.check_observation(self.env, "step", result)
 
     async def __call__(self, action: Any) -> Observation:
         placement = self.placement
@@ -147,8 +147,8 @@ class PlainStep:
             return self.now(action)
         # the pool is looked up per call: it is replaced when a step is abandoned
         result = await asyncio.get_running_loop().run_in_executor(
-            self.runner._pool, placement.timed, self.func, action
+            self.runner.pool, placement.timed, self.func, action
         )
         if isinstance(result, Observation):
             return result
-        return self.runner._check_observation(self.env, "step", result)
+        return self.runner.check_observation(self.env, "step", result)

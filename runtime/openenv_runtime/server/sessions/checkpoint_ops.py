@@ -54,7 +54,7 @@ class Checkpointer:
         func = getattr(env, name)
         if inspect.iscoroutinefunction(func):
             return await func(*args)
-        pool = self.runner._pool_for(env)  # the session's own thread, when it has one
+        pool = self.runner.pool_for(env)  # the session's own thread, when it has one
         return await asyncio.get_running_loop().run_in_executor(pool, partial(func, *args))
 
     async def take(self, session: Session) -> dict[str, Any]:

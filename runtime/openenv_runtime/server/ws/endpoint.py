@@ -34,7 +34,19 @@ from openenv_runtime.protocol import (
     state_message,
 )
 from openenv_runtime.server.guards.limits import EXTRA_FIELDS_ALLOWED
-from openenv_runtime.server.metrics import WS_DONE, WS_ERROR, WS_INVALID, WS_OK, WS_TIMEOUT, Tally
+from openenv_runtime.server.metrics import (
+    VECTOR_DONE,
+    VECTOR_ERROR,
+    VECTOR_INVALID,
+    VECTOR_OK,
+    VECTOR_TIMEOUT,
+    WS_DONE,
+    WS_ERROR,
+    WS_INVALID,
+    WS_OK,
+    WS_TIMEOUT,
+    Tally,
+)
 from openenv_runtime.server.running.adapter import ContractViolation, PlainStep, StepTimeout
 from openenv_runtime.server.sessions import resume
 from openenv_runtime.server.sessions.registry import Session, SessionManager
@@ -119,15 +131,20 @@ class WebSocketEndpoint(SessionOpening):
         checkpoints: Checkpointer | None = None,
         mcp: McpHandle | None = None,
         attach: Attach | None = None,
+        max_vector_envs: int = 0,
     ) -> None:
         self.manager = manager
         self.runner = manager.runner
         self.action_cls = action_cls
+        validate = validate_action or action_cls.__pydantic_validator__.validate_python
+        max_fields = len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED
+        # What each reset and step adds to /metrics; None with metrics off (server/metrics.py).
+        self.tally = tally
         # Checks and runs every step of this endpoint, counted for /metrics (stepping.py).
         self.steps = Stepper(
             manager.runner,
-            validate_action or action_cls.__pydantic_validator__.validate_python,
-            len(action_cls.model_fields) + EXTRA_FIELDS_ALLOWED,
+            validate,
+            max_fields,
             tally,
             (WS_OK, WS_DONE, WS_INVALID, WS_ERROR, WS_TIMEOUT),
         )
@@ -142,14 +159,30 @@ class WebSocketEndpoint(SessionOpening):
         self.attach = attach
         # Checkpoint and restore (server/sessions/checkpoint_ops.py).
         self.checkpoints = checkpoints
-        # Vector sessions (server/ws/vector.py): set by create_app unless OPENENV_MAX_VECTOR_ENVS=0.
+        # Vector sessions (server/ws/vector.py), unless max_vector_envs is 0; their steps
+        # are counted apart (transport="vector").
         self.vectors: vector.VectorSessions | None = None
+        if max_vector_envs > 0:
+            self.vectors = vector.VectorSessions(
+                self,
+                max_vector_envs,
+                Stepper(
+                    manager.runner,
+                    validate,
+                    max_fields,
+                    tally,
+                    (VECTOR_OK, VECTOR_DONE, VECTOR_INVALID, VECTOR_ERROR, VECTOR_TIMEOUT),
+                ),
+            )
         # OpenTelemetry (observability/tracing.py): None with tracing off. On, every reset and
-        # step goes through _dispatch, which the traced one replaces (no inline steps).
+        # step is answered inside a span (_traced_dispatch), none at once (no inline steps).
         self.tracer = tracer
-        if tracer is not None:  # every step through _dispatch, none answered at once
-            self._dispatch = self._traced_dispatch  # type: ignore[method-assign]
-            self._step_now = _declined  # type: ignore[method-assign]
+        self._answer: Callable[[Session, dict[str, Any]], Awaitable[Any]] = (
+            self._dispatch if tracer is None else self._traced_dispatch
+        )
+        self._now: Callable[[Session, Any], str | None] = (
+            self._step_now if tracer is None else _declined
+        )
         # The reply to each type of message (the inline step aside): see _dispatch.
         self._answers: dict[Any, Callable[[Session, dict[str, Any]], Awaitable[Any]]] = {
             "step": self._on_step,
@@ -160,24 +193,6 @@ class WebSocketEndpoint(SessionOpening):
             "restore": self._on_checkpoint,
             "mcp": self._on_mcp,
         }
-
-    @property
-    def validate_action(self) -> Callable[[Any], Any]:
-        """The action model's validator (``create_app`` may set another)."""
-        return self.steps.validate_action
-
-    @validate_action.setter
-    def validate_action(self, validate: Callable[[Any], Any]) -> None:
-        self.steps.validate_action = validate
-
-    @property
-    def tally(self) -> Tally | None:
-        """What each step adds to /metrics; ``None`` with metrics off (server/metrics.py)."""
-        return self.steps.tally
-
-    @tally.setter
-    def tally(self, tally: Tally | None) -> None:
-        self.steps.tally = tally
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
@@ -191,7 +206,7 @@ class WebSocketEndpoint(SessionOpening):
         traced = self._traced(scope, session)
         protocol = self._offer_inline(scope, session, state, generation)
         ended_by_client = False
-        now = self._step_now if state is None else _declined
+        now = self._now if state is None else _declined
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
@@ -352,10 +367,10 @@ class WebSocketEndpoint(SessionOpening):
             if type(msg) is not dict:
                 return msg  # the frame's error
             if state is None:
-                return await self._dispatch(session, msg)
+                return await self._answer(session, msg)
             seq = msg.get("seq")
             if seq is None or msg.get("type") == "close":
-                return await self._dispatch(session, msg)
+                return await self._answer(session, msg)
             return await self._sequenced(session, state, msg, seq)
         finally:
             session.busy = False
@@ -408,7 +423,7 @@ class WebSocketEndpoint(SessionOpening):
         state.inflight, state.inflight_seq = future, seq
         reply: Any = None
         try:
-            reply = await self._dispatch(session, msg)
+            reply = await self._answer(session, msg)
         finally:
             if reply is None:  # cancelled (shutdown): whoever waits gets an error, not a hang
                 reply = error_message(ErrorCode.SESSION_ERROR, "the server stopped this request")
@@ -458,14 +473,6 @@ class WebSocketEndpoint(SessionOpening):
 
         return answer
 
-    def action(self, data: Any) -> Any:
-        """The validated action, or the error reply (a ``str``) that says what is wrong
-        (vector sessions check each entry before any environment moves)."""
-        try:
-            return self.steps.action(data)
-        except ActionRefused as exc:
-            return error_message(ErrorCode.VALIDATION_ERROR, exc.message, **exc.extra)
-
     def failure(self, session: Session, kind: Any, exc: Exception) -> str:
         """The reply when handling a ``kind`` message raised ``exc`` (logged here, unless the
         action was refused)."""
@@ -490,10 +497,10 @@ class WebSocketEndpoint(SessionOpening):
         kind = msg.get("type")
         traced = SessionSpan.current()
         if (kind != "step" and kind != "reset") or traced is None:
-            return await WebSocketEndpoint._dispatch(self, session, msg)
+            return await self._dispatch(session, msg)
         with traced.request(self.tracer, kind, msg.get(TRACEPARENT)) as span:
             start = perf_counter()
-            reply = await WebSocketEndpoint._dispatch(self, session, msg)
+            reply = await self._dispatch(session, msg)
             span.set_attribute("openenv.duration_ms", (perf_counter() - start) * 1000)
             if type(reply) is str or type(reply) is FinalReply:
                 record_reply(span, reply)
@@ -571,7 +578,7 @@ def _unknown(kind: Any) -> str:
 
 
 def _declined(session: Session, msg: Any) -> None:
-    """``_step_now`` of a connection whose steps all take the loop's slow way (resumable, or
+    """``_now`` of a connection whose steps all take the loop's slow way (resumable, or
     traced: no step is answered without a coroutine there)."""
     return None
 

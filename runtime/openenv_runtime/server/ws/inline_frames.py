@@ -160,10 +160,8 @@ def supports(protocol_cls: Any) -> bool:
         )
         return False
     queue = asyncio.Queue[Any]()
-    return (
-        all(callable(getattr(protocol_cls, name, None)) for name in _REQUIRED)
-        and hasattr(queue, "_getters")
-        and hasattr(queue, "_queue")
+    return all(callable(getattr(protocol_cls, name, None)) for name in _REQUIRED) and hasattr(
+        queue, "_getters"
     )
 
 
@@ -301,13 +299,16 @@ class InlineFrames(_SansIO if _SansIO is not None else object):  # type: ignore[
             scope["extensions"][EXTENSION] = self
 
     def _may_answer(self) -> bool:
-        # The connection's task waits in receive() for a frame, with none queued: asyncio's
-        # Queue keeps a waiting get()'s future in _getters until a put wakes it (tracking this
-        # in an overridden receive() cost every frame through ASGI an extra coroutine).
+        # The connection's task waits in receive() for a frame, with none queued. asyncio's
+        # Queue has no public way to ask whether a get() waits: its waiting get()'s future sits
+        # in _getters until a put wakes it. The public way, a Queue whose get() counts its
+        # waiting callers, costs every frame through ASGI +0.4 to +0.6 µs (a coroutine more
+        # per get(); benchmarks/server/queue_watch.py, queue_watch_latest.md), so the private
+        # read stays, checked by supports() and fenced by TESTED.
         queue = self.queue
         return (
             bool(queue._getters)
-            and not queue._queue
+            and queue.empty()
             and not self.close_sent
             and self.writable.is_set()
         )

@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Coroutine
 from time import monotonic
 from typing import Any, Protocol
 
-from pydantic_core import from_json
-
+from openenv_runtime.models import Observation
 from openenv_runtime.protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
@@ -49,10 +48,11 @@ from openenv_runtime.protocol import (
 )
 from openenv_runtime.server.guards.auth import selected_subprotocol
 from openenv_runtime.server.guards.limits import client_identity
-from openenv_runtime.server.running.adapter import PlainStep, StepTimeout
+from openenv_runtime.server.running.adapter import StepTimeout
 from openenv_runtime.server.sessions import resume
 from openenv_runtime.server.sessions.registry import SessionManager
 from openenv_runtime.server.sessions.session import Session
+from openenv_runtime.server.stepping import ActionRefused, Stepper
 from openenv_runtime.server.ws.handshake import RETRY_AFTER_SECONDS, describe_exception
 
 logger = logging.getLogger("openenv_runtime.server")
@@ -82,8 +82,6 @@ class Endpoint(Protocol):
 
     def parse(self, frame: str | bytes) -> Any: ...
 
-    def action(self, data: Any) -> Any: ...
-
     def failure(self, session: Session, kind: Any, exc: Exception) -> str: ...
 
 
@@ -96,13 +94,15 @@ class _Refused(Exception):
 
 
 class VectorSessions:
-    """Serves the vector sessions of one ``/ws`` endpoint."""
+    """Serves the vector sessions of one ``/ws`` endpoint; ``steps`` checks, runs and counts
+    each environment's step (the server's one step function, ``stepping.py``)."""
 
-    def __init__(self, endpoint: Endpoint, max_envs: int) -> None:
+    def __init__(self, endpoint: Endpoint, max_envs: int, steps: Stepper) -> None:
         self.endpoint = endpoint
         self.manager = endpoint.manager
         self.runner = endpoint.manager.runner
         self.max_envs = max_envs
+        self.steps = steps
 
     async def serve(self, scope: dict[str, Any], receive: Any, send: Any, value: bytes) -> None:
         """The whole life of one vector session, from its handshake to its last instance closed."""
@@ -329,32 +329,31 @@ class VectorSessions:
         reset_ended = data.get("reset_ended", False)
         if type(reset_ended) is not bool:
             raise _Refused("reset_ended must be true or false.")
-        endpoint = self.endpoint
+        steps = self.steps
         actions: list[Any] = [None] * n
         for i, entry in enumerate(entries):  # every action checked before any instance moves
             if entry is None or i in reset_set:
                 continue
-            action = endpoint.action(entry)
-            if type(action) is str:
-                raise _Refused(f"actions[{i}]: {_message_of(action)}")
-            actions[i] = action
+            try:
+                actions[i] = steps.action(entry)
+            except ActionRefused as refused:
+                raise _Refused(f"actions[{i}]: {refused.message}") from None
         results: list[str | None] = [None] * n
         timeout = await self._resets(sessions, [(i, dict[str, Any]()) for i in resetting], results)
         waiting: list[Awaitable[bool]] = []
         for i, action in enumerate(actions):
             if action is None:
                 continue
-            step = sessions[i].step
-            if type(step) is PlainStep and step.placement.inline:
-                try:  # proven cheap: called here, no coroutine
-                    obs = step.now(action)
-                except Exception as exc:
-                    results[i] = self._failure(sessions, i, "step", exc)
-                    continue
+            try:  # checked above: the model passes it as is
+                obs = steps.run(sessions[i], action)
+            except Exception as exc:
+                results[i] = self._failure(sessions, i, "step", exc)
+                continue
+            if isinstance(obs, Observation):  # run inline: no coroutine
                 sessions[i].episode_open = not obs.done
                 results[i] = observation_message(obs)
             else:
-                waiting.append(self._step_one(sessions, i, step, action, results))
+                waiting.append(self._step_one(sessions, i, obs, results))
         if waiting:
             timeout = any(await asyncio.gather(*waiting)) or timeout
         fresh: list[str | None] | None = None
@@ -372,12 +371,11 @@ class VectorSessions:
         self,
         sessions: list[Session],
         i: int,
-        step: Callable[[Any], Awaitable[Any]],
-        action: Any,
+        stepping: Coroutine[Any, Any, Observation],
         results: list[str | None],
     ) -> bool:
         try:
-            obs = await step(action)
+            obs = await stepping
         except Exception as exc:
             results[i] = self._failure(sessions, i, "step", exc)
             return isinstance(exc, StepTimeout)
@@ -409,8 +407,3 @@ class VectorSessions:
                 + "]}}"
             )
         return (reply,) if timeout else reply
-
-
-def _message_of(error_reply: str) -> str:
-    """The ``message`` of an error reply built by :func:`error_message`."""
-    return str(from_json(error_reply)["data"]["message"])
