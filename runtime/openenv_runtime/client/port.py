@@ -5,6 +5,11 @@ satisfies :class:`SlotPool`. The modules that drive a session (``pool``, ``batch
 ``first_ready``, ``checkpoint``, ``sync``) name these ports, never the classes, so they sit
 below ``env_client`` and ``pool`` and import nothing above them (no import circle, not even
 a type-only one).
+
+Every member here is public: the pool and its sessions meet only through these names (as an
+HTTP client meets its transport through one public method), never through each other's
+underscore attributes (``tests/unit/test_private_access.py`` keeps it so). They are the seam
+between the pool and a session, not application code's API.
 """
 
 from __future__ import annotations
