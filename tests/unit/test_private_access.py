@@ -49,12 +49,21 @@ def reaches(path: Path, root: Path = ROOT) -> list[str]:
     found = []
     rel = path.relative_to(root).as_posix()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.Attribute):
+        if isinstance(node, ast.Attribute):
+            owner, name = node.value, node.attr
+        elif (  # getattr(x, "_name"), setattr, hasattr, delattr: the same reach, spelled out
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            owner, name = node.args[0], node.args[1].value
+        else:
             continue
-        name = node.attr
         if not name.startswith("_") or name.startswith("__"):
             continue
-        owner = node.value
         if isinstance(owner, ast.Name) and owner.id in OWN:
             continue
         if (
@@ -63,7 +72,7 @@ def reaches(path: Path, root: Path = ROOT) -> list[str]:
             and owner.func.id == "super"
         ):
             continue
-        text = ast.unparse(node)
+        text = f"{ast.unparse(owner)}.{name}"
         if text in PUBLIC_DESPITE_UNDERSCORE or (rel, text) in ALLOWED:
             continue
         found.append(f"{rel}:{node.lineno}: {text}")
@@ -91,12 +100,16 @@ def test_the_check_sees_a_reach_into_privates_and_not_ones_own(tmp_path: Path) -
     probe = tmp_path / "probe.py"
     probe.write_text(
         "def f(pool, self, cls):\n"
-        "    self._mine, cls._ours, pool.public, os._exit\n"
+        "    self._mine, cls._ours, pool.public, os._exit, getattr(self, '_mine')\n"
         "    super()._init()\n"
-        "    return pool._errors, self.pool._fail\n",
+        "    return pool._errors, self.pool._fail, getattr(pool, '_clients', None)\n",
         encoding="utf-8",
     )
-    assert reaches(probe, tmp_path) == ["probe.py:4: pool._errors", "probe.py:4: self.pool._fail"]
+    assert sorted(reaches(probe, tmp_path)) == [
+        "probe.py:4: pool._clients",
+        "probe.py:4: pool._errors",
+        "probe.py:4: self.pool._fail",
+    ]
 
 
 def port_members(name: str) -> set[str]:
