@@ -69,7 +69,7 @@ if RuntimeParam is not None:
             ):
                 path_type = self.parameter_info.path_type or annotation
                 if not (isinstance(path_type, type) and issubclass(path_type, Path)):
-                    return self._fallback()._coerce_value(value, param=param, ctx=ctx)
+                    return self._fallback().coerce(value, param=param, ctx=ctx)
                 return coerce_cli_path(
                     value if isinstance(value, path_type) else path_type(value),
                     self.parameter_info,
@@ -77,7 +77,7 @@ if RuntimeParam is not None:
                     param=param,
                     ctx=ctx,
                 )
-            return self._fallback()._coerce_value(value, param=param, ctx=ctx)
+            return self._fallback().coerce(value, param=param, ctx=ctx)
 
         def _in_bounds(self, number: int) -> bool:
             low, high = self.parameter_info.min, self.parameter_info.max

@@ -217,7 +217,7 @@ def test_frames_carry_traceparent_only_to_a_server_that_reads_it(
         with trace.get_tracer("test").start_as_current_span("trainer"):
             async with CounterClient(base_url=url) as client:
                 await client.step(CounterAction(delta=1))
-                return client._step_frame(CounterAction(delta=1))
+                return client.step_frame(CounterAction(delta=1))
 
     with running_server(untraced) as plain_url, running_server(traced) as traced_url:
         assert "traceparent" not in asyncio.run(frames(plain_url))

@@ -87,6 +87,23 @@ def test_reference_named_distribution_is_found_by_any_spelling(site: Path) -> No
     assert "lantern" in get_discovery().discover()
 
 
+def test_a_hub_id_reaches_autoaction_through_autoenvs_install_step(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the reference's tests patch AutoEnv._ensure_package_from_hub; AutoAction follows it
+    install(site, "openenv-lantern_env", "lantern_env", "Lantern", "name: lantern_env\n")
+    asked: list[tuple[str, bool]] = []
+
+    def installed(name: str, trust_remote_code: bool = False) -> str:
+        asked.append((name, trust_remote_code))
+        return "lantern_env"
+
+    monkeypatch.setattr(AutoEnv, "_ensure_package_from_hub", staticmethod(installed))
+    assert AutoAction.from_env("org/lantern", trust_remote_code=True).__name__ == "LanternAction"
+    assert AutoEnv.installed_name("lantern_env") == "lantern_env"
+    assert asked == [("org/lantern", True)]
+
+
 def test_entry_point_finds_an_openenv_init_project(site: Path) -> None:
     # openenv init projects are not named openenv-*: they declare an entry point instead
     install(

@@ -144,6 +144,18 @@ def test_a_reference_step_payload_hook_is_used_by_subclasses_too() -> None:
         assert cls("http://x")._action_json(EchoAction(message="hi")) == '{"message":"HI"}'
 
 
+class Parsed(Echo):
+    def _parse_result(self, data: dict[str, Any]) -> Any:
+        return ("parsed", data["reward"])
+
+
+def test_the_pools_port_reads_replies_through_the_reference_parse_result_hook() -> None:
+    # the pool's seam is public (parse_result); a subclass still overrides the reference's hook
+    assert Parsed("http://x").parse_result({"reward": 2.0}) == ("parsed", 2.0)
+    assert Echo("http://x").step_frame(EchoAction(message="hi")).startswith('{"type":"step"')
+    assert Echo("http://x").reset_frame(seed=3).startswith('{"type":"reset"')
+
+
 class QuietConnect(Echo):
     """A subclass whose connect() returns nothing, as user code often does."""
 

@@ -117,7 +117,7 @@ def test_replacing_many_failed_slots_places_them_on_one_reading_of_health(
     async def scenario() -> list[int]:
         await pool.open()
         for i in range(pool.size):
-            pool._fail(i, EnvError("CONNECTION_ERROR", "lost"))
+            pool.fail_slot(i, EnvError("CONNECTION_ERROR", "lost"))
         return await pool.replace_failed()
 
     assert asyncio.run(scenario()) == [0, 1, 2, 3, 4]

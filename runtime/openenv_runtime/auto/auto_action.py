@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..client.generic import GenericAction
-from ._discovery import EnvironmentInfo, _is_hub_url, get_discovery
+from ._discovery import EnvironmentInfo, get_discovery
 from .auto_env import AutoEnv, _import_class
 
 
@@ -42,8 +42,7 @@ class AutoAction:
         """The action class of environment ``name``."""
         if skip_install:
             return GenericAction
-        if _is_hub_url(name):
-            name = AutoEnv._ensure_package_from_hub(name, trust_remote_code=trust_remote_code)
+        name = AutoEnv.installed_name(name, trust_remote_code=trust_remote_code)
         return _import_class(_find(name), "action")
 
     from_hub = from_env

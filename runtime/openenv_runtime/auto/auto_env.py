@@ -215,6 +215,15 @@ class AutoEnv:
         return _answers(url, timeout)
 
     @classmethod
+    def installed_name(cls, name: str, trust_remote_code: bool = False) -> str:
+        """The installed environment ``name`` stands for: a Hub id (``org/name``, or its URL)
+        has its Space's package installed first, with consent (as ``from_env`` does); any
+        other name is returned as it is."""
+        if not _is_hub_url(name):
+            return name
+        return cls._ensure_package_from_hub(name, trust_remote_code=trust_remote_code)
+
+    @classmethod
     def from_env(
         cls,
         name: str,

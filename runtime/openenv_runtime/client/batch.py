@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from ..errors import EnvError
+from ..protocol import reply_data
 from .port import Result, SessionPort, SlotPool, as_env_error
 from .transport import ConnectionLost
 
@@ -63,7 +64,7 @@ class SlotReply:
         client = self.client
         result: Result
         try:
-            result = client._parse_result(client._unwrap(raw))
+            result = client.parse_result(reply_data(raw))
         except EnvError as error:
             if error.code == CAPACITY_REACHED:
                 self.batch.moves.append(self.index)
@@ -80,5 +81,7 @@ class SlotReply:
         lost = (
             exception if isinstance(exception, ConnectionLost) else ConnectionLost(str(exception))
         )
-        self.batch.results[self.index] = self.batch.pool._fail(self.index, self.client._lost(lost))
+        self.batch.results[self.index] = self.batch.pool.fail_slot(
+            self.index, self.client.lost(lost)
+        )
         self.batch.one_done()

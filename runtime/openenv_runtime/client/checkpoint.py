@@ -77,7 +77,7 @@ class CheckpointMixin:
 
     async def checkpoint(self) -> Checkpoint:
         """Save the session's environment state on the server; returns its :class:`Checkpoint`."""
-        return Checkpoint.from_data(await _client(self)._request('{"type":"checkpoint"}'))
+        return Checkpoint.from_data(await _client(self).request_frame('{"type":"checkpoint"}'))
 
     async def restore(self, checkpoint: Checkpoint | str) -> Checkpoint:
         """Put this session's environment back to ``checkpoint`` (no reset needed).
@@ -90,7 +90,7 @@ class CheckpointMixin:
             data = {"id": checkpoint.id, "digest": checkpoint.digest}
         else:
             data = {"id": checkpoint}
-        reply = await _client(self)._request(encode({"type": "restore", "data": data}))
+        reply = await _client(self).request_frame(encode({"type": "restore", "data": data}))
         return Checkpoint.from_data(reply)
 
     @overload
@@ -153,14 +153,14 @@ class CheckpointMixin:
 
     async def _fork_one(self, checkpoint: Checkpoint, base_url: str) -> Self:
         """One connected client of ``base_url`` whose session starts from ``checkpoint``."""
-        twin = _client(self)._twin(base_url)
+        twin = _client(self).twin(base_url)
         twin.headers[HEADER_RESTORE] = checkpoint.id
         twin.headers[HEADER_RESTORE_DIGEST] = checkpoint.digest
         try:
             await twin.connect()
             # A failed restore answers here, before the fork is handed out; a server that
             # ignored the header (an older one) shows a fresh episode instead.
-            state = await twin._request('{"type":"state"}')
+            state = await twin.request_frame('{"type":"state"}')
             if state.get("step_count", checkpoint.step) != checkpoint.step:
                 raise EnvError(
                     "CHECKPOINT_UNSUPPORTED",

@@ -87,7 +87,7 @@ class ReferenceClientMixin:
 
     async def new_session(self) -> typing.Self:
         """Another connected client (its own server session) with the same settings."""
-        other = self._twin()  # type: ignore[attr-defined]
+        other = self.twin()  # type: ignore[attr-defined]
         await async_call(other, "connect")
         return other  # type: ignore[no-any-return]
 

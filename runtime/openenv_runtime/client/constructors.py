@@ -24,9 +24,8 @@ class Stoppable(Protocol):
 
 
 class ProviderConstructors:
-    """Mixed into :class:`~openenv_runtime.EnvClient`; the provider lives in ``_provider``."""
-
-    _provider: Stoppable | None
+    """Mixed into :class:`~openenv_runtime.EnvClient`; each constructor hands the client the
+    provider it started as the constructor's ``provider`` (what ``close()`` stops)."""
 
     if TYPE_CHECKING:
 
@@ -42,12 +41,10 @@ class ProviderConstructors:
         _check_client_options(cls, client_kwargs)  # before anything starts
         urls = provider.start()
         try:
-            client = cls(urls[0], **client_kwargs)
+            return cls(urls[0], provider=provider, **client_kwargs)
         except BaseException:
             provider.stop()
             raise
-        client._provider = provider
-        return client
 
     @classmethod
     def from_project(
@@ -96,12 +93,10 @@ class ProviderConstructors:
             base_url = container.start_container(image, **options)
             try:
                 container.wait_for_ready(base_url)
-                client = cls(base_url, **client_kwargs)
+                return cls(base_url, provider=_ContainerStopper(container), **client_kwargs)
             except BaseException:
                 container.stop_container()
                 raise
-            client._provider = _ContainerStopper(container)
-            return client
         if provider is None:
             _check_client_options(cls, client_kwargs)
             from ..providers.docker import DockerProvider

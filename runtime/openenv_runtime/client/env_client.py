@@ -55,10 +55,11 @@ class EnvClient(
     To start the server too: ``MyEnv.from_project(".")``, ``MyEnv.from_docker_image(image)``,
     ``MyEnv.from_env("org/name")``; closing such a client stops its server.
 
-    ``EnvPool`` drives many clients through a small port, and only through it: the frames
-    (``_reset_frame``, ``_step_frame``, built by :mod:`openenv_runtime.protocol`), sending
-    (``_submit_to`` for a batch, ``_request`` for one), reading a reply (``_unwrap``, then
-    ``_parse_result``) and the errors that end a session (``_lost``, ``_timed_out``).
+    ``EnvPool`` drives many clients through a small public port, and only through it
+    (:class:`~openenv_runtime.client.port.SessionPort`): the frames (``reset_frame``,
+    ``step_frame``), sending (``submit_to`` for a batch, ``request_frame`` for one), reading a
+    reply (``parse_result``) and the errors that end a session (``lost``, ``timed_out``).
+    They are the pool's seam, not for application code: use ``reset``, ``step``, ``state``.
 
     Args:
         base_url: the server (``http(s)://`` or ``ws(s)://``; ``/ws`` is appended).
@@ -255,9 +256,9 @@ class EnvClient(
         """The same client with blocking methods, for plain scripts: ``with env.sync() as e: e.reset()``."""
         return SyncEnvClient(self)
 
-    def _twin(self, base_url: str | None = None) -> typing.Self:
-        """A client of the same class and options, not connected (for ``fork``), of
-        ``base_url`` (default: this client's server)."""
+    def twin(self, base_url: str | None = None) -> typing.Self:
+        """A client of the same class and options, not connected, of ``base_url`` (default:
+        this client's server). The seam ``fork`` and ``new_session`` use to make one."""
         return type(self)(
             self.base_url if base_url is None else base_url,
             token=self.token,
@@ -276,17 +277,17 @@ class EnvClient(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> StepResult[ObsT]:
         """Start a new episode. ``seed``, ``episode_id`` and other keys go to the environment's ``reset``."""
-        data = await self._request(self._reset_frame(seed, episode_id, **kwargs))
+        data = await self.request_frame(self.reset_frame(seed, episode_id, **kwargs))
         return self._parse_result(data)
 
     async def step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:
         """Send one action; returns the observation with its reward and done flag."""
-        data = await self._request(self._step_frame(action))
+        data = await self.request_frame(self.step_frame(action))
         return self._parse_result(data)
 
     async def state(self) -> StateT:
         """The episode's state (``episode_id``, ``step_count`` and the environment's own fields)."""
-        data = await self._request(STATE_FRAME)
+        data = await self.request_frame(STATE_FRAME)
         return self._parse_state(data)
 
     async def schema(self) -> dict[str, Any]:
@@ -296,14 +297,16 @@ class EnvClient(
             read_schema, self.base_url, token=self.token, timeout=self.connect_timeout
         )
 
-    # -- frames (the pool sends them too) -------------------------------------------------
-    def _reset_frame(
+    # -- the pool's port (client/port.py): frames, sending, reading, ending ---------------------
+    def reset_frame(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> str:
+        """The wire frame of ``reset(seed, episode_id, **kwargs)``, not sent (the pool's seam)."""
         frame = reset_frame({"seed": seed, "episode_id": episode_id, **kwargs})
         return tracing.with_traceparent(frame) if self._trace_frames else frame
 
-    def _step_frame(self, action: ActT | dict[str, Any]) -> str:
+    def step_frame(self, action: ActT | dict[str, Any]) -> str:
+        """The wire frame of ``step(action)``, not sent (the pool's seam)."""
         frame = step_frame(self._action_json(action))
         return tracing.with_traceparent(frame) if self._trace_frames else frame
 
@@ -329,8 +332,9 @@ class EnvClient(
     def _parse_state(self, data: dict[str, Any]) -> StateT:
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
 
-    async def _request(self, frame: str) -> dict[str, Any]:
-        """Send one request frame and return the ``data`` of its reply (the one place requests go)."""
+    async def request_frame(self, frame: str) -> dict[str, Any]:
+        """Send one request frame and return the ``data`` of its reply (the one place requests
+        go; the pool's and checkpoints' seam). An error reply raises ``EnvError``."""
         if self._resumer is not None:
             lock = self._lock  # acquired directly: `async with` adds two coroutines per request
             await lock.acquire()
@@ -356,15 +360,16 @@ class EnvClient(
                 else asyncio.wait_for(reply, self.message_timeout)
             )
         except ConnectionLost as exc:
-            raise self._lost(exc) from None
+            raise self.lost(exc) from None
         except (TimeoutError, asyncio.TimeoutError):
-            raise self._timed_out() from None
+            raise self.timed_out() from None
         return self._unwrap(raw)
 
-    def _submit_to(self, frame: str, sink: ReplySink) -> bool:
+    def submit_to(self, frame: str, sink: ReplySink) -> bool:
         """Send ``frame``; its raw reply (or ``ConnectionLost``) goes to ``sink``.
 
-        The pool's batched path: no coroutine per request. False when not connected.
+        The pool's batched seam: no coroutine per request; read the reply with
+        ``parse_result(reply_data(raw))``. False when not connected.
         """
         if self._resumer is not None:
             # Numbered, resumable requests go one at a time through the resuming path.
@@ -382,14 +387,16 @@ class EnvClient(
         async with self._lock:
             return await self._resumer.request(frame)
 
-    def _lost(self, exc: ConnectionLost) -> EnvError:
-        """The session ended under a request: remember why, and say it."""
+    def lost(self, exc: ConnectionLost) -> EnvError:
+        """The session ended under a request: remember why, and say it (the pool's seam)."""
         self._conn = None
         self._ended = f"the connection to {self.url} ended: {exc}"
         code = exc.close_code
         return EnvError("CLOSED", self._ended, {"close_code": code} if code is not None else None)
 
-    def _timed_out(self, seconds: float | None = None) -> EnvError:
+    def timed_out(self, seconds: float | None = None) -> EnvError:
+        """A request got no reply within ``seconds`` (default ``message_timeout``): end the
+        session and say why (the pool's seam)."""
         # A late reply would be mistaken for the next one: this session cannot go on.
         self.abort()
         which = "timeout" if seconds is not None else "message_timeout"
@@ -400,6 +407,11 @@ class EnvClient(
     @staticmethod
     def _unwrap(raw: str | bytes) -> dict[str, Any]:
         return reply_data(raw)
+
+    def parse_result(self, data: dict[str, Any]) -> StepResult[ObsT]:
+        """A reply's ``data`` as a ``StepResult`` (the pool's seam); it calls ``_parse_result``,
+        the hook a subclass overrides (the reference's name)."""
+        return self._parse_result(data)
 
 
 @functools.lru_cache(maxsize=256)  # bounded: classes made at run time do not pile up

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from ..errors import EnvError
 from ..models import StepResult
-from ..protocol import CLOSE_SERVICE_RESTART
+from ..protocol import CLOSE_SERVICE_RESTART, reply_data
 from .port import Result, SessionPort, SlotPool, as_env_error
 from .transport import ConnectionLost
 
@@ -81,7 +81,7 @@ class FirstReady:
                 )
             seen.add(i)
         for i, payload in zip(slots, payloads, strict=True):
-            if i in self.replacing or self.pool._errors[i] is not None:
+            if i in self.replacing or self.pool.errors[i] is not None:
                 await self._ensure_session(i)
             self.submit(i, payload, reset)
 
@@ -93,8 +93,8 @@ class FirstReady:
 
     def submit(self, index: int, payload: Any, reset: bool) -> None:
         pool = self.pool
-        client = pool._clients[index]
-        error = pool._errors[index]
+        client = pool.clients[index]
+        error = pool.errors[index]
         if error is not None:
             self.deliver(
                 index,
@@ -108,9 +108,9 @@ class FirstReady:
         kind = _RESET if reset or index in self.needs_reset else _STEP
         try:
             frame = (
-                client._reset_frame(payload if reset else None)
+                client.reset_frame(payload if reset else None)
                 if kind
-                else client._step_frame(payload)
+                else client.step_frame(payload)
             )
         except Exception as exc:  # e.g. a dict action that does not validate
             self.deliver(index, as_env_error(exc, "VALIDATION_ERROR"))
@@ -130,7 +130,7 @@ class FirstReady:
         timeout = self.pool.timeout
         if timeout is not None:
             request.timer = asyncio.get_running_loop().call_later(timeout, request.expire, timeout)
-        if not client._submit_to(frame, request):
+        if not client.submit_to(frame, request):
             request.fail(EnvError("CLOSED", "the session is not connected"))
 
     # -- replies ---------------------------------------------------------------------------
@@ -153,7 +153,7 @@ class FirstReady:
                     self.needs_reset.add(index)
                 elif self.autoreset == "same_step":
                     client = request.client
-                    self._send_frame(index, client, _RESET, client._reset_frame(None), result)
+                    self._send_frame(index, client, _RESET, client.reset_frame(None), result)
                     return
         elif final is not None:
             # The final step's result stands; the reset is retried by the next send.
@@ -179,14 +179,14 @@ class FirstReady:
             and not self.closed
         ):
             # a draining replica: still in flight while the slot moves and resets elsewhere
-            self.pool._fail(index, error)
+            self.pool.fail_slot(index, error)
             task = asyncio.get_running_loop().create_task(
                 self._reset_elsewhere(request, self._start_replacing(index))
             )
             self.resending.add(task)
             task.add_done_callback(self.resending.discard)
             return
-        self.pool._fail(index, error)
+        self.pool.fail_slot(index, error)
         self.inflight.pop(index, None)
         self.needs_reset.add(index)
         if not self.closed:
@@ -207,13 +207,13 @@ class FirstReady:
             return
         index = request.index
         pool = self.pool
-        error = pool._errors[index]
+        error = pool.errors[index]
         if error is not None:  # no replica took it: report it as any failed slot
             self.inflight.pop(index, None)
             self.on_failure(request, error)
             return
         pool.drain_moves += 1
-        self._send_frame(index, pool._clients[index], _RESET, request.frame, request.final)
+        self._send_frame(index, pool.clients[index], _RESET, request.frame, request.final)
 
     def _start_replacing(self, index: int) -> asyncio.Task[None]:
         """Queue slot ``index`` for a fresh session. Slots failing together (a server gone
@@ -318,7 +318,7 @@ class _Request:
         client = self.client
         result: Result
         try:
-            result = client._parse_result(client._unwrap(raw))
+            result = client.parse_result(reply_data(raw))
         except EnvError as error:
             result = error
         except Exception as exc:
@@ -332,11 +332,11 @@ class _Request:
         lost = (
             exception if isinstance(exception, ConnectionLost) else ConnectionLost(str(exception))
         )
-        self.fail(self.client._lost(lost))
+        self.fail(self.client.lost(lost))
 
     def expire(self, seconds: float) -> None:
         if not self.finished:
-            self.fail(self.client._timed_out(seconds))
+            self.fail(self.client.timed_out(seconds))
 
     def fail(self, error: EnvError) -> None:
         if self.finished:

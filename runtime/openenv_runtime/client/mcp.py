@@ -73,7 +73,7 @@ class MCPClientBase(EnvClient[CallToolAction, Observation, State]):
             "params": params or {},
             "id": next(self.__dict__.setdefault("_rpc_ids", itertools.count(1))),
         }
-        reply = await self._request('{"type":"mcp","data":' + encode(request) + "}")
+        reply = await self.request_frame('{"type":"mcp","data":' + encode(request) + "}")
         if reply.get("error"):
             error = reply["error"]
             raise EnvError(

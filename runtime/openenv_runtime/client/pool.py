@@ -101,8 +101,10 @@ class EnvPool(Generic[ClientT]):
         # The pool replaces failed sessions itself; resuming (opt in with resume=True) costs
         # a task and a lock per request.
         self.client_kwargs = {"resume": False, **client_kwargs}
-        self._clients: list[ClientT] = []
-        self._errors: list[EnvError | None] = []
+        self.clients: list[ClientT] = []
+        """Each slot's client: the seam the pool's helpers drive (``pool[i]`` in your code)."""
+        self.errors: list[EnvError | None] = []
+        """Each slot's failure, None while its session is well (``failed`` lists them)."""
         self._servers: dict[str, _Server] = {}
         self._where: list[str] = []
         self._opened = False
@@ -149,15 +151,15 @@ class EnvPool(Generic[ClientT]):
             if self.provider is not None:
                 self.urls = await self.provider.astart()
             await self._refresh_capacity()
-            self._errors = [None] * self.size
-            self._clients = [self._new_client(self._pick_server()) for _ in range(self.size)]
-            self._where = [c.base_url for c in self._clients]
+            self.errors = [None] * self.size
+            self.clients = [self._new_client(self._pick_server()) for _ in range(self.size)]
+            self._where = [c.base_url for c in self.clients]
             opened = await asyncio.gather(
                 *(self._connect_slot(i) for i in range(self.size)), return_exceptions=True
             )
             for i, outcome in enumerate(opened):
                 if isinstance(outcome, BaseException):
-                    self._errors[i] = as_env_error(outcome)
+                    self.errors[i] = as_env_error(outcome)
         except BaseException:
             await self.close()
             raise
@@ -179,7 +181,7 @@ class EnvPool(Generic[ClientT]):
     async def _connect_slot(self, index: int) -> None:
         tried: list[str] = []
         while True:
-            client = self._clients[index]
+            client = self.clients[index]
             try:
                 await client.connect()
                 return
@@ -196,9 +198,9 @@ class EnvPool(Generic[ClientT]):
             release(server, full)
 
     async def _move(self, index: int, exclude: Iterable[str] = ()) -> ClientT:
-        self._clients[index].abort()
+        self.clients[index].abort()
         client = self._new_client(self._pick_server(exclude))
-        self._clients[index] = client
+        self.clients[index] = client
         self._where[index] = client.base_url
         return client
 
@@ -291,8 +293,8 @@ class EnvPool(Generic[ClientT]):
         results = batch.results
         sinks: list[SlotReply | None] = [None] * self.size
         sent: list[str] = [""] * self.size
-        errors = self._errors
-        for i, client in enumerate(self._clients):
+        errors = self.errors
+        for i, client in enumerate(self.clients):
             if only is not None and i not in only:
                 continue
             error = errors[i]
@@ -308,10 +310,10 @@ class EnvPool(Generic[ClientT]):
                 continue
             sink = sinks[i] = SlotReply(batch, i, client)
             batch.remaining += 1
-            if not client._submit_to(sent[i], sink):
+            if not client.submit_to(sent[i], sink):
                 sinks[i] = None
                 batch.remaining -= 1
-                results[i] = self._fail(i, EnvError("CLOSED", "the session is not connected"))
+                results[i] = self.fail_slot(i, EnvError("CLOSED", "the session is not connected"))
         batch.one_done()  # the guard that kept an early reply from finishing the batch
         if not batch.finished.done():
             timer = None
@@ -326,7 +328,7 @@ class EnvPool(Generic[ClientT]):
             for i, late in enumerate(sinks):
                 if late is not None and not late.finished:
                     late.finished = True  # a late reply is dropped
-                    results[i] = self._fail(i, self._clients[i]._timed_out(timeout))
+                    results[i] = self.fail_slot(i, self.clients[i].timed_out(timeout))
         drained = self._drained(results) if frame is _reset_frame else []
         if batch.moves:
             await asyncio.gather(*(self._retry_elsewhere(i, sent[i], results) for i in batch.moves))
@@ -342,7 +344,7 @@ class EnvPool(Generic[ClientT]):
             client = await self._move(index, exclude=tried)
             try:
                 await client.connect()
-                results[index] = client._parse_result(await client._request(frame))
+                results[index] = client.parse_result(await client.request_frame(frame))
                 return
             except EnvError as error:
                 results[index] = error
@@ -351,7 +353,7 @@ class EnvPool(Generic[ClientT]):
                 tried.append(client.base_url)
                 self._release(client.base_url, full=True)
         result = results[index]
-        self._errors[index] = result if isinstance(result, EnvError) else None
+        self.errors[index] = result if isinstance(result, EnvError) else None
 
     def _drained(self, results: Sequence[Result | None]) -> list[int]:
         """Slots whose reset a draining replica left unanswered (it closed them with 1012)."""
@@ -371,20 +373,22 @@ class EnvPool(Generic[ClientT]):
         moved = await self.replace_slots(slots)
 
         async def resend(index: int) -> None:
-            client = self._clients[index]
+            client = self.clients[index]
             try:
-                results[index] = client._parse_result(await client._request(sent[index]))
+                results[index] = client.parse_result(await client.request_frame(sent[index]))
             except EnvError as error:
-                results[index] = self._fail(index, error)
+                results[index] = self.fail_slot(index, error)
 
         await asyncio.gather(*(resend(i) for i in moved))
         for i in slots:
             if i not in moved:
-                results[i] = self._errors[i]
+                results[i] = self.errors[i]
         self.drain_moves += len(moved)
 
-    def _fail(self, index: int, error: EnvError) -> EnvError:
-        self._errors[index] = error
+    def fail_slot(self, index: int, error: EnvError) -> EnvError:
+        """Record that slot ``index``'s session failed with ``error`` and return it; the slot
+        answers with an error until replaced (the seam of the pool's helpers)."""
+        self.errors[index] = error
         return error
 
     # -- first-ready -----------------------------------------------------------------------------
@@ -432,12 +436,12 @@ class EnvPool(Generic[ClientT]):
         """Session ``index``'s own client (``await pool[i].state()``)."""
         if not self._opened:
             raise RuntimeError("open the pool first: `async with pool`, `await pool.open()`")
-        return self._clients[index]
+        return self.clients[index]
 
     @property
     def failed(self) -> list[int]:
         """Slots whose session failed and has not been replaced."""
-        return [i for i, error in enumerate(self._errors) if error is not None]
+        return [i for i, error in enumerate(self.errors) if error is not None]
 
     def server_of(self, index: int) -> str:
         return self._where[index]
@@ -479,19 +483,19 @@ class EnvPool(Generic[ClientT]):
 
     def _place_anew(self, index: int) -> None:
         """Drop slot ``index``'s session and give it a new client on the roomiest server."""
-        self._errors[index] = None
-        self._clients[index].abort()
+        self.errors[index] = None
+        self.clients[index].abort()
         client = self._new_client(self._pick_server())
-        self._clients[index] = client
+        self.clients[index] = client
         self._where[index] = client.base_url
 
     async def _connect_anew(self, index: int) -> ClientT:
         try:
             await self._connect_slot(index)
         except EnvError as error:
-            self._errors[index] = error
+            self.errors[index] = error
             raise
-        return self._clients[index]
+        return self.clients[index]
 
     async def fork(
         self, index: int, *, n: int, checkpoint: Checkpoint | None = None
@@ -512,9 +516,9 @@ class EnvPool(Generic[ClientT]):
     async def close(self) -> None:
         """Close every session, then stop the provider if the pool owns it."""
         await self._first_ready.close()
-        clients, self._clients = self._clients, []
+        clients, self.clients = self.clients, []
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-        self._errors = []
+        self.errors = []
         provider = self.provider
         if provider is not None and self.own_provider:
             await provider.astop()
@@ -533,8 +537,8 @@ class EnvPool(Generic[ClientT]):
 
 
 def _reset_frame(client: SessionPort, seed: int | None) -> str:
-    return client._reset_frame(seed)
+    return client.reset_frame(seed)
 
 
 def _step_frame(client: SessionPort, action: Any) -> str:
-    return client._step_frame(action)
+    return client.step_frame(action)

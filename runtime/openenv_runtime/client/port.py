@@ -5,6 +5,11 @@ satisfies :class:`SlotPool`. The modules that drive a session (``pool``, ``batch
 ``first_ready``, ``checkpoint``, ``sync``) name these ports, never the classes, so they sit
 below ``env_client`` and ``pool`` and import nothing above them (no import circle, not even
 a type-only one).
+
+Every member here is public: the pool and its sessions meet only through these names (as an
+HTTP client meets its transport through one public method), never through each other's
+underscore attributes (``tests/unit/test_private_access.py`` keeps it so). They are the seam
+between the pool and a session, not application code's API.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ Result = StepResult[Any] | EnvError
 class SessionPort(Protocol):
     """The pool's port onto one session: frames, sending, reading a reply, ending it.
 
-    Frames are built by :mod:`openenv_runtime.protocol`; ``_submit_to`` sends one with no
-    coroutine per request (its raw reply goes to ``sink``), ``_request`` sends one and waits;
-    ``_unwrap`` then ``_parse_result`` read a reply; ``_lost`` / ``_timed_out`` end the
-    session and say why.
+    The public seam between a session and what drives it (as an HTTP client's transport has
+    one method it is driven through), not for application code. ``reset_frame`` /
+    ``step_frame`` build a frame (:mod:`openenv_runtime.protocol`); ``submit_to`` sends one
+    with no coroutine per request (its raw reply goes to ``sink``), ``request_frame`` sends one
+    and waits for the reply's ``data``; ``parse_result`` reads that ``data`` (a raw reply:
+    ``parse_result(reply_data(raw))``); ``lost`` / ``timed_out`` end the session and say why.
     """
 
     @property
@@ -41,27 +48,29 @@ class SessionPort(Protocol):
 
     async def close(self) -> None: ...
 
-    def _reset_frame(
+    def reset_frame(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> str: ...
 
-    def _step_frame(self, action: Any) -> str: ...
+    def step_frame(self, action: Any) -> str: ...
 
-    def _submit_to(self, frame: str, sink: ReplySink) -> bool: ...
+    def submit_to(self, frame: str, sink: ReplySink) -> bool: ...
 
-    async def _request(self, frame: str) -> dict[str, Any]: ...
+    async def request_frame(self, frame: str) -> dict[str, Any]: ...
 
-    def _unwrap(self, raw: str | bytes) -> dict[str, Any]: ...
+    def parse_result(self, data: dict[str, Any]) -> StepResult[Any]: ...
 
-    def _parse_result(self, data: dict[str, Any]) -> StepResult[Any]: ...
+    def lost(self, exc: ConnectionLost) -> EnvError: ...
 
-    def _lost(self, exc: ConnectionLost) -> EnvError: ...
-
-    def _timed_out(self, seconds: float | None = None) -> EnvError: ...
+    def timed_out(self, seconds: float | None = None) -> EnvError: ...
 
 
 class SlotPool(Protocol):
-    """What a pool's helpers (lockstep batches, first-ready) need of the pool."""
+    """What a pool's helpers (lockstep batches, first-ready) need of the pool.
+
+    ``clients[i]`` / ``errors[i]`` are slot i's session and the error that ended it (None while
+    it is well); ``fail_slot`` records such an error. The pool's seam with its helpers.
+    """
 
     @property
     def size(self) -> int: ...
@@ -73,12 +82,12 @@ class SlotPool(Protocol):
     drain_moves: int
 
     @property
-    def _clients(self) -> Sequence[SessionPort]: ...
+    def clients(self) -> Sequence[SessionPort]: ...
 
     @property
-    def _errors(self) -> Sequence[EnvError | None]: ...
+    def errors(self) -> Sequence[EnvError | None]: ...
 
-    def _fail(self, index: int, error: EnvError) -> EnvError: ...
+    def fail_slot(self, index: int, error: EnvError) -> EnvError: ...
 
     async def replace_slots(self, slots: Sequence[int]) -> list[int]: ...
 
@@ -93,12 +102,12 @@ class CheckpointSession(Protocol):
 
     async def close(self) -> None: ...
 
-    async def _request(self, frame: str) -> dict[str, Any]: ...
+    async def request_frame(self, frame: str) -> dict[str, Any]: ...
 
     @property
     def base_url(self) -> str: ...
 
-    def _twin(self, base_url: str | None = None) -> Self:
+    def twin(self, base_url: str | None = None) -> Self:
         """A client of the same class and options (not connected), of ``base_url`` (default:
         this client's server)."""
         ...

@@ -194,7 +194,7 @@ class Connection(asyncio.Protocol):
         except BaseException:
             connection.abort()
             raise
-        connection._schedule_ping()
+        connection.schedule_ping()
         return connection
 
     # -- asyncio.Protocol ----------------------------------------------------------------
@@ -301,7 +301,9 @@ class Connection(asyncio.Protocol):
                 transport.write_eof()
 
     # -- keepalive: a server that stops answering is noticed even while a long step runs ----
-    def _schedule_ping(self) -> None:
+    def schedule_ping(self) -> None:
+        """Send a keepalive ping in ``ping_interval`` seconds (``open`` starts the pings once
+        the handshake is done; each ping schedules the next)."""
         if self.ping_interval is not None and not self.lost.done():
             self._ping_handle = self.loop.call_later(self.ping_interval, self._ping)
 
@@ -320,7 +322,7 @@ class Connection(asyncio.Protocol):
             self._flush()
             if self.ping_timeout is not None:
                 self._pong_due = now + self.ping_timeout
-        self._schedule_ping()
+        self.schedule_ping()
 
     # -- what the client uses ------------------------------------------------------------------
     @property

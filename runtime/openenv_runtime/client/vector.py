@@ -108,8 +108,7 @@ class VectorSession:
             request.headers[HEADER] = str(n)
             protocol.send_request(request)
             session = cls(sock, protocol, n, target)
-            session._flush()
-            response = session._handshake()
+            response = session.handshake()
             sock.settimeout(message_timeout)
         except BaseException:
             sock.close()
@@ -119,7 +118,10 @@ class VectorSession:
             return None
         return session
 
-    def _handshake(self) -> Response:
+    def handshake(self) -> Response:
+        """Send the opening handshake's request (:meth:`open` queues it) and read the server's
+        reply; raises :class:`EnvError` when the server refuses. Called once, by :meth:`open`."""
+        self._flush()
         while True:
             events = self.protocol.events_received()
             for k, event in enumerate(events):

@@ -189,18 +189,22 @@ class SessionSpan:
         cls, tracer: Tracer, label: str, kind: str, parent: Context | None = None
     ) -> SessionSpan:
         """:meth:`start`, and make the span current in this task until :meth:`end`."""
+        opened = cls.start(tracer, label, kind, parent)
+        opened.make_current()
+        return opened
+
+    def make_current(self) -> None:
+        """Make this span (and :meth:`current`) current in this task until :meth:`end`."""
         from opentelemetry import context, trace
 
-        opened = cls.start(tracer, label, kind, parent)
-        token = context.attach(trace.set_span_in_context(opened.span))
-        mine = _session.set(opened)
+        token = context.attach(trace.set_span_in_context(self.span))
+        mine = _session.set(self)
 
         def restore() -> None:
             context.detach(token)
             _session.reset(mine)
 
-        opened._restore = restore
-        return opened
+        self._restore = restore
 
     @staticmethod
     def current() -> SessionSpan | None:

@@ -33,7 +33,7 @@ _TYPES: dict[str, type] = {
 }
 _FORWARDED = ("seed", "episode_id")
 _EXIT_WAIT_S = 3.0  # for every session still open at exit, in all
-_open: weakref.WeakSet[Any] = weakref.WeakSet()  # instances holding a session
+_open: weakref.WeakSet[Any] = weakref.WeakSet()  # the (blocking) clients of live sessions
 _exit_hook = threading.Lock()
 _exit_hook_installed = False
 
@@ -131,7 +131,7 @@ def environment_factory(
 
                 self._client = GenericEnvClient(url, **options).sync()
             self._client.connect()
-            _track(self)
+            _track(self._client)
         return self._client
 
     def __init__(self: Any) -> None:
@@ -177,10 +177,10 @@ def environment_factory(
     return type(name, (), methods)
 
 
-def _track(instance: Any) -> None:
-    """Remember an instance with a session, to end it at exit (once, bounded)."""
+def _track(client: Any) -> None:
+    """Remember an instance's client, to end its session at exit (once, bounded)."""
     global _exit_hook_installed
-    _open.add(instance)
+    _open.add(client)
     with _exit_hook:
         if not _exit_hook_installed:
             atexit.register(_close_open_sessions)
@@ -191,11 +191,9 @@ def _close_open_sessions() -> None:
     """At exit, while the clients' loop still runs: end the sessions instances still hold,
     waiting ``_EXIT_WAIT_S`` seconds in all (a server that does not answer is left)."""
     deadline = time.monotonic() + _EXIT_WAIT_S
-    for instance in list(_open):
-        client, instance._client = getattr(instance, "_client", None), None
+    for client in list(_open):
+        _open.discard(client)
         left = deadline - time.monotonic()
-        if client is None:
-            continue
         with contextlib.suppress(Exception):
             if left > 0:
                 client.close(timeout=left)

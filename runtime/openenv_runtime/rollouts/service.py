@@ -22,7 +22,7 @@ import asyncio
 import contextvars
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -76,47 +76,11 @@ class _Counters:
 
 
 class _VersionedLLM:
-    """The player's model client: waits while paused, tags each turn with the policy version."""
+    """The player's model client: each call is the service's (held while paused, tagged with
+    the policy version; see ``RolloutService._complete_turn``)."""
 
-    def __init__(self, inner: OpenAIClient, service: RolloutService) -> None:
-        self.inner = inner
-        self._service = service
-        self._traced = tracing.enabled()  # each call's span names its policy version
-
-    async def complete_with_tools(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
-    ) -> LLMResponse:
-        service = self._service
-        versions = _TURNS.get()
-        while True:
-            while not service._resumed.is_set():
-                await service._resumed.wait()
-            service._raise_if_stale(versions)
-            version = service.policy_version
-            if self._traced:
-                tracing.annotate({"openenv.policy_version": version})
-            call = asyncio.ensure_future(self.inner.complete_with_tools(messages, tools, **kwargs))
-            service._calls.add(call)
-            service._idle.clear()
-            try:
-                reply = await call
-            except asyncio.CancelledError:
-                if call not in service._aborted:
-                    raise  # the episode itself is cancelled
-                service._aborted.discard(call)
-                service._counters.calls_aborted += 1
-                continue  # aborted by pause(abort=True): sent again once resumed
-            finally:
-                service._calls.discard(call)
-                if not service._calls:
-                    service._idle.set()
-            break
-        versions.append(version)
-        if self._traced and (episode := tracing.EPISODE.get()) is not None:
-            episode.set_attribute("openenv.policy_versions", versions)
-        service._counters.turns_sampled += 1
-        service._raise_if_stale(versions)  # the version moved on past the bound during the call
-        return reply
+    def __init__(self, complete: Callable[..., Awaitable[LLMResponse]]) -> None:
+        self.complete_with_tools = complete
 
 
 class RolloutService:
@@ -194,7 +158,8 @@ class RolloutService:
         )
         self._model = self._runner.model.llm
         # The policy only calls complete_with_tools, which the wrapper provides.
-        self._runner.model.llm = cast(OpenAIClient, _VersionedLLM(self._model, self))
+        self._runner.model.llm = cast(OpenAIClient, _VersionedLLM(self._complete_turn))
+        self._traced = tracing.enabled()  # each model call's span names its policy version
         from .. import EnvPool
 
         self._own_pool = not isinstance(env, EnvPool)  # a URL or URLs: sessions of our own
@@ -461,6 +426,43 @@ class RolloutService:
             await self._changed.wait_for(lambda: len(self._ready) >= n_groups or bool(self._error))
         if self._error is not None:
             raise self._error
+
+    # -- model calls (the player's, through _VersionedLLM) -----------------------------------
+    async def _complete_turn(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any
+    ) -> LLMResponse:
+        """One model turn: waits while paused, records the version it was sent at, and is sent
+        again (at the version then current) when ``pause(abort=True)`` cancels it."""
+        versions = _TURNS.get()
+        while True:
+            while not self._resumed.is_set():
+                await self._resumed.wait()
+            self._raise_if_stale(versions)
+            version = self.policy_version
+            if self._traced:
+                tracing.annotate({"openenv.policy_version": version})
+            call = asyncio.ensure_future(self._model.complete_with_tools(messages, tools, **kwargs))
+            self._calls.add(call)
+            self._idle.clear()
+            try:
+                reply = await call
+            except asyncio.CancelledError:
+                if call not in self._aborted:
+                    raise  # the episode itself is cancelled
+                self._aborted.discard(call)
+                self._counters.calls_aborted += 1
+                continue  # aborted by pause(abort=True): sent again once resumed
+            finally:
+                self._calls.discard(call)
+                if not self._calls:
+                    self._idle.set()
+            break
+        versions.append(version)
+        if self._traced and (episode := tracing.EPISODE.get()) is not None:
+            episode.set_attribute("openenv.policy_versions", versions)
+        self._counters.turns_sampled += 1
+        self._raise_if_stale(versions)  # the version moved on past the bound during the call
+        return reply
 
     # -- versions ---------------------------------------------------------------------------
     def _stale(self, versions: list[int]) -> bool:

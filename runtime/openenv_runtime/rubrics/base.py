@@ -110,9 +110,10 @@ class Rubric(ABC):
         """The rubric at dotted ``path`` (raises ``KeyError`` naming the path)."""
         node = self
         for part in path.split("."):
-            if part not in node._children:
+            child = dict(node.named_children()).get(part)
+            if child is None:
                 raise KeyError(f"no rubric at {path!r}")
-            node = node._children[part]
+            node = child
         return node
 
     def reset(self) -> None:
