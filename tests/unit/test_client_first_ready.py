@@ -9,20 +9,9 @@ from typing import Any
 
 import pytest
 
-from openenv_runtime import EnvError, GenericEnvClient
-from openenv_runtime.client import pool as pool_module
+from openenv_runtime import EnvError
 from openenv_runtime.client.first_ready import FirstReady
-from openenv_runtime.client.pool import EnvPool
-
-
-class _Unconnected(GenericEnvClient):
-    """A client that opens nothing: placement is all this test looks at."""
-
-    async def connect(self) -> _Unconnected:
-        return self
-
-    def abort(self) -> None:
-        pass
+from tests.support.placement import pool_over_room
 
 
 def test_slots_failing_together_are_replaced_by_free_capacity_not_piled_on_one_server(
@@ -30,12 +19,7 @@ def test_slots_failing_together_are_replaced_by_free_capacity_not_piled_on_one_s
 ) -> None:
     # a can take 3 more sessions, b 2. Five slots fail in one turn of the loop (their server
     # went away): replaced one by one, each would read the same /health and all go to a.
-    answers = {
-        "http://a": {"status": "healthy", "active_sessions": 7, "max_sessions": 10},
-        "http://b": {"status": "healthy", "active_sessions": 8, "max_sessions": 10},
-    }
-    monkeypatch.setattr(pool_module, "health", lambda url, timeout: answers[url])
-    pool = EnvPool(_Unconnected, urls=list(answers), size=5)
+    pool = pool_over_room(monkeypatch, size=5)
 
     async def scenario() -> None:
         await pool.open()

@@ -12,6 +12,7 @@ from openenv_runtime import EnvError, GenericEnvClient
 from openenv_runtime.client import pool as pool_module
 from openenv_runtime.client.placement import UNLIMITED, accepting, free_sessions, spread
 from openenv_runtime.client.pool import EnvPool, _Server
+from tests.support.placement import pool_over_room
 
 
 def pool_with(**free: int) -> EnvPool[GenericEnvClient]:
@@ -92,27 +93,12 @@ def test_a_server_that_does_not_say_its_status_is_taken_at_its_word() -> None:
     assert not accepting({"status": "draining"}) and not accepting(None)
 
 
-class _Unconnected(GenericEnvClient):
-    """A client that opens nothing: placement is all these tests look at."""
-
-    async def connect(self) -> _Unconnected:
-        return self
-
-    def abort(self) -> None:
-        pass
-
-
 def test_replacing_many_failed_slots_places_them_on_one_reading_of_health(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # a can take 3 more sessions, b 2; five failed slots replaced at once must fit both,
     # not each re-read /health (which does not show the others' picks yet) and crowd onto a.
-    answers = {
-        "http://a": {"status": "healthy", "active_sessions": 7, "max_sessions": 10},
-        "http://b": {"status": "healthy", "active_sessions": 8, "max_sessions": 10},
-    }
-    monkeypatch.setattr(pool_module, "health", lambda url, timeout: answers[url])
-    pool = EnvPool(_Unconnected, urls=list(answers), size=5)
+    pool = pool_over_room(monkeypatch, size=5)
 
     async def scenario() -> list[int]:
         await pool.open()
