@@ -22,12 +22,18 @@ OWN = {"self", "cls", "mcs"}
 PUBLIC_DESPITE_UNDERSCORE = {
     "os._exit": "the documented way to end a process without cleanup (os module docs)",
     "sys._current_frames": "the documented way to read every thread's stack (faulthandler's kin)",
+    "asyncio.events._get_running_loop": "in asyncio.events.__all__, for loop implementers",
+    "asyncio.events._set_running_loop": "in asyncio.events.__all__, for loop implementers",
 }
 
 # One use in one file, with why it stays.
 ALLOWED = {
     ("runtime/openenv_runtime/llm/client.py", "parts._replace"): (
         "urllib.parse's SplitResult is a namedtuple; _replace is the namedtuple's public API"
+    ),
+    ("runtime/openenv_runtime/server/ws/inline_frames.py", "queue._getters"): (
+        "asyncio.Queue has no public way to ask whether a get() waits; a counting Queue costs "
+        "every ASGI frame +0.4 to +0.6 µs (benchmarks/server/queue_watch.py), fenced by TESTED"
     ),
     ("openenv_cli/_plain_values.py", "param._runtime_param"): (
         "Typer has no public hook for a parameter's coercion: _runtime_param is the cache its "
@@ -36,12 +42,9 @@ ALLOWED = {
 }
 
 # Whole files left to the helpers reworking them this round.
-# TODO(merge): capture/upstream.py belongs to the capture helper and server/** to the server
-# helper; the lead removes these two entries once their branches are merged.
-FILES_PENDING = (
-    "runtime/openenv_runtime/capture/upstream.py",
-    "runtime/openenv_runtime/server/",
-)
+# TODO(merge): capture/upstream.py belongs to the capture helper; the lead removes this entry
+# once its branch is merged.
+FILES_PENDING = ("runtime/openenv_runtime/capture/upstream.py",)
 
 
 def reaches(path: Path, root: Path = ROOT) -> list[str]:
