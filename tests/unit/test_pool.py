@@ -10,14 +10,14 @@ import pytest
 
 from openenv_runtime import EnvError, GenericEnvClient
 from openenv_runtime.client import pool as pool_module
-from openenv_runtime.client.placement import UNLIMITED, accepting, free_sessions, spread
-from openenv_runtime.client.pool import EnvPool, _Server
+from openenv_runtime.client.placement import UNLIMITED, Server, accepting, free_sessions, spread
+from openenv_runtime.client.pool import EnvPool
 from tests.support.placement import pool_over_room
 
 
 def pool_with(**free: int) -> EnvPool[GenericEnvClient]:
     pool = EnvPool(GenericEnvClient, urls=list(free), size=1)
-    pool._servers = {url: _Server(url, n) for url, n in free.items()}
+    pool._servers = {url: Server(url, n) for url, n in free.items()}
     return pool
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from ..blocking import async_call, install_blocking, run_blocking
 
-# The reference's constructor names → ours (with a unit conversion where needed).
-_RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
+# The reference's constructor keywords → ours (with a unit conversion where needed).
+REFERENCE_OPTION_NAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "connect_timeout_s": ("connect_timeout", lambda v: v),
     "message_timeout_s": ("message_timeout", lambda v: v),
     "max_message_size_mb": ("max_message_bytes", lambda v: int(float(v) * 1024 * 1024)),
@@ -31,8 +31,8 @@ def reference_options(options: dict[str, Any]) -> dict[str, Any]:
     """Our constructor keywords for the reference's; unknown names raise ``TypeError``."""
     mapped: dict[str, Any] = {}
     for key, value in options.items():
-        if key in _RENAMES:
-            ours, convert = _RENAMES[key]
+        if key in REFERENCE_OPTION_NAMES:
+            ours, convert = REFERENCE_OPTION_NAMES[key]
             mapped[ours] = convert(value)
         elif key == "mode":
             client_mode(value)  # checked here; stored by EnvClient.__init__

@@ -157,9 +157,9 @@ class ProviderConstructors:
 
 def _client_option_names(cls: type) -> set[str]:
     """The keywords a client class's constructor takes (the reference's spellings included)."""
-    from .compat import _RENAMES
+    from .compat import REFERENCE_OPTION_NAMES
 
-    names = {"mode", "provider", *_RENAMES}
+    names = {"mode", "provider", *REFERENCE_OPTION_NAMES}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:

@@ -42,8 +42,7 @@ from .checkpoint import Checkpoint
 from .endpoints import ENDPOINTS_FILE, EndpointsError, read_endpoints
 from .env_client import EnvClient
 from .first_ready import AutoReset, FirstReady
-from .placement import Server as _Server
-from .placement import accepting, free_sessions, pick_server, release, spread
+from .placement import Server, accepting, free_sessions, pick_server, release, spread
 from .port import Result, SessionPort, as_env_error
 from .sync import SyncEnvPool
 
@@ -105,7 +104,7 @@ class EnvPool(Generic[ClientT]):
         """Each slot's client: the seam the pool's helpers drive (``pool[i]`` in your code)."""
         self.errors: list[EnvError | None] = []
         """Each slot's failure, None while its session is well (``failed`` lists them)."""
-        self._servers: dict[str, _Server] = {}
+        self._servers: dict[str, Server] = {}
         self._where: list[str] = []
         self._opened = False
         self._first_ready = FirstReady(self, autoreset)
@@ -171,7 +170,7 @@ class EnvPool(Generic[ClientT]):
     async def _refresh_capacity(self) -> None:
         answers = await asyncio.gather(*(asyncio.to_thread(health, url, 5.0) for url in self.urls))
         for url, answer in zip(self.urls, answers, strict=True):
-            server = self._servers.setdefault(url, _Server(url, 0))
+            server = self._servers.setdefault(url, Server(url, 0))
             server.free, server.accepting = free_sessions(answer), accepting(answer)
 
     def _pick_server(self, exclude: Iterable[str] = ()) -> str:
