@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from openenv_runtime.failures import RolloutError
-from openenv_runtime.rollouts import RolloutService
+from openenv_runtime.rollouts import RolloutService, RolloutSettings
 from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM
 from tests.fixtures.guess import counting_policy, make_app
@@ -214,7 +214,7 @@ def test_get_batch_times_out_with_the_groups_kept(env_url: str) -> None:
 
 
 SCRIPT = """
-from openenv_runtime.rollouts import RolloutService
+from openenv_runtime.rollouts import RolloutService, RolloutSettings
 from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM
 from tests.fixtures.guess import counting_policy, make_app
@@ -393,3 +393,23 @@ def test_the_service_as_trl_async_grpo_rollout_worker(
         assert len(row.input_ids) == len(row.completion_mask) == len(row.old_log_probs)
         assert row.model_version == 0 and row.completion[0]["role"] == "assistant"
     assert [r.group_id for r in rows] == [0, 0, 1, 1]
+
+
+def test_settings_whole_or_as_keywords_reach_the_episodes(env_url: str) -> None:
+    assert (
+        RolloutService(env_url, prompts=["p"], llm="http://127.0.0.1:9", model="m").group_size == 8
+    )
+    with (
+        StubLLM(wrong_policy).serve() as url,
+        RolloutService(
+            env_url,
+            prompts=["p"],
+            llm=url,
+            model="m",
+            settings=RolloutSettings(group_size=3, max_turns=4, concurrency=3),
+            max_turns=1,  # a keyword replaces the field of settings
+        ) as svc,
+    ):
+        (group,) = svc.get_batch(1, timeout=60)
+    assert len(group) == 3 and svc.concurrency == 3
+    assert [len(sample["policy_versions"]) for sample in group] == [1, 1, 1]

@@ -24,9 +24,9 @@ import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from ..blocking import background_loop
 from ..failures import FailureLog, RolloutError, stops_run
@@ -35,7 +35,10 @@ from ..observability import tracing
 from .adapters import to_verl
 from .episode import Episode
 from .runner import RolloutFunc, free_slots
-from .settings import RolloutSettings
+from .settings import RolloutOptions, RolloutSettings
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11+; the runtime also supports 3.10
 from .transport import TokenClient
 
 T = TypeVar("T")
@@ -83,6 +86,11 @@ class _VersionedLLM:
         self.complete_with_tools = complete
 
 
+SERVICE_SETTINGS = RolloutSettings(group_size=8)
+"""``RolloutService``'s settings when none are given: ``RolloutSettings``' defaults, in groups
+of 8 (GRPO learns from the differences within a group)."""
+
+
 class RolloutService:
     """Episodes of ``prompts`` (cycled) in groups, played in the background; see the module.
 
@@ -96,17 +104,19 @@ class RolloutService:
             prompts are kept to go round again).
         llm: the model server's base URL (it must report token ids), or an ``OpenAIClient``.
         model: the model name sent with each request.
-        group_size: episodes per prompt; a group's members reset with the same seed.
-        max_turns: model calls per episode at most.
+        settings: how episodes are played (``RolloutSettings``: group size, turns,
+            concurrency, seeds, timeouts, sampling), as for ``build_rollout_func``; the
+            service's own default is :data:`SERVICE_SETTINGS` (groups of 8).
         max_staleness: how many versions behind the current one a sample's oldest turn may be.
-        concurrency: environment sessions, hence episodes played at once.
         buffer_groups: finished groups kept ready at most; past it no new group starts.
         output: ``"trl"`` samples (``prompt_ids``, ``completion_ids``, ``logprobs``,
             ``env_mask``, ``env_reward``, ...) or ``"verl"`` (``AgentLoopOutput``'s fields);
             both with ``policy_versions``.
         policy_version: the version the model server starts with.
+        **options: ``RolloutSettings``' fields as keywords (``group_size=8, max_turns=4``),
+            replacing those of ``settings``.
 
-    The other arguments are ``build_rollout_func``'s.
+    ``to_action``, ``to_message``, ``api_key`` and ``env_kwargs`` are ``build_rollout_func``'s.
     """
 
     def __init__(
@@ -116,41 +126,25 @@ class RolloutService:
         prompts: Iterable[Any],
         llm: str | OpenAIClient,
         model: str,
-        group_size: int = 8,
-        max_turns: int = 8,
+        settings: RolloutSettings | None = None,
         max_staleness: int = 1,
-        concurrency: int = 64,
         buffer_groups: int = 64,
         output: Literal["trl", "verl"] = "trl",
         policy_version: int = 0,
         to_action: Any = None,
         to_message: Any = None,
-        system_prompt: str | None = None,
-        env_seed: int = 0,
-        env_timeout: float | None = 60.0,
-        llm_timeout: float | None = 120.0,
         api_key: str | None = None,
-        sampling: dict[str, Any] | None = None,
-        seed: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
+        **options: Unpack[RolloutOptions],
     ) -> None:
         if max_staleness < 0 or buffer_groups < 1:
             raise ValueError("max_staleness must be at least 0 and buffer_groups at least 1")
+        chosen = replace(settings or SERVICE_SETTINGS, **options)
         self._runner = RolloutFunc(
             env,
             llm=llm,
             model=model,
-            settings=RolloutSettings(
-                group_size=group_size,
-                max_turns=max_turns,
-                system_prompt=system_prompt,
-                concurrency=concurrency,
-                env_seed=env_seed,
-                env_timeout=env_timeout,
-                llm_timeout=llm_timeout,
-                sampling=dict(sampling or {}),
-                seed=seed,
-            ),
+            settings=chosen,
             to_action=to_action,
             to_message=to_message,
             api_key=api_key,
@@ -166,13 +160,13 @@ class RolloutService:
         if isinstance(prompts, (list, tuple)) and not prompts:
             raise ValueError("prompts is empty")
         self._prompts: Iterator[Any] = _cycle(prompts)
-        self.group_size = group_size
-        self.concurrency = concurrency
+        self.group_size = chosen.group_size
+        self.concurrency = chosen.concurrency
         self.max_staleness = max_staleness
         self.buffer_groups = buffer_groups
         self.output = output
         self.policy_version = policy_version
-        self._next_seed = env_seed
+        self._next_seed = chosen.env_seed
         self._episode_index = itertools.count()
         self._group_ids = itertools.count()
         self._counters = _Counters()
