@@ -209,7 +209,7 @@ class WebSocketEndpoint(SessionOpening):
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
-            read, reply_later = self._read, self._reply
+            read, answer, reply_later = self._read, self._answer, self._reply
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive" or session.released:
@@ -218,7 +218,14 @@ class WebSocketEndpoint(SessionOpening):
                     return  # a resuming connection took the session over
                 msg = read(message)
                 reply = now(session, msg)
-                if reply is None:
+                if reply is None and state is None and type(msg) is dict:
+                    session.busy = True  # _reply, unrolled: one coroutine less per message
+                    try:
+                        reply = await answer(session, msg)
+                    finally:
+                        session.busy = False
+                        session.last_active = monotonic()
+                elif reply is None:
                     reply = await reply_later(session, state, msg)
                 if state is not None and state.generation != generation:
                     return  # taken over while the step ran: its reply is kept for the new one
