@@ -379,11 +379,6 @@ class EnvRunner:
                 checked.append(exc)
         return checked
 
-    async def step(self, env: Any, action: Any) -> Observation:
-        method = self.adapter_for(env).step
-        result = await self.guarded(env, method.is_async, getattr(env, method.name), action)
-        return self.check_observation(env, method.name, result)
-
     def bind_step(self, env: Any, tools: bool = False) -> Callable[[Any], Awaitable[Observation]]:
         """``step`` of one instance, bound once per session: the hot path does no lookups.
         ``tools``: bound for MCP tools, whose plain step has a placement of its own."""
