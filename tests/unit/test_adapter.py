@@ -132,7 +132,7 @@ def test_wrong_return_type_is_a_contract_violation_that_says_what_to_return() ->
 
     async def go() -> None:
         env = await runner.create()
-        await runner.step(env, EchoAction(message="x"))
+        await runner.bind_step(env)(EchoAction(message="x"))
 
     with pytest.raises(ContractViolation, match=r"return EchoObservation\("):
         run(go())

@@ -26,7 +26,7 @@ from openenv_runtime.models import Observation
 from openenv_runtime.server.guards.limits import invalid_action_text, too_many_fields
 from openenv_runtime.server.guards.limits import validation_errors as bounded_validation_errors
 from openenv_runtime.server.metrics import Tally
-from openenv_runtime.server.running.adapter import EnvRunner, PlainStep, StepTimeout
+from openenv_runtime.server.running.adapter import AsyncStep, EnvRunner, PlainStep, StepTimeout
 
 Outcomes = tuple[int, int, int, int, int]
 """The /metrics keys of one way in: ok, done, invalid, error, timeout (``metrics.WS_OK``, ...)."""
@@ -160,7 +160,16 @@ class Stepper:
         start = perf_counter()
         tally = self.tally
         try:
-            obs: Observation = await step(action)
+            kind = type(step)
+            if kind is PlainStep or kind is AsyncStep:
+                # the pool's future or the environment's coroutine, awaited here: the step's own
+                # __call__ unrolled, one coroutine less per step
+                result = await step.pending(action)
+                obs: Observation = (
+                    result if isinstance(result, Observation) else step.checked(result)
+                )
+            else:
+                obs = await step(action)
         except Exception as exc:
             if tally is not None:
                 failed = self.TIMEOUT if isinstance(exc, StepTimeout) else self.ERROR

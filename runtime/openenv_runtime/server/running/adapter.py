@@ -22,6 +22,7 @@ from openenv_runtime.server.running.step_placement import PlainStep
 logger = logging.getLogger("openenv_runtime.server")
 
 __all__ = [
+    "AsyncStep",
     "ClassAdapter",
     "ContractViolation",
     "EnvRunner",
@@ -43,6 +44,30 @@ class StepTimeout(Exception):
 
 class Exhausted(Exception):
     """Too many environment calls are stuck past the step timeout to start new environments."""
+
+
+class AsyncStep:
+    """An ``async def step`` bound to one instance, without a step timeout: ``await
+    bound(action)`` works; the step function awaits ``bound.pending(action)`` (the environment's
+    own coroutine) itself and checks the result, one coroutine less per step."""
+
+    __slots__ = ("env", "name", "pending", "runner")
+
+    def __init__(
+        self, runner: EnvRunner, env: Any, func: Callable[[Any], Awaitable[Any]], name: str
+    ) -> None:
+        self.runner = runner
+        self.env = env
+        self.pending = func
+        self.name = name
+
+    def checked(self, result: Any) -> Observation:
+        """``result`` of the step when it is an observation; else ``ContractViolation``."""
+        return self.runner.check_observation(self.env, self.name, result)
+
+    async def __call__(self, action: Any) -> Observation:
+        result = await self.pending(action)
+        return result if isinstance(result, Observation) else self.checked(result)
 
 
 class EnvRunner:
@@ -354,11 +379,6 @@ class EnvRunner:
                 checked.append(exc)
         return checked
 
-    async def step(self, env: Any, action: Any) -> Observation:
-        method = self.adapter_for(env).step
-        result = await self.guarded(env, method.is_async, getattr(env, method.name), action)
-        return self.check_observation(env, method.name, result)
-
     def bind_step(self, env: Any, tools: bool = False) -> Callable[[Any], Awaitable[Observation]]:
         """``step`` of one instance, bound once per session: the hot path does no lookups.
         ``tools``: bound for MCP tools, whose plain step has a placement of its own."""
@@ -373,10 +393,7 @@ class EnvRunner:
                 result = await guarded(env, is_async, func, action)
                 return result if isinstance(result, Observation) else check(env, name, result)
         elif method.is_async:
-
-            async def step(action: Any) -> Observation:
-                result = await func(action)
-                return result if isinstance(result, Observation) else check(env, name, result)
+            return AsyncStep(self, env, func, name)
         elif self._own_threads.get(id(env)) is None:
             adapter = self.adapter_for(env)
             return PlainStep(

@@ -141,14 +141,18 @@ class PlainStep:
         """``result`` of ``step()`` when it is an observation; else ``ContractViolation``."""
         return self.runner.check_observation(self.env, "step", result)
 
-    async def __call__(self, action: Any) -> Observation:
-        placement = self.placement
-        if placement.inline:  # proven cheap: no hop to a thread and back
-            return self.now(action)
+    def pending(self, action: Any) -> asyncio.Future[Any]:
+        """The step on a pool thread, judged there (:meth:`StepPlacement.timed`): the future of
+        its result, unchecked (:meth:`checked`); awaited by the caller, no coroutine between."""
         # the pool is looked up per call: it is replaced when a step is abandoned
-        result = await asyncio.get_running_loop().run_in_executor(
-            self.runner.pool, placement.timed, self.func, action
+        return asyncio.get_running_loop().run_in_executor(
+            self.runner.pool, self.placement.timed, self.func, action
         )
+
+    async def __call__(self, action: Any) -> Observation:
+        if self.placement.inline:  # proven cheap: no hop to a thread and back
+            return self.now(action)
+        result = await self.pending(action)
         if isinstance(result, Observation):
             return result
-        return self.runner.check_observation(self.env, "step", result)
+        return self.checked(result)

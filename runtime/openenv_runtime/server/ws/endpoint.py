@@ -183,9 +183,8 @@ class WebSocketEndpoint(SessionOpening):
         self._now: Callable[[Session, Any], str | None] = (
             self._step_now if tracer is None else _declined
         )
-        # The reply to each type of message (the inline step aside): see _dispatch.
+        # The reply to each type of message but a step: see _dispatch.
         self._answers: dict[Any, Callable[[Session, dict[str, Any]], Awaitable[Any]]] = {
-            "step": self._on_step,
             "reset": self._on_reset,
             "state": self._on_state,
             "close": self._on_close,
@@ -210,7 +209,7 @@ class WebSocketEndpoint(SessionOpening):
         try:
             # The message loop lives in this frame (not a helper coroutine): one frame less per
             # open session, which is what thousands of idle sessions are made of.
-            read, reply_later = self._read, self._reply
+            read, answer, reply_later = self._read, self._answer, self._reply
             while True:
                 message = await receive()
                 if message["type"] != "websocket.receive" or session.released:
@@ -219,7 +218,14 @@ class WebSocketEndpoint(SessionOpening):
                     return  # a resuming connection took the session over
                 msg = read(message)
                 reply = now(session, msg)
-                if reply is None:
+                if reply is None and state is None and type(msg) is dict:
+                    session.busy = True  # _reply, unrolled: one coroutine less per message
+                    try:
+                        reply = await answer(session, msg)
+                    finally:
+                        session.busy = False
+                        session.last_active = monotonic()
+                elif reply is None:
                     reply = await reply_later(session, state, msg)
                 if state is not None and state.generation != generation:
                     return  # taken over while the step ran: its reply is kept for the new one
@@ -509,22 +515,22 @@ class WebSocketEndpoint(SessionOpening):
         return reply
 
     async def _dispatch(self, session: Session, msg: dict[str, Any]) -> Any:
-        """The reply to one message (its ``type`` picks the answer: ``_answers``)."""
+        """The reply to one message: a step's here (one coroutine less per step), any other
+        type's from ``_answers``."""
         kind = msg.get("type")
-        answer = self._answers.get(kind) if type(kind) is str else None
-        if answer is None:
-            return _unknown(kind)
         try:
+            if kind == "step":
+                obs = self.steps.run(session, msg.get("data"))  # ActionRefused: see failure
+                if not isinstance(obs, Observation):
+                    obs = await obs
+                session.episode_open = not obs.done
+                return observation_message(obs)
+            answer = self._answers.get(kind) if type(kind) is str else None
+            if answer is None:
+                return _unknown(kind)
             return await answer(session, msg)
         except Exception as exc:
             return self.failure(session, kind, exc)
-
-    async def _on_step(self, session: Session, msg: dict[str, Any]) -> Any:
-        obs = self.steps.run(session, msg.get("data"))  # ActionRefused: see _failure
-        if not isinstance(obs, Observation):
-            obs = await obs
-        session.episode_open = not obs.done
-        return observation_message(obs)
 
     async def _on_reset(self, session: Session, msg: dict[str, Any]) -> Any:
         if self.manager.draining:
