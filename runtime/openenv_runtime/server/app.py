@@ -50,7 +50,8 @@ from openenv_runtime.server.http.tasks import build_task_router
 from openenv_runtime.server.mcp import MCPHandler, build_mcp_router, serve_attached
 from openenv_runtime.server.metrics import CONTENT_TYPE, MULTIPROC_VARIABLE, Exporter
 from openenv_runtime.server.running.actions import action_validator
-from openenv_runtime.server.running.adapter import ClassAdapter, EnvRunner
+from openenv_runtime.server.running.adapter import EnvRunner
+from openenv_runtime.server.running.env_class import ClassAdapter
 from openenv_runtime.server.sessions import drain
 from openenv_runtime.server.sessions.checkpoint_ops import Checkpointer, build_checkpoint_router
 from openenv_runtime.server.sessions.checkpoints import CheckpointBounds, CheckpointStore

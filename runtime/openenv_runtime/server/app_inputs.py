@@ -10,7 +10,7 @@ from typing import Any, get_args, get_origin
 from openenv_runtime.environment import Environment
 from openenv_runtime.errors import EnvironmentContractError
 from openenv_runtime.models import Action, Observation, State
-from openenv_runtime.server.running.adapter import ClassAdapter
+from openenv_runtime.server.running.env_class import ClassAdapter
 
 
 def declared_models(env_cls: type | None) -> tuple[type | None, type | None, type | None]:

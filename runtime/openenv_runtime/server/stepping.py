@@ -26,7 +26,8 @@ from openenv_runtime.models import Observation
 from openenv_runtime.server.guards.limits import invalid_action_text, too_many_fields
 from openenv_runtime.server.guards.limits import validation_errors as bounded_validation_errors
 from openenv_runtime.server.metrics import Tally
-from openenv_runtime.server.running.adapter import AsyncStep, EnvRunner, PlainStep, StepTimeout
+from openenv_runtime.server.running.adapter import AsyncStep, EnvRunner, StepTimeout
+from openenv_runtime.server.running.step_placement import PlainStep
 
 Outcomes = tuple[int, int, int, int, int]
 """The /metrics keys of one way in: ok, done, invalid, error, timeout (``metrics.WS_OK``, ...)."""

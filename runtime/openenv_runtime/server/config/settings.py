@@ -30,7 +30,6 @@ from pydantic import ValidationError
 from pydantic_settings import EnvSettingsSource
 
 from openenv_runtime.errors import EnvironmentContractError
-
 from openenv_runtime.server.config.fields import (
     FLAGS_VARIABLE,
     KEYS,

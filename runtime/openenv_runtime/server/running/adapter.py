@@ -16,20 +16,17 @@ from typing import Any
 
 from openenv_runtime.models import Observation, State
 from openenv_runtime.server.running.call_cost import LifecycleCost
-from openenv_runtime.server.running.env_class import ClassAdapter, _Method
+from openenv_runtime.server.running.env_class import ClassAdapter
 from openenv_runtime.server.running.step_placement import PlainStep
 
 logger = logging.getLogger("openenv_runtime.server")
 
 __all__ = [
     "AsyncStep",
-    "ClassAdapter",
     "ContractViolation",
     "EnvRunner",
     "Exhausted",
-    "PlainStep",
     "StepTimeout",
-    "_Method",
 ]
 
 

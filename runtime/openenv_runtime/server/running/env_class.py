@@ -16,7 +16,7 @@ from openenv_runtime.server.running.call_cost import LifecycleCost
 from openenv_runtime.server.running.step_placement import StepPlacement
 
 
-class _Method:
+class EnvMethod:
     """One environment method, bound later to an instance."""
 
     __slots__ = ("accepts_any_kw", "is_async", "kw_names", "name")
@@ -48,8 +48,8 @@ class ClassAdapter:
         if missing:
             raise EnvironmentContractError(contract_error_message(cls, missing))
         self.cls = cls
-        self.reset = _Method(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
-        self.step = _Method(cls, "step_async" if _overrides(cls, "step_async") else "step")
+        self.reset = EnvMethod(cls, "reset_async" if _overrides(cls, "reset_async") else "reset")
+        self.step = EnvMethod(cls, "step_async" if _overrides(cls, "step_async") else "step")
         self.step_placement = StepPlacement()  # a plain step: pool, or inline once proven cheap
         # an MCP tool answered by a plain step (server/mcp.py): likewise, learnt apart, so cheap
         # steps never pull a slow tool inline and a slow tool never sends cheap steps to the pool
@@ -59,7 +59,7 @@ class ClassAdapter:
         close = getattr(cls, "close", None)
         # The base class's close() does nothing: skip the call (and its thread hop) entirely.
         self.close = (
-            _Method(cls, "close") if callable(close) and close is not Environment.close else None
+            EnvMethod(cls, "close") if callable(close) and close is not Environment.close else None
         )
         self.close_cost = LifecycleCost()
         state_attr = inspect.getattr_static(cls, "state")

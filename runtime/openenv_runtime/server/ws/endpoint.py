@@ -47,7 +47,8 @@ from openenv_runtime.server.metrics import (
     WS_TIMEOUT,
     Tally,
 )
-from openenv_runtime.server.running.adapter import ContractViolation, PlainStep, StepTimeout
+from openenv_runtime.server.running.adapter import ContractViolation, StepTimeout
+from openenv_runtime.server.running.step_placement import PlainStep
 from openenv_runtime.server.sessions import resume
 from openenv_runtime.server.sessions.registry import Session, SessionManager
 from openenv_runtime.server.stepping import ActionRefused, Stepper
