@@ -146,12 +146,13 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     }
 
 
-def _spawn(args: list[str], health: str, runtime_src: Path | None = None) -> Any:
-    # this checkout's runtime/ (or --proxy-src's) first: not the one installed in the venv
-    path = f"{(runtime_src or ROOT) / 'runtime'}{os.pathsep}{ROOT}"
+def _spawn(args: list[str], health: str, source: Path | None = None) -> Any:
+    # this checkout's runtime/ and CLI (or --proxy-src's) first: not those installed in the venv
+    root = source or ROOT
+    path = f"{root / 'runtime'}{os.pathsep}{root}"
     process = subprocess.Popen(
         args,
-        cwd=ROOT,
+        cwd=root,
         env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -286,7 +287,7 @@ def main() -> None:
     parser.add_argument(
         "--proxy-src",
         type=Path,
-        help="a second proxy from this checkout's runtime/ (overhead: before and after)",
+        help="a second proxy from another checkout (its runtime/ and CLI; overhead: before and after)",
     )
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--group", type=int, default=8)

@@ -9,8 +9,14 @@ import httpx
 import pytest
 
 from openenv_runtime.capture import CaptureProxy
-from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM
+from tests.support.capture import WAYS, Serve, serving
+
+
+@pytest.fixture(params=WAYS)
+def serve(request: pytest.FixtureRequest) -> Serve:
+    return serving(request.param)
+
 
 pytestmark = pytest.mark.integration  # real servers on real sockets
 
@@ -35,11 +41,11 @@ HOSTILE = [
 
 
 @pytest.fixture
-def proxied() -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
+def proxied(serve: Serve) -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
     stub = StubLLM()
     with stub.serve() as upstream:
         proxy = CaptureProxy(upstream, upstream_api_key="the-proxy's-own-key")
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             yield stub, proxy, url
 
 
@@ -85,10 +91,10 @@ def test_a_session_trace_needs_its_own_key(proxied: tuple[StubLLM, CaptureProxy,
     assert httpx.delete(f"{url}/sessions/{a['session_id']}", headers=own).status_code == 204
 
 
-def test_sessions_are_capped_with_a_clear_error() -> None:
+def test_sessions_are_capped_with_a_clear_error(serve: Serve) -> None:
     with StubLLM().serve() as upstream:
         proxy = CaptureProxy(upstream, max_sessions=3)
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             made = [httpx.post(f"{url}/sessions") for _ in range(4)]
             assert [m.status_code for m in made] == [201, 201, 201, 429]
             assert "limit of 3 sessions" in made[-1].json()["error"]["message"]
