@@ -153,13 +153,15 @@ class CaptureProtocol(HttpToolsProtocol):
     def overdue(self) -> None:
         """The request being read did not arrive whole in time."""
         self.deadline = None
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:  # answering: the client waits
+        if self.flow.read_paused:  # the proxy stopped reading (a pipelined request waits)
             self.deadline = self.loop.call_later(self.proxy.request_timeout, self.overdue)
             return
+        cycle = self.cycle
+        if getattr(cycle, "response_started", False):  # an answer begun is not cut: only closed
+            self.transport.close()
+            return
         message = f"the request did not arrive whole within {self.proxy.request_timeout:g} s"
-        self.transport.write(_closing(408, b"Request Timeout", message))
-        self.transport.close()
+        self.close_with(_closing(408, b"Request Timeout", message))
 
     # -- httptools' callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
