@@ -618,7 +618,19 @@ async def _body(receive: Any, limit: int) -> bytes | None:
 def relayed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """The model server's headers the proxy passes on (not the hop-by-hop ones, the length,
     nor those the proxy's server writes itself)."""
-    return [(k, v) for k, v in headers if k.lower() not in _HOP_HEADERS]
+    kept = []
+    for name, value in headers:
+        dropped = _DROPPED.get(name)
+        if dropped is None:  # a name not seen yet in this spelling (a model server uses few)
+            dropped = name.lower() in _HOP_HEADERS
+            if len(_DROPPED) < 1024:
+                _DROPPED[name] = dropped
+        if not dropped:
+            kept.append((name, value))
+    return kept
+
+
+_DROPPED: dict[bytes, bool] = {}  # header name, as spelt -> not relayed
 
 
 def _start(upstream: UpstreamResponse, length: int | None) -> dict[str, Any]:

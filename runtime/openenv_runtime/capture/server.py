@@ -230,6 +230,17 @@ class CaptureProtocol(HttpToolsProtocol):
             exchange.forward()
 
 
+_DEFAULTS: list[Any] = [None, b""]  # uvicorn's default headers (a new list each second), as lines
+
+
+def _defaults(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The lines of uvicorn's default headers (``date``, ``server``) every answer carries."""
+    if headers is not _DEFAULTS[0]:
+        _DEFAULTS[:] = [headers, b"".join(n + b": " + v + b"\r\n" for n, v in headers)]
+    lines: bytes = _DEFAULTS[1]
+    return lines
+
+
 def _closing(status: int, phrase: bytes, message: str) -> bytes:
     body = error_body(message)
     return _CLOSE % (status, phrase, len(body), body)
@@ -401,8 +412,7 @@ class _Exchange:
         self, status: int, headers: list[tuple[bytes, bytes]], length: int | None
     ) -> bytes:
         lines = [STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status]
-        for name, value in self.protocol.server_state.default_headers:
-            lines += (name, b": ", value, b"\r\n")
+        lines.append(_defaults(self.protocol.server_state.default_headers))
         for name, value in relayed(headers):
             lines += (name, b": ", value, b"\r\n")
         if length is None:
