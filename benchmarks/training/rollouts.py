@@ -42,6 +42,7 @@ import httpx
 from rollouts_overhead import CLIENT_CORE, PROXY_CORE, overhead, pin
 
 from openenv_runtime.capture import CaptureProxy
+from openenv_runtime.capture.server import protocol_for
 from openenv_runtime.llm.samples import assemble
 from openenv_runtime.rollouts import build_rollout_func
 from openenv_runtime.testing import free_port, running_server
@@ -98,7 +99,11 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     conversations = total_turns // turns
     proxy = CaptureProxy("http://placeholder", max_sessions=conversations)  # all read at the end
     mismatched = checked = samples = 0
-    with stub.serve() as upstream, running_server(proxy.app) as proxy_url:
+    # served as `openenv capture` serves it: the forwarded calls in the proxy's own protocol
+    with (
+        stub.serve() as upstream,
+        running_server(proxy.app, http=protocol_for(proxy)) as proxy_url,
+    ):
         proxy.upstream = upstream
 
         async def run() -> list[tuple[list[dict[str, Any]], str]]:

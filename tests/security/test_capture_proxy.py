@@ -164,19 +164,22 @@ def own_protocol() -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
 
 def exchange(url: str, data: bytes, *, half_close: bool = False, parts: int = 1) -> bytes:
     """Send ``data`` (in ``parts`` writes, a little apart) on a new connection; everything
-    read until the proxy closes it (10 s at most)."""
+    read until the proxy closes it (10 s at most; ``<reset>`` at the end when it reset)."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         step = max(1, len(data) // parts)
-        for start in range(0, len(data), step):
-            sock.sendall(data[start : start + step])
-            if parts > 1:
-                time.sleep(0.05)
-        if half_close:
-            sock.shutdown(socket.SHUT_WR)
         received = b""
-        while chunk := sock.recv(65536):
-            received += chunk
+        try:
+            for start in range(0, len(data), step):
+                sock.sendall(data[start : start + step])
+                if parts > 1:
+                    time.sleep(0.05)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+            while chunk := sock.recv(65536):
+                received += chunk
+        except (ConnectionResetError, BrokenPipeError):  # closed with bytes of ours unread
+            received += b"<reset>"
         return received
 
 
@@ -198,9 +201,9 @@ def test_an_oversized_head_or_too_many_headers_get_431_and_a_closed_connection(
     session = proxy.create_session(url)
     huge = chat(session, extra=b"x-pad: " + b"a" * (200 << 10) + b"\r\n")
     many = chat(session, extra=b"".join(b"x-h%d: 1\r\n" % i for i in range(150)))
-    for request in (huge, many):
-        answer = exchange(url, request)
-        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    # the huge head may still be on its way when the proxy closes: its 431 can be lost to a reset
+    assert exchange(url, huge)[:13] in (b"HTTP/1.1 431 ", b"<reset>")
+    assert exchange(url, many).startswith(b"HTTP/1.1 431 ")
     assert stub.requests == []
 
 

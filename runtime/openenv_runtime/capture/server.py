@@ -91,6 +91,7 @@ class CaptureProtocol(HttpToolsProtocol):
 
     proxy: ClassVar[CaptureProxy]
     exchange: _Exchange | None = None  # the forwarded request being read
+    current: _Exchange | None = None  # the forwarded call until its answer ends
     in_head = False  # between a request's first byte and the end of its headers
     head_bytes = 0  # bytes read meanwhile (from the read after the first)
     deadline: Any = None  # the timer of the request being read
@@ -110,9 +111,8 @@ class CaptureProtocol(HttpToolsProtocol):
         if self.deadline is not None:
             self.deadline.cancel()
             self.deadline = None
-        cycle = self.cycle
-        if isinstance(cycle, _Exchange):
-            cycle.client_gone()
+        if self.current is not None:
+            self.current.client_gone()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -139,16 +139,14 @@ class CaptureProtocol(HttpToolsProtocol):
 
     def close_with(self, refusal: bytes) -> None:
         """Answer ``refusal`` (unless a forwarded answer is under way: not to be cut) and close."""
-        cycle = self.cycle
-        if not isinstance(cycle, _Exchange) or cycle.response_complete or self.exchange is not None:
+        if self.current is None or self.current is self.exchange:
             self.transport.write(refusal)
         self.transport.close()
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        cycle = self.cycle
-        if isinstance(cycle, _Exchange):
-            cycle.writable()
+        if self.current is not None:
+            self.current.writable()
 
     def overdue(self) -> None:
         """The request being read did not arrive whole in time."""
@@ -203,7 +201,7 @@ class CaptureProtocol(HttpToolsProtocol):
             super().on_headers_complete()
             return
         exchange = _Exchange(self, method, route[1], parser.should_keep_alive())
-        self.cycle = self.exchange = exchange
+        self.cycle = self.exchange = self.current = exchange
         try:
             exchange.session, exchange.target = self.proxy.admit(
                 method, route[0], route[1], dict(self.headers), query
@@ -435,6 +433,8 @@ class _Exchange:
             return
         self.response_complete = True
         protocol = self.protocol
+        if protocol.current is self:
+            protocol.current = None
         if not self.keep_alive:
             protocol.transport.close()
         if not self.disconnected:
