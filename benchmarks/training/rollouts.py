@@ -42,6 +42,7 @@ import httpx
 from rollouts_overhead import CLIENT_CORE, PROXY_CORE, overhead, pin
 
 from openenv_runtime.capture import CaptureProxy
+from openenv_runtime.capture.server import protocol_for
 from openenv_runtime.llm.samples import assemble
 from openenv_runtime.rollouts import build_rollout_func
 from openenv_runtime.testing import free_port, running_server
@@ -98,7 +99,11 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     conversations = total_turns // turns
     proxy = CaptureProxy("http://placeholder", max_sessions=conversations)  # all read at the end
     mismatched = checked = samples = 0
-    with stub.serve() as upstream, running_server(proxy.app) as proxy_url:
+    # served as `openenv capture` serves it: the forwarded calls in the proxy's own protocol
+    with (
+        stub.serve() as upstream,
+        running_server(proxy.app, http=protocol_for(proxy)) as proxy_url,
+    ):
         proxy.upstream = upstream
 
         async def run() -> list[tuple[list[dict[str, Any]], str]]:
@@ -146,12 +151,13 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     }
 
 
-def _spawn(args: list[str], health: str, runtime_src: Path | None = None) -> Any:
-    # this checkout's runtime/ (or --proxy-src's) first: not the one installed in the venv
-    path = f"{(runtime_src or ROOT) / 'runtime'}{os.pathsep}{ROOT}"
+def _spawn(args: list[str], health: str, source: Path | None = None) -> Any:
+    # this checkout's runtime/ and CLI (or --proxy-src's) first: not those installed in the venv
+    root = source or ROOT
+    path = f"{root / 'runtime'}{os.pathsep}{root}"
     process = subprocess.Popen(
         args,
-        cwd=ROOT,
+        cwd=root,
         env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -286,7 +292,7 @@ def main() -> None:
     parser.add_argument(
         "--proxy-src",
         type=Path,
-        help="a second proxy from this checkout's runtime/ (overhead: before and after)",
+        help="a second proxy from another checkout (its runtime/ and CLI; overhead: before and after)",
     )
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--group", type=int, default=8)

@@ -4,8 +4,8 @@
 apart, to the stand-in model server (its own process) either directly or through
 ``openenv capture`` (its own process). Direct and proxied phases rotate within one run
 (``--rounds`` rounds; the order shifts each round) so that a machine that drifts affects them
-alike; ``--proxy-src DIR`` adds a second proxy, run from another checkout's ``runtime/``
-(an earlier version: before and after in the same run). Both send the same body with the token options (``return_token_ids``, ``logprobs``):
+alike; ``--proxy-src DIR`` adds a second proxy, run from another checkout's ``runtime/`` and
+CLI (an earlier version: before and after in the same run). Both send the same body with the token options (``return_token_ids``, ``logprobs``):
 the proxy adds them, and a trainer calling the server directly would ask for them too, so the
 difference is the proxy's forwarding and recording, not a larger answer.
 

@@ -137,6 +137,7 @@ def command(
         import uvicorn
 
         from openenv_runtime.capture import CaptureProxy
+        from openenv_runtime.capture.server import protocol_for
     except ModuleNotFoundError as missing:
         raise OpenEnvError(
             f"openenv capture needs {missing.name}.",
@@ -165,5 +166,10 @@ def command(
         capture_log.setLevel(logging.INFO)
     # access_log off: uvicorn would build each request's log line for a logger set to warn
     uvicorn.run(
-        proxy.app, host=settings.host, port=settings.port, log_level="warning", access_log=False
+        proxy.app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        http=protocol_for(proxy),  # the forwarded calls answered below ASGI
     )

@@ -230,13 +230,14 @@ def test_the_capture_proxy_traces_each_chat_completion(spans: InMemorySpanExport
     with stub.serve() as upstream:
         proxy = CaptureProxy(upstream + "/v1")
         sent: list[str | None] = []
-        forward = proxy._post
+        client = proxy.model_server
+        forward = client.send
 
-        async def post(url: str, data: bytes, headers: dict[str, str]) -> Any:
+        def send(method: str, target: str, data: bytes, headers: dict[str, str], *rest: Any) -> Any:
             sent.append(headers.get("traceparent"))
-            return await forward(url, data, headers)
+            return forward(method, target, data, headers, *rest)
 
-        proxy._post = post  # type: ignore[method-assign]
+        client.send = send  # type: ignore[method-assign]
         with running_server(proxy.app) as url:
             session = httpx.post(f"{url}/sessions").json()
             headers = {

@@ -1,16 +1,25 @@
-"""The capture proxy: only its OpenAI routes reach the model server; sessions are owned."""
+"""The capture proxy: only its OpenAI routes reach the model server; sessions are owned; what
+its own HTTP protocol parses is bounded in size and time."""
 
 from __future__ import annotations
 
 import http.client
+import socket
+import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from openenv_runtime.capture import CaptureProxy
-from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM
+from tests.support.capture import WAYS, Serve, serving
+
+
+@pytest.fixture(params=WAYS)
+def serve(request: pytest.FixtureRequest) -> Serve:
+    return serving(request.param)
+
 
 pytestmark = pytest.mark.integration  # real servers on real sockets
 
@@ -35,11 +44,11 @@ HOSTILE = [
 
 
 @pytest.fixture
-def proxied() -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
+def proxied(serve: Serve) -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
     stub = StubLLM()
     with stub.serve() as upstream:
         proxy = CaptureProxy(upstream, upstream_api_key="the-proxy's-own-key")
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             yield stub, proxy, url
 
 
@@ -85,10 +94,10 @@ def test_a_session_trace_needs_its_own_key(proxied: tuple[StubLLM, CaptureProxy,
     assert httpx.delete(f"{url}/sessions/{a['session_id']}", headers=own).status_code == 204
 
 
-def test_sessions_are_capped_with_a_clear_error() -> None:
+def test_sessions_are_capped_with_a_clear_error(serve: Serve) -> None:
     with StubLLM().serve() as upstream:
         proxy = CaptureProxy(upstream, max_sessions=3)
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             made = [httpx.post(f"{url}/sessions") for _ in range(4)]
             assert [m.status_code for m in made] == [201, 201, 201, 429]
             assert "limit of 3 sessions" in made[-1].json()["error"]["message"]
@@ -139,3 +148,113 @@ def test_a_query_that_could_split_the_request_line_is_refused() -> None:
         assert asyncio.run(call(b"a=1&b=%20")) == 200
         for query in (b"a=1 HTTP/1.1\r\nx-injected: 1", b"a=1\tb", b"a=\x7f"):
             assert asyncio.run(call(query)) == 400
+
+
+# -- the proxy's own HTTP protocol (``capture/server.py``): what it parses, bounded -----------
+
+
+@pytest.fixture
+def own_protocol() -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
+    stub = StubLLM()
+    with stub.serve() as upstream:
+        proxy = CaptureProxy(upstream, request_timeout=0.5, max_body_bytes=4_000)
+        with serving("protocol")(proxy) as url:
+            yield stub, proxy, url
+
+
+def exchange(url: str, data: bytes, *, half_close: bool = False, parts: int = 1) -> bytes:
+    """Send ``data`` (in ``parts`` writes, a little apart) on a new connection; everything
+    read until the proxy closes it (10 s at most; ``<reset>`` at the end when it reset)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        step = max(1, len(data) // parts)
+        received = b""
+        try:
+            for start in range(0, len(data), step):
+                sock.sendall(data[start : start + step])
+                if parts > 1:
+                    time.sleep(0.05)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+            while chunk := sock.recv(65536):
+                received += chunk
+        except (ConnectionResetError, BrokenPipeError):  # closed with bytes of ours unread
+            received += b"<reset>"
+        return received
+
+
+def chat(session: dict[str, str], *, extra: bytes = b"", body: bytes | None = None) -> bytes:
+    content = body if body is not None else b'{"model":"m","messages":[]}'
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: proxy\r\n"
+        b"authorization: Bearer " + session["api_key"].encode() + b"\r\n"
+        b"content-type: application/json\r\n"
+        + extra
+        + b"content-length: %d\r\n\r\n%s" % (len(content), content)
+    )
+
+
+def test_an_oversized_head_or_too_many_headers_get_431_and_a_closed_connection(
+    own_protocol: tuple[StubLLM, CaptureProxy, str],
+) -> None:
+    stub, proxy, url = own_protocol
+    session = proxy.create_session(url)
+    huge = chat(session, extra=b"x-pad: " + b"a" * (200 << 10) + b"\r\n")
+    many = chat(session, extra=b"".join(b"x-h%d: 1\r\n" % i for i in range(150)))
+    # the huge head may still be on its way when the proxy closes: its 431 can be lost to a reset
+    assert exchange(url, huge)[:13] in (b"HTTP/1.1 431 ", b"<reset>")
+    assert exchange(url, many).startswith(b"HTTP/1.1 431 ")
+    assert stub.requests == []
+
+
+def test_bad_chunked_encoding_is_a_400_never_forwarded(
+    own_protocol: tuple[StubLLM, CaptureProxy, str],
+) -> None:
+    stub, proxy, url = own_protocol
+    session = proxy.create_session(url)
+    head = chat(session).split(b"content-length")[0] + b"transfer-encoding: chunked\r\n\r\n"
+    for body in (b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n"):
+        assert exchange(url, head + body).startswith(b"HTTP/1.1 400 ")
+    assert stub.requests == []
+
+
+def test_a_body_over_the_limit_in_chunks_is_a_413_before_the_rest_is_read(
+    own_protocol: tuple[StubLLM, CaptureProxy, str],
+) -> None:
+    stub, proxy, url = own_protocol
+    session = proxy.create_session(url)
+    head = chat(session).split(b"content-length")[0] + b"transfer-encoding: chunked\r\n\r\n"
+    chunk = b"1000\r\n" + b"x" * 0x1000 + b"\r\n"
+    assert exchange(url, head + chunk * 3).startswith(b"HTTP/1.1 413 ")
+    assert stub.requests == []
+
+
+def test_pipelined_calls_are_answered_in_order_and_recorded(
+    own_protocol: tuple[StubLLM, CaptureProxy, str],
+) -> None:
+    stub, proxy, url = own_protocol
+    session = proxy.create_session(url)
+    closing = chat(session).replace(b"host: proxy\r\n", b"host: proxy\r\nconnection: close\r\n")
+    answer = exchange(url, chat(session) + chat(session) + closing)
+    assert answer.count(b"HTTP/1.1 200 OK") == 3
+    assert len(proxy.trace_entries(session["session_id"])) == 3 and len(stub.requests) == 3
+
+
+def test_a_slow_client_is_cut_off_and_a_half_closed_one_holds_nothing(
+    own_protocol: tuple[StubLLM, CaptureProxy, str],
+) -> None:
+    """``request_timeout`` (0.5 s here) bounds a request from its first byte to its last, and
+    a new connection's wait for its first byte; a client that stops sending after its
+    request still gets nothing forwarded twice and leaves the proxy serving."""
+    stub, proxy, url = own_protocol
+    session = proxy.create_session(url)
+    request = chat(session)
+    assert exchange(url, b"").startswith(b"HTTP/1.1 408 ")  # never sends a byte
+    assert exchange(url, request[:-5]).startswith(b"HTTP/1.1 408 ")  # the body never ends
+    assert exchange(url, request[:30]).startswith(b"HTTP/1.1 408 ")  # nor the head
+    assert stub.requests == []
+    exchange(url, request, half_close=True)
+    assert len(stub.requests) <= 1
+    assert exchange(url, request.replace(b"host: proxy", b"connection: close")).startswith(
+        b"HTTP/1.1 200 "
+    )

@@ -13,8 +13,14 @@ import pytest
 from openenv_runtime.capture import CaptureProxy
 from openenv_runtime.llm.samples import TraceEntry, assemble
 from openenv_runtime.llm.tokens import MissingTokenIdsError
-from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply
+from tests.support.capture import WAYS, Serve, serving
+
+
+@pytest.fixture(params=WAYS)
+def serve(request: pytest.FixtureRequest) -> Serve:
+    return serving(request.param)
+
 
 openai = pytest.importorskip("openai", reason="needs openenv-runtime[llm]")
 
@@ -27,11 +33,11 @@ def policy(messages: list[dict[str, Any]]) -> StubReply:
 
 
 @pytest.fixture
-def servers() -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
+def servers(serve: Serve) -> Iterator[tuple[StubLLM, CaptureProxy, str]]:
     stub = StubLLM(policy)
     with stub.serve() as upstream:
         proxy = CaptureProxy(upstream + "/v1")
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             yield stub, proxy, url
 
 
@@ -134,11 +140,11 @@ def test_wrong_deleted_or_foreign_keys_are_refused(
     assert len(stub.requests) == 1  # refused calls never reach the model server
 
 
-def test_admin_token_guards_the_session_routes() -> None:
+def test_admin_token_guards_the_session_routes(serve: Serve) -> None:
     stub = StubLLM()
     with (
         stub.serve() as upstream,
-        running_server(CaptureProxy(upstream, admin_token="adm").app) as url,
+        serve(CaptureProxy(upstream, admin_token="adm")) as url,
     ):
         assert httpx.post(f"{url}/sessions").status_code == 401
         made = httpx.post(f"{url}/sessions", headers={"Authorization": "Bearer adm"})
@@ -177,10 +183,10 @@ def test_upstream_errors_and_models_are_relayed(servers: tuple[StubLLM, CaptureP
     assert proxy.trace_entries(s["session_id"]) == []
 
 
-def test_server_without_token_ids_is_recorded_and_assembly_refuses() -> None:
+def test_server_without_token_ids_is_recorded_and_assembly_refuses(serve: Serve) -> None:
     with StubLLM(token_ids=False).serve() as upstream:
         proxy = CaptureProxy(upstream)
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             s = httpx.post(f"{url}/sessions").json()
             body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
             answer = httpx.post(
@@ -221,11 +227,11 @@ def test_assembly_starts_a_new_sample_on_drift_and_follows_branches() -> None:
     assert json.loads(json.dumps(first.as_dict()))["env_mask"] == first.env_mask
 
 
-def test_an_unreachable_model_server_is_a_502() -> None:
+def test_an_unreachable_model_server_is_a_502(serve: Serve) -> None:
     from openenv_runtime.testing import free_port
 
     proxy = CaptureProxy(f"http://127.0.0.1:{free_port()}")
-    with running_server(proxy.app) as url:
+    with serve(proxy) as url:
         s = httpx.post(f"{url}/sessions").json()
         answer = httpx.post(
             f"{s['base_url']}/chat/completions",
@@ -236,11 +242,11 @@ def test_an_unreachable_model_server_is_a_502() -> None:
     assert proxy.trace_entries(s["session_id"]) == []
 
 
-def test_a_body_over_the_limit_is_refused_before_it_is_forwarded() -> None:
+def test_a_body_over_the_limit_is_refused_before_it_is_forwarded(serve: Serve) -> None:
     stub = StubLLM()
     with stub.serve() as upstream:
         proxy = CaptureProxy(upstream, max_body_bytes=2_000)
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             s = httpx.post(f"{url}/sessions").json()
             auth = {"Authorization": f"Bearer {s['api_key']}"}
             big = {"model": "m", "messages": [{"role": "user", "content": "x" * 3_000}]}
@@ -297,7 +303,7 @@ def test_each_call_is_recorded_by_the_time_its_answer_ends(
 
 
 def test_the_calls_of_half_a_second_are_logged_as_one_record(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, serve: Serve
 ) -> None:
     """A log record per call cost more CPU than the rest of the call: the lines are gathered
     (here over a minute, so that the test never depends on timing) and flushed at shutdown."""
@@ -305,7 +311,7 @@ def test_the_calls_of_half_a_second_are_logged_as_one_record(
     caplog.set_level(logging.INFO, logger="openenv_runtime.capture")
     with StubLLM().serve() as upstream:
         proxy = CaptureProxy(upstream)
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             s = httpx.post(f"{url}/sessions").json()
             body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
             auth = {"Authorization": f"Bearer {s['api_key']}"}
@@ -319,12 +325,12 @@ def test_the_calls_of_half_a_second_are_logged_as_one_record(
     assert len(records) == 1
 
 
-def test_the_model_server_can_be_named_after_construction() -> None:
+def test_the_model_server_can_be_named_after_construction(serve: Serve) -> None:
     with StubLLM().serve() as upstream:
         proxy = CaptureProxy("http://placeholder")
         proxy.upstream = upstream + "/v1/"
         assert proxy.upstream == upstream
-        with running_server(proxy.app) as url:
+        with serve(proxy) as url:
             s = httpx.post(f"{url}/sessions").json()
             answer = httpx.post(
                 f"{s['base_url']}/chat/completions",

@@ -134,3 +134,81 @@ def test_silence_garbage_and_refusal_are_errors() -> None:
 
     with pytest.raises(UpstreamError, match="cannot connect"):
         asyncio.run(refused())
+
+
+class Recorder:
+    """An ``Answer`` that keeps what it was handed, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+        self.done = asyncio.get_running_loop().create_future()
+
+    def head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.events.append(status)
+
+    def body(self, chunk: bytes) -> None:
+        self.events.append(chunk)
+
+    def end(self) -> None:
+        self.events.append("end")
+        self.done.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        self.events.append(error)
+        self.done.set_result(None)
+
+
+def test_an_answer_is_handed_over_as_it_arrives_without_a_task() -> None:
+    """``send`` hands the status, each chunk and the end to an ``Answer`` (the proxy's own
+    protocol relays them so); a reused connection the server dropped is retried once."""
+
+    async def chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request_head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\nabcd\r\n")
+        await writer.drain()
+        writer.write(b"2\r\nef\r\n0\r\n\r\n")
+        await writer.drain()
+        await _request_head(reader)  # the next request on this connection: dropped
+
+    async def run() -> list[list[object]]:
+        server, base, connections = await _serve(chunked)
+        upstream = Upstream(base)
+        seen = []
+        for _ in range(2):
+            answer = Recorder()
+            upstream.send("POST", "/v1/x", b"{}", {}, 10, answer)
+            await answer.done
+            seen.append(answer.events)
+        upstream.close()
+        server.close()
+        assert len(connections) == 2  # the second call retried on a new connection
+        return seen
+
+    first, second = asyncio.run(run())
+    assert b"".join(e for e in first if isinstance(e, bytes)) == b"abcdef"
+    assert first[0] == 200 and first[-1] == "end" and second == first
+
+
+def test_a_cancelled_call_closes_its_connection_and_hands_nothing_more() -> None:
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request_head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        writer.write(b"defghij")
+        await writer.drain()
+
+    async def run() -> list[object]:
+        server, base, _ = await _serve(slow)
+        upstream = Upstream(base)
+        answer = Recorder()
+        call = upstream.send("POST", "/v1/x", b"{}", {}, 10, answer)
+        while b"abc" not in answer.events:
+            await asyncio.sleep(0.01)
+        call.cancel()
+        await asyncio.sleep(0.7)
+        assert upstream.reuse() is None  # never handed back half read
+        server.close()
+        return answer.events
+
+    assert asyncio.run(run()) == [200, b"abc"]

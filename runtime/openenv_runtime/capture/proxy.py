@@ -15,10 +15,14 @@ key, or the admin token when one is set; at most ``max_sessions`` sessions live 
 Each forwarded call is logged on ``openenv_runtime.capture`` at INFO: session, route, status,
 latency (never a key or a message); the lines of each half second go out as one record.
 
-The forwarded calls skip the web framework (a plain ASGI handler: they are the hot path) and
-reach the model server over a small HTTP/1.1 client of their own (``upstream.py``); each answer
-is kept as the bytes the server sent and turned into a ``TraceEntry`` when the session's
-entries are read, so the answer goes back without being parsed first.
+The forwarded calls are the hot path: served with ``server.protocol_for(proxy)`` (uvicorn's
+``http=``), they are answered in the HTTP protocol itself, below ASGI (``server.py``); without
+it, or when that protocol hands one on, a plain ASGI handler takes them, with the same checks
+and recording (:meth:`CaptureProxy.admit`, :meth:`CaptureProxy.chat_body`,
+:meth:`CaptureProxy.record`). Both reach the model server over a small HTTP/1.1 client of
+their own (``upstream.py``); each answer is kept as the bytes the server sent and turned into
+a ``TraceEntry`` when the session's entries are read, so the answer goes back without being
+parsed first.
 """
 
 from __future__ import annotations
@@ -112,6 +116,9 @@ class CaptureProxy:
         timeout: seconds allowed per upstream call.
         max_body_bytes: the largest request body forwarded (larger: 413).
         max_sessions: the most sessions held at once (one more: 429 until one is deleted).
+        request_timeout: seconds a client has to send a whole request (head and body) from
+            its first byte; a new connection's first request, from the connection's start
+            (served with :func:`~openenv_runtime.capture.server.protocol_for`).
     """
 
     _upstream: Upstream  # set with ``upstream``
@@ -126,6 +133,7 @@ class CaptureProxy:
         timeout: float = 600.0,
         max_body_bytes: int = 32 * 1024 * 1024,
         max_sessions: int = 1024,
+        request_timeout: float = 30.0,
     ) -> None:
         self.upstream = upstream
         self.upstream_api_key = upstream_api_key
@@ -134,6 +142,7 @@ class CaptureProxy:
         self.timeout = timeout
         self.max_body_bytes = max_body_bytes
         self.max_sessions = max_sessions
+        self.request_timeout = request_timeout
         self._sessions: dict[str, _Session] = {}
         self._by_key: dict[str, _Session] = {}
         self._call_lines: list[str] = []
@@ -155,9 +164,9 @@ class CaptureProxy:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             path = _normalised(scope)
-            match = _FORWARDED.match(path) if path is not None else None
-            if match is not None:
-                await self._forward(scope, receive, send, match["sid"], match["path"])
+            route = forwarded_route(path) if path is not None else None
+            if route is not None:
+                await self._forward(scope, receive, send, *route)
                 return
             if path is None:
                 await _error(404, "no such route")(scope, receive, send)
@@ -313,7 +322,12 @@ class CaptureProxy:
             return _error(404, "no such session (deleted, or never created)")
         return Response(status_code=204)
 
-    # -- the forwarded calls (plain ASGI) ---------------------------------------------------
+    # -- the forwarded calls: checks and recording, shared by both ways in -----------------
+    @property
+    def model_server(self) -> Upstream:
+        """The client of the model server (its connections)."""
+        return self._upstream
+
     def _session_of(self, headers: dict[bytes, bytes], sid: str | None) -> _Session | None:
         header = headers.get(b"authorization", b"")
         key = header[7:] if header[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
@@ -322,95 +336,156 @@ class CaptureProxy:
             return None
         return session
 
-    async def _forward(
-        self, scope: Scope, receive: Any, send: Any, sid: str | None, path: str
-    ) -> None:
+    def admit(
+        self, method: str, sid: str | None, path: str, headers: dict[bytes, bytes], query: bytes
+    ) -> tuple[_Session, str]:
+        """A forwarded call's session and upstream target (path and query), or ``Refused``:
+        404 for a route not forwarded, 401 without a live session's key, 405 for a method the
+        route does not take, 413 for a declared length over ``max_body_bytes``, 400 for a
+        query that cannot go on the request line."""
         methods = FORWARDED_ROUTES.get(path)
         if methods is None:
-            return await _error(404, f"/v1/{path} is not forwarded")(scope, receive, send)
-        headers = dict(scope["headers"])
+            raise Refused(404, f"/v1/{path} is not forwarded")
         session = self._session_of(headers, sid)
         if session is None:
-            message = "unknown or deleted session key: create one with POST /sessions"
-            return await _error(401, message)(scope, receive, send)
-        method = scope["method"]
+            raise Refused(401, "unknown or deleted session key: create one with POST /sessions")
         if method not in methods:
-            return await _error(405, f"{method} /v1/{path} is not forwarded")(scope, receive, send)
-        raw = await _body(receive, headers, self.max_body_bytes)
-        if raw is None:
-            message = f"the request body is over the proxy's limit of {self.max_body_bytes} bytes"
-            return await _error(413, message)(scope, receive, send)
-        upstream_headers = {"content-type": "application/json"}
-        if self.upstream_api_key:
-            upstream_headers["authorization"] = f"Bearer {self.upstream_api_key}"
+            raise Refused(405, f"{method} /v1/{path} is not forwarded")
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise self.too_large()
         target = f"/v1/{path}"
-        if query := scope.get("query_string"):
+        if query:
             if _QUERY.search(query):
-                return await _error(400, "the query string must be URL-encoded")(
-                    scope, receive, send
-                )
+                raise Refused(400, "the query string must be URL-encoded")
             target += "?" + query.decode("latin-1")
-        if method != "POST" or path != "chat/completions":
-            try:
-                upstream = await self._upstream.request(
-                    method, target, raw, upstream_headers, self.timeout
-                )
-                try:
-                    content = await upstream.read()
-                finally:
-                    upstream.release()
-            except (UpstreamError, TimeoutError) as error:
-                return await _unreachable(error)(scope, receive, send)
-            await _send(send, upstream, content)
-            return None
+        return session, target
+
+    def too_large(self) -> Refused:
+        """The refusal of a body over ``max_body_bytes``."""
+        return Refused(
+            413, f"the request body is over the proxy's limit of {self.max_body_bytes} bytes"
+        )
+
+    def upstream_headers(self) -> dict[str, str]:
+        """The headers of a call to the model server (its key: the proxy's own, when set)."""
+        if self.upstream_api_key:
+            return {
+                "content-type": "application/json",
+                "authorization": f"Bearer {self.upstream_api_key}",
+            }
+        return {"content-type": "application/json"}
+
+    @staticmethod
+    def chat_body(raw: bytes) -> tuple[dict[str, Any], bytes, bool]:
+        """A chat completion's body with the token options added: the object, its bytes, and
+        whether the answer streams (``Refused`` 400 when it is not a JSON object)."""
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = None
         if not isinstance(body, dict):
-            return await _error(400, "the body must be a JSON object")(scope, receive, send)
+            raise Refused(400, "the body must be a JSON object")
         body.update(TOKEN_OPTIONS)
-        stream = bool(body.get("stream"))
-        if self.tracer is None:
-            await self._complete(
-                scope, receive, send, session, target, body, stream, upstream_headers
+        return body, orjson.dumps(body), bool(body.get("stream"))
+
+    def record(
+        self,
+        session: _Session,
+        status: int,
+        timestamp: float,
+        body: dict[str, Any],
+        content: bytes,
+        stream: bool,
+        latency_ms: float,
+    ) -> None:
+        """Record a chat completion the model server answered (kept when ``status`` is 200),
+        and log it."""
+        if status == 200:
+            session.entries.append(_Call(timestamp, body, content, stream, latency_ms))
+        session.last_call = timestamp
+        if logger.isEnabledFor(logging.INFO):
+            self._log_call(
+                f"session {session.id}: POST /v1/chat/completions -> {status} in "
+                f"{latency_ms:.0f} ms{', streamed' if stream else ''} "
+                f"({len(session.entries)} calls recorded)"
             )
-            return None
+
+    # -- the forwarded calls through ASGI (a pipelined request, tracing on, or a server
+    # without the proxy's protocol: ``server.py`` answers the others below ASGI) ------------
+    async def _forward(
+        self, scope: Scope, receive: Any, send: Any, sid: str | None, path: str
+    ) -> None:
+        headers = dict(scope["headers"])
+        method = scope["method"]
+        try:
+            session, target = self.admit(
+                method, sid, path, headers, scope.get("query_string") or b""
+            )
+            raw = await _body(receive, self.max_body_bytes)
+            if raw is None:
+                raise self.too_large()
+            if method != "POST" or path != "chat/completions":
+                await self._relay(send, method, target, raw)
+                return
+            body, data, stream = self.chat_body(raw)
+        except Refused as refused:
+            await _send_error(send, refused.status, refused.message)
+            return
+        upstream_headers = self.upstream_headers()
+        if self.tracer is None:
+            await self._complete(send, session, target, body, data, stream, upstream_headers)
+            return
         attributes = {"openenv.capture.stream": stream}
         with tracing.request_span(self.tracer, _CALL_SPAN, scope["headers"], attributes) as span:
             if span is not None:  # the model server, if it traces, joins the same trace
                 upstream_headers.update(tracing.headers_for())
             status = await self._complete(
-                scope, receive, send, session, target, body, stream, upstream_headers
+                send, session, target, body, data, stream, upstream_headers
             )
             if span is not None:
                 span.set_attribute("http.response.status_code", status)
                 if status != 200:
                     tracing.failed(span, str(status))
-        return None
+
+    async def _relay(self, send: Any, method: str, target: str, raw: bytes) -> None:
+        """Another forwarded route (the models, a plain completion): relayed, not recorded."""
+        try:
+            upstream = await self._upstream.request(
+                method, target, raw, self.upstream_headers(), self.timeout
+            )
+            try:
+                content = await upstream.read()
+            finally:
+                upstream.release()
+        except (UpstreamError, TimeoutError) as error:
+            raise Refused(502, unreachable(error)) from None
+        await send(_start(upstream, len(content)))
+        await send({"type": "http.response.body", "body": content})
 
     async def _complete(
         self,
-        scope: Scope,
-        receive: Any,
         send: Any,
         session: _Session,
         target: str,
         body: dict[str, Any],
+        data: bytes,
         stream: bool,
         upstream_headers: dict[str, str],
     ) -> int:
         """Forward one chat completion and record it; the status answered."""
         timestamp, started = time.time(), time.perf_counter()
         try:
-            upstream = await self._post(target, orjson.dumps(body), upstream_headers)
+            upstream = await self._upstream.request(
+                "POST", target, data, upstream_headers, self.timeout
+            )
             if not stream or upstream.status != 200:
                 try:
                     content = await upstream.read()
                 finally:
                     upstream.release()
         except (UpstreamError, TimeoutError) as error:
-            await _unreachable(error)(scope, receive, send)
+            await _send_error(send, 502, unreachable(error))
             return 502
         if stream and upstream.status == 200:
             try:
@@ -425,21 +500,10 @@ class CaptureProxy:
         else:
             await send(_start(upstream, len(content)))
         latency = (time.perf_counter() - started) * 1000
-        if upstream.status == 200:  # recorded before the answer ends: a reader sees it at once
-            session.entries.append(_Call(timestamp, body, content, stream, latency))
-        session.last_call = timestamp
-        if logger.isEnabledFor(logging.INFO):
-            self._log_call(
-                f"session {session.id}: POST /v1/chat/completions -> {upstream.status} in "
-                f"{latency:.0f} ms{', streamed' if stream else ''} "
-                f"({len(session.entries)} calls recorded)"
-            )
+        # recorded before the answer ends: a reader sees it at once
+        self.record(session, upstream.status, timestamp, body, content, stream, latency)
         await send({"type": "http.response.body", "body": b"" if stream else content})
         return upstream.status
-
-    async def _post(self, target: str, data: bytes, headers: dict[str, str]) -> UpstreamResponse:
-        """POST upstream (``target``: path and query); the answer once its head is in."""
-        return await self._upstream.request("POST", target, data, headers, self.timeout)
 
     def _log_call(self, line: str) -> None:
         """Log a forwarded call: the lines gathered over ``_LOG_EVERY`` go out as one record
@@ -502,8 +566,24 @@ class CaptureProxy:
         return entry
 
 
+class Refused(Exception):
+    """A forwarded call the proxy answers itself with ``status`` and ``message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 class SessionLimitError(RuntimeError):
     """The proxy holds ``max_sessions`` sessions already: delete finished ones first."""
+
+
+def forwarded_route(path: str) -> tuple[str | None, str] | None:
+    """``(session id or None, route under /v1/)`` when ``path`` (decoded) has the shape of a
+    forwarded call (``/v1/...`` or ``/sessions/ID/v1/...``); None otherwise."""
+    match = _FORWARDED.match(path)
+    return None if match is None else (match["sid"], match["path"])
 
 
 def _normalised(scope: Scope) -> str | None:
@@ -518,11 +598,8 @@ def _normalised(scope: Scope) -> str | None:
     return None if _UNSAFE.search(path) else path
 
 
-async def _body(receive: Any, headers: dict[bytes, bytes], limit: int) -> bytes | None:
+async def _body(receive: Any, limit: int) -> bytes | None:
     """The request's body, or None when it is over ``limit`` bytes (stops reading there)."""
-    declared = headers.get(b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None
     parts, size = [], 0
     while True:
         message = await receive()
@@ -538,23 +615,47 @@ async def _body(receive: Any, headers: dict[bytes, bytes], limit: int) -> bytes 
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def relayed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The model server's headers the proxy passes on (not the hop-by-hop ones, the length,
+    nor those the proxy's server writes itself)."""
+    kept = []
+    for name, value in headers:
+        dropped = _DROPPED.get(name)
+        if dropped is None:  # a name not seen yet in this spelling (a model server uses few)
+            dropped = name.lower() in _HOP_HEADERS
+            if len(_DROPPED) < 1024:
+                _DROPPED[name] = dropped
+        if not dropped:
+            kept.append((name, value))
+    return kept
+
+
+_DROPPED: dict[bytes, bool] = {}  # header name, as spelt -> not relayed
+
+
 def _start(upstream: UpstreamResponse, length: int | None) -> dict[str, Any]:
-    headers = [(k, v) for k, v in upstream.headers if k.lower() not in _HOP_HEADERS]
+    headers = relayed(upstream.headers)
     if length is not None:
         headers.append((b"content-length", str(length).encode()))
     return {"type": "http.response.start", "status": upstream.status, "headers": headers}
 
 
-async def _send(send: Any, upstream: UpstreamResponse, content: bytes) -> None:
-    await send(_start(upstream, len(content)))
-    await send({"type": "http.response.body", "body": content})
+def unreachable(error: BaseException) -> str:
+    """The message of a 502: the model server did not answer."""
+    return f"the model server did not answer: {type(error).__name__}: {error}"
 
 
-def _unreachable(error: BaseException) -> Response:
-    return _error(502, f"the model server did not answer: {type(error).__name__}: {error}")
+def error_body(message: str) -> bytes:
+    """The JSON body of an error the proxy answers itself."""
+    return orjson.dumps({"error": {"message": message, "type": "capture_proxy"}})
 
 
 def _error(status: int, message: str) -> Response:
-    return JSONResponse(
-        {"error": {"message": message, "type": "capture_proxy"}}, status_code=status
-    )
+    return Response(error_body(message), status_code=status, media_type="application/json")
+
+
+async def _send_error(send: Any, status: int, message: str) -> None:
+    body = error_body(message)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
