@@ -323,3 +323,60 @@ def test_a_step_whose_connection_drops_is_sent_again_under_its_number() -> None:
         assert '"seq":2}' in second.sent[-1]
 
     asyncio.run(run())
+
+
+class Sink:
+    """A ``ReplySink`` that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.outcome: list[object] = []
+
+    def done(self) -> bool:
+        return bool(self.outcome)
+
+    def set_result(self, result: str | bytes, /) -> None:
+        self.outcome.append(result)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self.outcome.append(exception)
+
+
+def test_the_pool_s_request_on_a_resuming_session_is_sent_at_once() -> None:
+    # EnvPool sends through _submit_to: with nothing in flight, the numbered request goes
+    # out in the call itself (no task per request), and the next waits for its reply.
+    async def run() -> None:
+        conn = ManualConnection()
+        env = await resuming(conn)
+        first, second = Sink(), Sink()
+        assert env._submit_to(env._step_frame(EchoAction(message="hi")), first)
+        assert len(conn.sent) == 1 and '"seq":1}' in conn.sent[0]
+        assert env._submit_to('{"type":"state"}', second)
+        await _turn()
+        assert len(conn.sent) == 1
+        conn.answer(OBSERVATION)
+        await _turn()
+        assert first.outcome == [OBSERVATION] and len(conn.sent) == 2
+        conn.answer(STATE)
+        await _turn()
+        assert second.outcome == [STATE]
+
+    asyncio.run(run())
+
+
+def test_the_pool_s_request_is_resumed_when_its_connection_drops() -> None:
+    async def run() -> None:
+        first, second = ManualConnection(), ManualConnection(auto=OBSERVATION)
+        env = await resuming(first, second)
+        sink = Sink()
+        assert env._submit_to(env._step_frame(EchoAction(message="hi")), sink)
+        first.drop()
+        for _ in range(20):
+            await _turn()
+            if sink.outcome:
+                break
+        assert sink.outcome == [OBSERVATION] and second.sent == first.sent
+        following = Sink()
+        assert env._submit_to('{"type":"state"}', following)
+        assert '"seq":2}' in second.sent[-1]
+
+    asyncio.run(run())

@@ -438,15 +438,37 @@ class EnvClient(
         The pool's batched path: no coroutine per request. False when not connected.
         """
         if self._resumer is not None:
-            # Numbered, resumable requests go one at a time through the resuming path.
+            # Numbered, resumable requests go one at a time: sent at once when none is in
+            # flight (its reply to the sink, or resumed first), else through the waiting path.
+            reply = self._send_now(frame)
+            if reply is not None:
+                reply.add_done_callback(functools.partial(self._replied, frame, sink))
+                return True
             task = asyncio.get_running_loop().create_task(self._send_waiting(frame))
-            task.add_done_callback(lambda done: _feed(sink, done))
+            task.add_done_callback(functools.partial(_feed, sink))
             return True
         conn = self._conn
         if conn is None:
             return False
         conn.submit_to(frame, sink)
         return True
+
+    def _replied(self, frame: str, sink: ReplySink, reply: asyncio.Future[str | bytes]) -> None:
+        """The reply to ``frame``, sent at once by ``_submit_to``: to ``sink``, after
+        resuming the session if the connection dropped under it."""
+        lost = None if reply.cancelled() else reply.exception()
+        if isinstance(lost, ConnectionLost):
+            task = asyncio.get_running_loop().create_task(self._resend_to_sink(frame, lost))
+            task.add_done_callback(functools.partial(_feed, sink))
+            return
+        self._done_sending()
+        _feed(sink, reply)
+
+    async def _resend_to_sink(self, frame: str, exc: ConnectionLost) -> str | bytes:
+        try:
+            return await self._after_loss(frame, exc)
+        finally:
+            self._done_sending()
 
     def _lost(self, exc: ConnectionLost) -> EnvError:
         """The session ended under a request: remember why, and say it."""
@@ -482,7 +504,7 @@ def _reader(cls: type[Observation]) -> tuple[KeysView[str], Callable[[Any], Any]
 _MODEL_VALIDATE = BaseModel.model_validate.__func__  # type: ignore[attr-defined]
 
 
-def _feed(sink: ReplySink, done: asyncio.Task[str | bytes]) -> None:
+def _feed(sink: ReplySink, done: asyncio.Future[str | bytes]) -> None:
     """Hand a finished request's reply (or why it failed) to the pool's sink."""
     if done.cancelled():
         sink.set_exception(ConnectionLost("the request was cancelled"))
