@@ -369,6 +369,15 @@ def main() -> None:
                 "EnvPool_vs_lean": cost["EnvPool"] / cost["lean"],
                 "pool_throughput_vs_lean": rate["EnvPool"] / rate["lean"],
             },
+            # each round's ratio (the kinds run back to back), then their median: steadier
+            # than the ratio of medians while other work comes and goes
+            "paired_vs_lean": {
+                k: statistics.median(
+                    x["cpu_us_per_step"] / lean["cpu_us_per_step"]
+                    for x, lean in zip(rounds[label][k], rounds[label]["lean"], strict=True)
+                )
+                for k in ("EnvClient", "EnvPool")
+            },
             "load_average_median": statistics.median(
                 x["load_average"] for v in rounds[label].values() for x in v
             ),
@@ -407,8 +416,10 @@ def main() -> None:
         print(
             f"\n{label} (load average {result['load_average_median']:.2f}): EnvClient "
             f"{goals['EnvClient_vs_lean']:.2f}× and EnvPool {goals['EnvPool_vs_lean']:.2f}× "
-            f"the lean client's CPU; pool throughput {goals['pool_throughput_vs_lean']:.0%} "
-            "of the lean client's"
+            f"the lean client's CPU (medians of the rounds' ratios: "
+            f"{result['paired_vs_lean']['EnvClient']:.2f}× and "
+            f"{result['paired_vs_lean']['EnvPool']:.2f}×); pool throughput "
+            f"{goals['pool_throughput_vs_lean']:.0%} of the lean client's"
         )
     current = results["current"]
     report = {

@@ -335,14 +335,16 @@ class EnvClient(
         return action.__pydantic_serializer__.to_json(action).decode()  # type: ignore[union-attr]
 
     def _parse_result(self, data: dict[str, Any]) -> StepResult[ObsT]:
+        """A reply's ``data`` (just decoded: its observation dict is reused) as a ``StepResult``."""
         reward, done = data.get("reward"), bool(data.get("done"))
         body = data.get("observation") or {}
         fields, validate = _reader(self.observation_cls)
         if not fields >= body.keys():
             # A newer server may add observation fields; an older client keeps working without them.
             body = {k: v for k, v in body.items() if k in fields}
-        obs = validate({**body, "reward": reward, "done": done})
-        return StepResult(obs, reward, done, data.get("metadata"))
+        body["reward"] = reward
+        body["done"] = done
+        return StepResult(validate(body), reward, done, data.get("metadata"))
 
     def _parse_state(self, data: dict[str, Any]) -> StateT:
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
