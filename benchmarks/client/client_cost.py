@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -143,18 +144,26 @@ async def run_pool(urls: list[str], sessions: int, seconds: float) -> int:
     return steps
 
 
-_last_cpu: list[float] = []
+_last_cpu: list[tuple[float, float, float]] = []
 
 
 async def _measured(
     body: Callable[[float], Awaitable[Any]], counts: list[int], seconds: float
 ) -> int:
-    """Warm up briefly, then run ``body`` for ``seconds`` and record this process's CPU time."""
+    """Warm up briefly, then run ``body`` for ``seconds`` and record this process's CPU time
+    (in all, then user and system as the kernel splits it)."""
     loop = asyncio.get_running_loop()
     await body(loop.time() + min(0.5, seconds / 4))
-    cpu = time.process_time()
+    cpu, usage = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     await body(loop.time() + seconds)
-    _last_cpu.append(time.process_time() - cpu)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    _last_cpu.append(
+        (
+            time.process_time() - cpu,
+            after.ru_utime - usage.ru_utime,
+            after.ru_stime - usage.ru_stime,
+        )
+    )
     return sum(counts)
 
 
@@ -163,10 +172,14 @@ def measure_here(kind: str, urls: list[str], sessions: int, seconds: float) -> d
     wall = time.perf_counter()
     steps = asyncio.run(runner(urls, sessions, seconds))
     wall = time.perf_counter() - wall
-    cpu = _last_cpu.pop()
+    cpu, user, system = _last_cpu.pop()
     return {
         "steps": steps,
         "cpu_us_per_step": cpu / steps * 1e6,
+        # the user-space part is what the client's Python costs; the system part (socket
+        # calls) also moves with how many replies each pass of the event loop finds
+        "user_us_per_step": user / steps * 1e6,
+        "system_us_per_step": system / steps * 1e6,
         "steps_per_s": steps / seconds,
         "wall": wall,
     }
@@ -363,6 +376,8 @@ def main() -> None:
         results[label] = {
             "runtime": str(runtimes[label]),
             "cpu_us_per_step": cost,
+            "user_us_per_step": _medians(rounds[label], "user_us_per_step"),
+            "system_us_per_step": _medians(rounds[label], "system_us_per_step"),
             "throughput_steps_per_s": rate,
             "goals": {
                 "EnvClient_vs_lean": cost["EnvClient"] / cost["lean"],
@@ -398,8 +413,15 @@ def main() -> None:
             per_s = statistics.median(
                 x["steps_per_s"] for x in (reference if k == "openenv-core" else rounds[label][k])
             )
-            table.append([label, k, f"{v:.1f}", f"{v / lean:.2f}×", f"{per_s:.0f}"])
-    print(markdown_table(["runtime", "client", "µs CPU / step", "vs lean", "steps/s"], table))
+            user = result["user_us_per_step"].get(k)
+            split = f"{user:.1f} / {result['system_us_per_step'][k]:.1f}" if user else "–"
+            table.append([label, k, f"{v:.1f}", f"{v / lean:.2f}×", split, f"{per_s:.0f}"])
+    print(
+        markdown_table(
+            ["runtime", "client", "µs CPU / step", "vs lean", "user / system µs", "steps/s"],
+            table,
+        )
+    )
     print(f"\nThroughput, {args.pool_sessions} sessions over two servers on core {SERVER_CPU}\n")
     print(
         markdown_table(
@@ -418,7 +440,10 @@ def main() -> None:
             f"{goals['EnvClient_vs_lean']:.2f}× and EnvPool {goals['EnvPool_vs_lean']:.2f}× "
             f"the lean client's CPU (medians of the rounds' ratios: "
             f"{result['paired_vs_lean']['EnvClient']:.2f}× and "
-            f"{result['paired_vs_lean']['EnvPool']:.2f}×); pool throughput "
+            f"{result['paired_vs_lean']['EnvPool']:.2f}×; user space "
+            f"{result['user_us_per_step']['EnvClient'] / result['user_us_per_step']['lean']:.2f}× "
+            f"and {result['user_us_per_step']['EnvPool'] / result['user_us_per_step']['lean']:.2f}×)"
+            "; pool throughput "
             f"{goals['pool_throughput_vs_lean']:.0%} of the lean client's"
         )
     current = results["current"]
