@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -41,17 +40,12 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "client" / "client_callgrind.json"
 KINDS = ("lean", "EnvClient")
 OBSERVATION_PREFIX = '{"type":"observation"'
-_TOTAL = re.compile(rb"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
 # -- the client process (runs under valgrind) ---------------------------------------------------
-def _control(flag: str, value: str | None, pid: int) -> None:
-    argv = ["callgrind_control", flag, *([value] if value else []), str(pid)]
-    subprocess.run(argv, check=True, capture_output=True, timeout=300)
-
-
 async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -> None:
     sys.path.insert(0, str(ROOT))  # openenv_cli from this checkout, after the runtime under test
+    from benchmarks.callgrind import control
     from openenv_cli.bench.bench_env import BenchAction, BenchObservation
     from openenv_cli.bench.target import Target, step_frame
     from openenv_cli.bench.wsclient import LeanConnection
@@ -91,35 +85,24 @@ async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -
 
     await asyncio.gather(*(one(i, warmup) for i in range(sessions)))
     pid = os.getpid()
-    await asyncio.to_thread(_control, "-i", "on", pid)
+    await asyncio.to_thread(control, "-i", "on", pid)
     await asyncio.gather(*(one(i, steps) for i in range(sessions)))
-    await asyncio.to_thread(_control, "-d", None, pid)
-    await asyncio.to_thread(_control, "-i", "off", pid)
+    await asyncio.to_thread(control, "-d", None, pid)
+    await asyncio.to_thread(control, "-i", "off", pid)
     await finish()
 
 
 # -- the driver ----------------------------------------------------------------------------------
-def _instructions(out_file: Path) -> int:
-    """Total Ir of the dumps callgrind wrote for the measured phase (one file per part)."""
-    total = 0
-    dumps = [p for p in out_file.parent.glob(out_file.name + "*") if p != out_file]
-    for path in dumps or [out_file]:
-        match = _TOTAL.search(path.read_bytes())
-        if match:
-            total += int(match.group(1))
-    return total
-
-
 def measure(
     kind: str, runtime: Path, url: str, args: argparse.Namespace, label: str
 ) -> dict[str, Any]:
+    from benchmarks.callgrind import instructions, valgrind
+
     with tempfile.TemporaryDirectory(prefix="openenv-client-callgrind-") as tmp:
         out_file = Path(tmp) / f"callgrind.{label}.{kind}.out"
+        load = os.getloadavg()[0]
         argv = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={out_file}",
+            *valgrind(out_file),
             sys.executable,
             str(Path(__file__).resolve()),
             "--child",
@@ -137,17 +120,18 @@ def measure(
         started = time.monotonic()
         subprocess.run(argv, env=env, check=True, capture_output=True, timeout=1800)
         wall = time.monotonic() - started
-        instructions = _instructions(out_file)
+        counted = instructions(out_file)
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
             for path in Path(tmp).glob(out_file.name + "*"):
                 shutil.copy(path, args.keep / path.name)
     steps = args.sessions * args.steps
     return {
-        "instructions": instructions,
+        "instructions": counted,
         "steps": steps,
-        "per_step": instructions / steps,
+        "per_step": counted / steps,
         "wall_s": wall,
+        "load_average": load,
     }
 
 
@@ -185,13 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         kind, url = args.child
         asyncio.run(_client(kind, url, args.sessions, args.steps, args.warmup))
         return 0
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        print(
-            "valgrind (with callgrind_control) is needed: apt-get install valgrind", file=sys.stderr
-        )
-        return 2
     sys.path.insert(0, str(ROOT))
+    from benchmarks.callgrind import MISSING, available
     from openenv_cli.bench.server import bench_server, running
+
+    if not available():
+        print(MISSING, file=sys.stderr)
+        return 2
 
     runtimes = {
         **dict(item.split("=", 1) for item in args.compare),

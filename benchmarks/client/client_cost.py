@@ -2,23 +2,30 @@
 
     python benchmarks/client/client_cost.py                 # about a minute
     python benchmarks/client/client_cost.py --seconds 3 --rounds 5
+    python benchmarks/client/client_cost.py --compare before=/tmp/before/runtime
 
 In a trainer the client runs in the trainer's own process, so its CPU per step is paid for
 every session of every batch. This measures it against the client's goals (CPU per step at
 most 1.5× a lean client's, pool throughput at least 80% of it):
 
 * **cost** — one benchmark server (``openenv_cli.bench.bench_env:app``, steps that do no
-  work) pinned to core 0, the clients in this process pinned to core 1, 64 sessions
-  stepping back to back. Client CPU per step = this process's CPU time / steps. The kinds
-  run in rotation for ``--rounds`` rounds so drift of a shared machine hits all alike;
-  the median round is reported. ``lean`` is ``openenv bench``'s sans-I/O connection sending
+  work) pinned to core 0, each client kind in a process of its own pinned to core 1, 64
+  sessions stepping back to back. Client CPU per step = that process's CPU time / steps.
+  The kinds run in rotation for ``--rounds`` rounds so drift of a shared machine hits all
+  alike; the median round is reported, with the load average before each measurement. ``lean`` is ``openenv bench``'s sans-I/O connection sending
   the environment's action frame and checking the reply's prefix (no parsing);
   ``EnvClient`` sends typed actions and returns typed ``StepResult``\\ s; ``EnvPool`` does the
   same through one batched ``step``; ``openenv-core`` is the reference 0.3.0 client in its
   cached virtualenv (``tests/support/reference.py``), measured in its own process on core 1.
-* **throughput** — two servers on core 0, 256 sessions from this process on core 1:
+* **throughput** — two servers on core 0, 256 sessions from a process on core 1:
   steps/s of the lean client (128 sessions per server, as ``openenv bench`` drives them)
   and of one ``EnvPool`` of 256 sessions over both servers.
+
+``--compare NAME=DIR`` measures the runtime in ``DIR`` too, in the same rounds (put first on
+the clients' ``PYTHONPATH``; ``openenv_cli``, the lean client included, comes from this
+checkout), e.g. an older revision's ``runtime`` from
+``git archive HEAD runtime | tar -x -C /tmp/before``: before and after side by side, each
+against its own lean client.
 
 Prints a table and writes ``benchmarks/results/client-cost-<timestamp>.json`` (ignored by
 git) and ``benchmarks/client/client_cost.json`` (committed).
@@ -30,6 +37,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -136,33 +144,70 @@ async def run_pool(urls: list[str], sessions: int, seconds: float) -> int:
     return steps
 
 
-_last_cpu: list[float] = []
+_last_cpu: list[tuple[float, float, float]] = []
 
 
 async def _measured(
     body: Callable[[float], Awaitable[Any]], counts: list[int], seconds: float
 ) -> int:
-    """Warm up briefly, then run ``body`` for ``seconds`` and record this process's CPU time."""
+    """Warm up briefly, then run ``body`` for ``seconds`` and record this process's CPU time
+    (in all, then user and system as the kernel splits it)."""
     loop = asyncio.get_running_loop()
     await body(loop.time() + min(0.5, seconds / 4))
-    cpu = time.process_time()
+    cpu, usage = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     await body(loop.time() + seconds)
-    _last_cpu.append(time.process_time() - cpu)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    _last_cpu.append(
+        (
+            time.process_time() - cpu,
+            after.ru_utime - usage.ru_utime,
+            after.ru_stime - usage.ru_stime,
+        )
+    )
     return sum(counts)
 
 
-def measure(kind: str, urls: list[str], sessions: int, seconds: float) -> dict[str, float]:
+def measure_here(kind: str, urls: list[str], sessions: int, seconds: float) -> dict[str, float]:
     runner = {"lean": run_lean, "EnvClient": run_client, "EnvPool": run_pool}[kind]
     wall = time.perf_counter()
     steps = asyncio.run(runner(urls, sessions, seconds))
     wall = time.perf_counter() - wall
-    cpu = _last_cpu.pop()
+    cpu, user, system = _last_cpu.pop()
     return {
         "steps": steps,
         "cpu_us_per_step": cpu / steps * 1e6,
+        # the user-space part is what the client's Python costs; the system part (socket
+        # calls) also moves with how many replies each pass of the event loop finds
+        "user_us_per_step": user / steps * 1e6,
+        "system_us_per_step": system / steps * 1e6,
         "steps_per_s": steps / seconds,
         "wall": wall,
     }
+
+
+def measure(
+    kind: str, runtime: Path, urls: list[str], sessions: int, seconds: float
+) -> dict[str, float]:
+    """``kind``'s figures from a process of its own (on this process's core) running the
+    runtime in ``runtime``."""
+    load = os.getloadavg()[0]
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            kind,
+            ",".join(urls),
+            f"--sessions={sessions}",
+            f"--seconds={seconds}",
+        ],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(runtime), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=seconds * 4 + 120,
+        check=True,
+    )
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_average": load}
 
 
 REFERENCE_SCRIPT = textwrap.dedent(
@@ -225,6 +270,7 @@ def reference_python() -> Path | None:
 
 
 def measure_reference(python: Path, url: str, sessions: int, seconds: float) -> dict[str, float]:
+    load = os.getloadavg()[0]
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
         handle.write(REFERENCE_SCRIPT)
     try:
@@ -246,7 +292,11 @@ def measure_reference(python: Path, url: str, sessions: int, seconds: float) -> 
         )
     finally:
         os.unlink(handle.name)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_average": load}
+
+
+def _medians(rounds: dict[str, list[dict[str, float]]], key: str) -> dict[str, float]:
+    return {k: statistics.median(x[key] for x in v) for k, v in rounds.items() if v}
 
 
 def main() -> None:
@@ -261,78 +311,157 @@ def main() -> None:
     parser.add_argument("--pool-sessions", type=int, default=256)
     parser.add_argument("--no-reference", action="store_true", help="skip openenv-core's client")
     parser.add_argument("--note", default="", help="free text stored with the results")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="also measure the runtime in DIR (the directory holding openenv_runtime)",
+    )
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "URLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        kind, urls = args.child
+        print(json.dumps(measure_here(kind, urls.split(","), args.sessions, args.seconds)))
+        return
 
-    os.sched_setaffinity(0, {CLIENT_CPU})
+    os.sched_setaffinity(0, {CLIENT_CPU})  # the clients' processes inherit it
+    runtimes = {
+        **{name: Path(d) for name, d in (item.split("=", 1) for item in args.compare)},
+        "current": ROOT / "runtime",
+    }
     python = None if args.no_reference else reference_python()
-    kinds = ["lean", "EnvClient", "EnvPool"] + (["openenv-core"] if python else [])
-    rounds: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
-    throughput: dict[str, list[dict[str, float]]] = {"lean": [], "EnvPool": []}
+    kinds = ["lean", "EnvClient", "EnvPool"]
+    rounds: dict[str, dict[str, list[dict[str, float]]]] = {
+        label: {k: [] for k in kinds} for label in runtimes
+    }
+    reference: list[dict[str, float]] = []
+    throughput: dict[str, dict[str, list[dict[str, float]]]] = {
+        label: {"lean": [], "EnvPool": []} for label in runtimes
+    }
+    load_at_start = os.getloadavg()
     with bench_server(cpus=[SERVER_CPU]) as one, bench_server(cpus=[SERVER_CPU]) as two:
         for r in range(args.rounds):
-            for kind in kinds:
-                if kind == "openenv-core":
-                    assert python is not None
-                    rounds[kind].append(
-                        measure_reference(python, one.url, args.sessions, args.seconds)
+            for label, runtime in runtimes.items():
+                for kind in kinds:
+                    row = measure(kind, runtime, [one.url], args.sessions, args.seconds)
+                    rounds[label][kind].append(row)
+                    print(
+                        f"round {r + 1} {label} {kind}: {row['cpu_us_per_step']:.1f} µs/step "
+                        f"(load {row['load_average']:.2f})",
+                        file=sys.stderr,
                     )
-                else:
-                    rounds[kind].append(measure(kind, [one.url], args.sessions, args.seconds))
+            if python is not None:
+                reference.append(measure_reference(python, one.url, args.sessions, args.seconds))
                 print(
-                    f"round {r + 1} {kind}: {rounds[kind][-1]['cpu_us_per_step']:.1f} µs/step",
+                    f"round {r + 1} openenv-core: {reference[-1]['cpu_us_per_step']:.1f} µs/step",
                     file=sys.stderr,
                 )
-            for kind in throughput:
-                throughput[kind].append(
-                    measure(kind, [one.url, two.url], args.pool_sessions, args.seconds)
-                )
-                print(
-                    f"round {r + 1} {kind} x{args.pool_sessions}: {throughput[kind][-1]['steps_per_s']:.0f} steps/s",
-                    file=sys.stderr,
-                )
+            for label, runtime in runtimes.items():
+                for kind in ("lean", "EnvPool"):
+                    row = measure(
+                        kind, runtime, [one.url, two.url], args.pool_sessions, args.seconds
+                    )
+                    throughput[label][kind].append(row)
+                    print(
+                        f"round {r + 1} {label} {kind} x{args.pool_sessions}: "
+                        f"{row['steps_per_s']:.0f} steps/s",
+                        file=sys.stderr,
+                    )
 
-    cost = {k: statistics.median(x["cpu_us_per_step"] for x in v) for k, v in rounds.items()}
-    rate = {k: statistics.median(x["steps_per_s"] for x in v) for k, v in throughput.items()}
-    lean = cost["lean"]
-    rows = [
-        [
-            k,
-            f"{v:.1f}",
-            f"{v / lean:.2f}×",
-            f"{statistics.median(x['steps_per_s'] for x in rounds[k]):.0f}",
-        ]
-        for k, v in cost.items()
-    ]
+    results: dict[str, dict[str, Any]] = {}
+    for label in runtimes:
+        cost = _medians(rounds[label], "cpu_us_per_step")
+        rate = _medians(throughput[label], "steps_per_s")
+        results[label] = {
+            "runtime": str(runtimes[label]),
+            "cpu_us_per_step": cost,
+            "user_us_per_step": _medians(rounds[label], "user_us_per_step"),
+            "system_us_per_step": _medians(rounds[label], "system_us_per_step"),
+            "throughput_steps_per_s": rate,
+            "goals": {
+                "EnvClient_vs_lean": cost["EnvClient"] / cost["lean"],
+                "EnvPool_vs_lean": cost["EnvPool"] / cost["lean"],
+                "pool_throughput_vs_lean": rate["EnvPool"] / rate["lean"],
+            },
+            # each round's ratio (the kinds run back to back), then their median: steadier
+            # than the ratio of medians while other work comes and goes
+            "paired_vs_lean": {
+                k: statistics.median(
+                    x["cpu_us_per_step"] / lean["cpu_us_per_step"]
+                    for x, lean in zip(rounds[label][k], rounds[label]["lean"], strict=True)
+                )
+                for k in ("EnvClient", "EnvPool")
+            },
+            "load_average_median": statistics.median(
+                x["load_average"] for v in rounds[label].values() for x in v
+            ),
+        }
+    if reference:
+        results["current"]["cpu_us_per_step"]["openenv-core"] = statistics.median(
+            x["cpu_us_per_step"] for x in reference
+        )
+
     print(
-        f"\nClient CPU per step ({args.sessions} sessions, one server on core {SERVER_CPU}, clients on core {CLIENT_CPU}; median of {args.rounds} rounds)\n"
+        f"\nClient CPU per step ({args.sessions} sessions, one server on core {SERVER_CPU}, "
+        f"clients on core {CLIENT_CPU}; median of {args.rounds} rounds)\n"
     )
-    print(markdown_table(["client", "µs CPU / step", "vs lean", "steps/s"], rows))
-    ratio = rate["EnvPool"] / rate["lean"]
+    table = []
+    for label, result in results.items():
+        cost, lean = result["cpu_us_per_step"], result["cpu_us_per_step"]["lean"]
+        for k, v in cost.items():
+            per_s = statistics.median(
+                x["steps_per_s"] for x in (reference if k == "openenv-core" else rounds[label][k])
+            )
+            user = result["user_us_per_step"].get(k)
+            split = f"{user:.1f} / {result['system_us_per_step'][k]:.1f}" if user else "–"
+            table.append([label, k, f"{v:.1f}", f"{v / lean:.2f}×", split, f"{per_s:.0f}"])
+    print(
+        markdown_table(
+            ["runtime", "client", "µs CPU / step", "vs lean", "user / system µs", "steps/s"],
+            table,
+        )
+    )
     print(f"\nThroughput, {args.pool_sessions} sessions over two servers on core {SERVER_CPU}\n")
     print(
         markdown_table(
-            ["client", "steps/s", "vs lean"],
-            [[k, f"{v:.0f}", f"{v / rate['lean']:.2f}"] for k, v in rate.items()],
+            ["runtime", "client", "steps/s", "vs lean"],
+            [
+                [label, k, f"{v:.0f}", f"{v / result['throughput_steps_per_s']['lean']:.2f}"]
+                for label, result in results.items()
+                for k, v in result["throughput_steps_per_s"].items()
+            ],
         )
     )
-    goals = {
-        "EnvClient_vs_lean": cost["EnvClient"] / lean,
-        "EnvPool_vs_lean": cost["EnvPool"] / lean,
-        "pool_throughput_vs_lean": ratio,
-    }
-    print(
-        f"\nGoals: EnvClient {goals['EnvClient_vs_lean']:.2f}× and EnvPool "
-        f"{goals['EnvPool_vs_lean']:.2f}× the lean client's CPU (≤ 1.5×); pool throughput "
-        f"{ratio:.0%} of the lean client's (≥ 80%)"
-    )
+    for label, result in results.items():
+        goals = result["goals"]
+        print(
+            f"\n{label} (load average {result['load_average_median']:.2f}): EnvClient "
+            f"{goals['EnvClient_vs_lean']:.2f}× and EnvPool {goals['EnvPool_vs_lean']:.2f}× "
+            f"the lean client's CPU (medians of the rounds' ratios: "
+            f"{result['paired_vs_lean']['EnvClient']:.2f}× and "
+            f"{result['paired_vs_lean']['EnvPool']:.2f}×; user space "
+            f"{result['user_us_per_step']['EnvClient'] / result['user_us_per_step']['lean']:.2f}× "
+            f"and {result['user_us_per_step']['EnvPool'] / result['user_us_per_step']['lean']:.2f}×)"
+            "; pool throughput "
+            f"{goals['pool_throughput_vs_lean']:.0%} of the lean client's"
+        )
+    current = results["current"]
     report = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": vars(args),
-        "cpu_us_per_step": cost,
-        "throughput_steps_per_s": rate,
-        "goals": goals,
-        "rounds": rounds,
-        "throughput_rounds": throughput,
+        "load_average": {"start": load_at_start, "end": os.getloadavg()},
+        # this checkout's runtime (other tools read these keys)
+        "cpu_us_per_step": current["cpu_us_per_step"],
+        "throughput_steps_per_s": current["throughput_steps_per_s"],
+        "goals": current["goals"],
+        "rounds": {**rounds["current"], **({"openenv-core": reference} if reference else {})},
+        "throughput_rounds": throughput["current"],
+        # every runtime measured (--compare), each against its own lean client
+        "compare": {
+            label: {**result, "rounds": rounds[label], "throughput_rounds": throughput[label]}
+            for label, result in results.items()
+        },
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")

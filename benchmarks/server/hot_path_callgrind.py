@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,11 +40,11 @@ from compare_measure import make_server  # noqa: E402
 from hot_path import ECHO, generated_server  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
+from benchmarks.callgrind import MISSING, available, control, instructions, valgrind  # noqa: E402
 from openenv_cli.bench.server import ServerProcess  # noqa: E402
 
 SERVERS = ("floor", "floor-inline", "generated", "generated-nometrics", "bench")
 OUT = ROOT / "benchmarks" / "server"
-_TOTAL = re.compile(rb"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
 def _server(name: str, workdir: Path, out_file: Path) -> ServerProcess:
@@ -58,13 +56,7 @@ def _server(name: str, workdir: Path, out_file: Path) -> ServerProcess:
     argv = server.argv
     if argv[1:3] == ["-m", "openenv_runtime.serve"]:  # the placement's limits, scaled
         argv = [argv[0], str(OUT / "callgrind_serve.py"), *argv[3:]]
-    server.argv = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        f"--callgrind-out-file={out_file}",
-        *argv,
-    ]
+    server.argv = [*valgrind(out_file), *argv]
     server.env = {**(server.env or {}), "PYTHONHASHSEED": "0"}
     return server
 
@@ -84,7 +76,7 @@ async def _drive(url: str, frame: str, sessions: int, steps: int, warmup: int, p
             for _ in range(warmup):
                 await ws.send(frame)
                 await ws.recv()
-        await asyncio.to_thread(_control, "-i", "on", pid)
+        await asyncio.to_thread(control, "-i", "on", pid)
 
         async def run(ws: Any) -> None:
             for _ in range(steps):
@@ -94,27 +86,11 @@ async def _drive(url: str, frame: str, sessions: int, steps: int, warmup: int, p
                     raise RuntimeError(f"unexpected reply: {reply!r}")
 
         await asyncio.gather(*(run(ws) for ws in sockets))
-        await asyncio.to_thread(_control, "-d", None, pid)
-        await asyncio.to_thread(_control, "-i", "off", pid)
+        await asyncio.to_thread(control, "-d", None, pid)
+        await asyncio.to_thread(control, "-i", "off", pid)
     finally:
         for ws in sockets:
             await ws.close()
-
-
-def _control(flag: str, value: str | None, pid: int) -> None:
-    argv = ["callgrind_control", flag, *([value] if value else []), str(pid)]
-    subprocess.run(argv, check=True, capture_output=True, timeout=120)
-
-
-def _instructions(out_file: Path) -> int:
-    """Total Ir of the dumps callgrind wrote for the measured phase (one file per thread/part)."""
-    total = 0
-    dumps = [p for p in out_file.parent.glob(out_file.name + "*") if p != out_file]
-    for path in dumps or [out_file]:
-        match = _TOTAL.search(path.read_bytes())
-        if match:
-            total += int(match.group(1))
-    return total
 
 
 def measure(name: str, sessions: int, steps: int, warmup: int, keep: Path | None) -> dict[str, Any]:
@@ -130,15 +106,15 @@ def measure(name: str, sessions: int, steps: int, warmup: int, keep: Path | None
             wall = time.monotonic() - started
         finally:
             server.stop()
-        instructions = _instructions(out_file)
+        counted = instructions(out_file)
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             for path in Path(tmp).glob(out_file.name + ".*"):
                 shutil.copy(path, keep / path.name)
     return {
-        "instructions": instructions,
+        "instructions": counted,
         "steps": sessions * steps,
-        "per_step": instructions / (sessions * steps),
+        "per_step": counted / (sessions * steps),
         "wall_s": wall,
     }
 
@@ -171,10 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="copy the callgrind files here")
     parser.add_argument("--label", help="also write hot_path_callgrind_<label>.{json,md}")
     args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        print(
-            "valgrind (with callgrind_control) is needed: apt-get install valgrind", file=sys.stderr
-        )
+    if not available():
+        print(MISSING, file=sys.stderr)
         return 2
     doc: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -23,6 +23,7 @@ T = TypeVar("T")
 BLOCKING_METHODS = ("connect", "reset", "step", "state", "schema", "close")
 
 _loop: asyncio.AbstractEventLoop | None = None
+_NO_ARG: Any = object()  # "no positional argument" for the wrappers of blocking_outside_loop
 _loop_lock = threading.Lock()
 
 
@@ -48,8 +49,15 @@ def blocking_outside_loop(method: Callable[..., Coroutine[Any, Any, T]]) -> Call
     """Wrap an ``async def`` method: a plain call with no running loop blocks for the result."""
 
     @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        coro = method(self, *args, **kwargs)
+    def call(self: Any, arg: Any = _NO_ARG, /, *args: Any, **kwargs: Any) -> Any:
+        # One positional argument (``step(action)``) or none (``state()``) is passed on
+        # without repacking: this wrapper runs on every step of every client.
+        if args or kwargs:
+            coro = method(self, **kwargs) if arg is _NO_ARG else method(self, arg, *args, **kwargs)
+        elif arg is _NO_ARG:
+            coro = method(self)
+        else:
+            coro = method(self, arg)
         try:
             asyncio.get_running_loop()
         except RuntimeError:

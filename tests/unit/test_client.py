@@ -1,6 +1,7 @@
 import asyncio
+import inspect
 import sys
-from types import FrameType
+from types import FrameType, SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from openenv_runtime import EnvClient, EnvError, State
 from openenv_runtime.client import ws_url
 from openenv_runtime.client.env_client import _default_token
+from openenv_runtime.client.transport import ConnectionLost
 from tests.fixtures.echo import EchoAction, EchoObservation
 
 
@@ -179,3 +181,214 @@ def test_async_with_and_await_give_the_client_whatever_connect_returns() -> None
 
     asyncio.run(use())
     assert QuietConnect.connects == 2
+
+
+# -- the request path, on a resuming session with connections the test answers by hand ------
+OBSERVATION = (
+    '{"type":"observation","data":{"observation":{"echoed_message":"hi","message_length":2},'
+    '"reward":1.0,"done":false}}'
+)
+STATE = '{"type":"state","data":{"episode_id":"e","step_count":1}}'
+
+
+class ManualConnection:
+    """A connection whose replies the test hands out in order (or at once, with ``auto``)."""
+
+    def __init__(self, auto: str | None = None) -> None:
+        self.auto = auto
+        self.sent: list[str] = []
+        self.replies: list[asyncio.Future[str | bytes]] = []
+        self.response = SimpleNamespace(
+            headers={"X-OpenEnv-Session": "s", "X-OpenEnv-Resume-Token": "t"}
+        )
+        self.is_open = True
+
+    def submit(self, text: str) -> asyncio.Future[str | bytes]:
+        reply: asyncio.Future[str | bytes] = asyncio.get_running_loop().create_future()
+        self.sent.append(text)
+        self.replies.append(reply)
+        if self.auto is not None:
+            reply.get_loop().call_soon(reply.set_result, self.auto)
+        return reply
+
+    def answer(self, raw: str) -> None:
+        next(r for r in self.replies if not r.done()).set_result(raw)
+
+    def drop(self) -> None:
+        for reply in self.replies:
+            if not reply.done():
+                reply.set_exception(ConnectionLost("the connection closed (no close frame)"))
+
+    def send(self, text: str) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+async def resuming(*connections: ManualConnection) -> Echo:
+    """A connected, resuming client whose connections are ``connections``, in turn."""
+    env = Echo("http://127.0.0.1:1")
+    opened = iter(connections)
+    assert env._resumer is not None
+
+    async def opener(headers: dict[str, str]) -> Any:
+        return next(opened)
+
+    env._resumer.open_connection = opener
+    await env.connect()
+    return env
+
+
+async def _turn() -> None:
+    for _ in range(5):  # let the other tasks run as far as they can
+        await asyncio.sleep(0)
+
+
+def test_a_usual_step_runs_one_coroutine_and_takes_no_lock() -> None:
+    # The usual step (connected, nothing else in flight) is sent straight from step():
+    # no lock, no coroutine per layer. This runs on every step of every session.
+    async def run() -> set[str]:
+        env = await resuming(ManualConnection(auto=OBSERVATION))
+        await env.step(EchoAction(message="hi"))
+        started: set[str] = set()
+
+        def profile(frame: FrameType, event: str, arg: object) -> None:
+            code = frame.f_code
+            if event == "call" and code.co_flags & inspect.CO_COROUTINE and code is not own:
+                started.add(code.co_qualname)
+
+        own = run.__code__
+        sys.setprofile(profile)
+        try:
+            result = await env.step(EchoAction(message="hi"))
+        finally:
+            sys.setprofile(None)
+        assert result.observation.echoed_message == "hi" and result.reward == 1.0
+        return started
+
+    assert asyncio.run(run()) == {"EnvClient.step"}
+
+
+def test_requests_of_a_resuming_session_go_one_at_a_time() -> None:
+    async def run() -> None:
+        conn = ManualConnection()
+        env = await resuming(conn)
+        step = asyncio.create_task(env.step(EchoAction(message="hi")))
+        await _turn()
+        state = asyncio.create_task(env.state())
+        await _turn()
+        assert len(conn.sent) == 1  # the state request waits for the step's reply
+        conn.answer(OBSERVATION)
+        await _turn()
+        assert step.done() and len(conn.sent) == 2
+        assert ['"seq":1}' in conn.sent[0], '"seq":2}' in conn.sent[1]] == [True, True]
+        conn.answer(STATE)
+        assert (await state).step_count == 1
+        third = asyncio.create_task(env.step(EchoAction(message="hi")))
+        await _turn()
+        assert '"seq":3}' in conn.sent[2]
+        conn.answer(OBSERVATION)
+        await third
+
+    asyncio.run(run())
+
+
+def test_a_cancelled_waiting_request_does_not_hold_up_the_next() -> None:
+    async def run() -> None:
+        conn = ManualConnection()
+        env = await resuming(conn)
+        first = asyncio.create_task(env.step(EchoAction(message="hi")))
+        await _turn()
+        waiting = asyncio.create_task(env.state())
+        await _turn()
+        waiting.cancel()
+        await _turn()
+        assert waiting.cancelled()
+        after = asyncio.create_task(env.state())
+        await _turn()
+        conn.answer(OBSERVATION)
+        await first
+        await _turn()
+        assert len(conn.sent) == 2 and conn.sent[1].startswith('{"type":"state"')
+        conn.answer(STATE)
+        assert (await after).episode_id == "e"
+
+    asyncio.run(run())
+
+
+def test_a_step_whose_connection_drops_is_sent_again_under_its_number() -> None:
+    async def run() -> None:
+        first, second = ManualConnection(), ManualConnection(auto=OBSERVATION)
+        env = await resuming(first, second)
+        step = asyncio.create_task(env.step(EchoAction(message="hi")))
+        await _turn()
+        first.drop()
+        result = await step
+        assert result.observation.echoed_message == "hi"
+        assert second.sent == first.sent  # the same request, the same number
+        assert env._resumer is not None and env._resumer.resumes == 1
+        await env.step(EchoAction(message="hi"))
+        assert '"seq":2}' in second.sent[-1]
+
+    asyncio.run(run())
+
+
+class Sink:
+    """A ``ReplySink`` that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.outcome: list[object] = []
+
+    def done(self) -> bool:
+        return bool(self.outcome)
+
+    def set_result(self, result: str | bytes, /) -> None:
+        self.outcome.append(result)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self.outcome.append(exception)
+
+
+def test_the_pool_s_request_on_a_resuming_session_is_sent_at_once() -> None:
+    # EnvPool sends through _submit_to: with nothing in flight, the numbered request goes
+    # out in the call itself (no task per request), and the next waits for its reply.
+    async def run() -> None:
+        conn = ManualConnection()
+        env = await resuming(conn)
+        first, second = Sink(), Sink()
+        assert env.submit_to(env.step_frame(EchoAction(message="hi")), first)
+        assert len(conn.sent) == 1 and '"seq":1}' in conn.sent[0]
+        assert env.submit_to('{"type":"state"}', second)
+        await _turn()
+        assert len(conn.sent) == 1
+        conn.answer(OBSERVATION)
+        await _turn()
+        assert first.outcome == [OBSERVATION] and len(conn.sent) == 2
+        conn.answer(STATE)
+        await _turn()
+        assert second.outcome == [STATE]
+
+    asyncio.run(run())
+
+
+def test_the_pool_s_request_is_resumed_when_its_connection_drops() -> None:
+    async def run() -> None:
+        first, second = ManualConnection(), ManualConnection(auto=OBSERVATION)
+        env = await resuming(first, second)
+        sink = Sink()
+        assert env.submit_to(env.step_frame(EchoAction(message="hi")), sink)
+        first.drop()
+        for _ in range(20):
+            await _turn()
+            if sink.outcome:
+                break
+        assert sink.outcome == [OBSERVATION] and second.sent == first.sent
+        following = Sink()
+        assert env.submit_to('{"type":"state"}', following)
+        assert '"seq":2}' in second.sent[-1]
+
+    asyncio.run(run())

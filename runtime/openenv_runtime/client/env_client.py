@@ -150,7 +150,13 @@ class EnvClient(
         # Servers this client owns (started by a constructor, or passed as provider=): close()
         # stops them.
         self._provider: Stoppable | None = mapped.get("provider")
-        self._lock = asyncio.Lock()  # one request at a time while resuming (numbered requests)
+        # While resuming, requests go one at a time (they are numbered). The usual request
+        # (none in flight or waiting) is sent at once (_send_now); the others queue for the
+        # lock, then wait until the one in flight is answered (_send_waiting).
+        self._lock = asyncio.Lock()
+        self._busy = False  # a request is in flight
+        self._queued = 0  # requests in _send_waiting
+        self._idle: asyncio.Future[None] | None = None  # done when _busy ends, if awaited
         # Reconnect and resume after a dropped connection (see client/resume.py).
         self._resumer = (
             ResumingTransport(self._open_connection, self.url, message_timeout) if resume else None
@@ -282,8 +288,20 @@ class EnvClient(
 
     async def step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:
         """Send one action; returns the observation with its reward and done flag."""
-        data = await self.request_frame(self.step_frame(action))
-        return self._parse_result(data)
+        # request_frame's body, inlined: one coroutine less per step
+        frame = self.step_frame(action)
+        reply = self._send_now(frame)
+        if reply is None:
+            return self._parse_result(reply_data(await self._send_waiting(frame)))
+        try:
+            raw = await reply
+        except ConnectionLost as exc:
+            raw = await self._after_loss(frame, exc)
+        finally:
+            self._busy = False
+            if self._idle is not None:
+                self._done_sending()
+        return self._parse_result(reply_data(raw))
 
     async def state(self) -> StateT:
         """The episode's state (``episode_id``, ``step_count`` and the environment's own fields)."""
@@ -320,14 +338,16 @@ class EnvClient(
         return action.__pydantic_serializer__.to_json(action).decode()  # type: ignore[union-attr]
 
     def _parse_result(self, data: dict[str, Any]) -> StepResult[ObsT]:
-        reward, done = data.get("reward"), bool(data.get("done", False))
+        """A reply's ``data`` (just decoded: its observation dict is reused) as a ``StepResult``."""
+        reward, done = data.get("reward"), bool(data.get("done"))
         body = data.get("observation") or {}
         fields, validate = _reader(self.observation_cls)
         if not fields >= body.keys():
             # A newer server may add observation fields; an older client keeps working without them.
             body = {k: v for k, v in body.items() if k in fields}
-        obs = validate({**body, "reward": reward, "done": done})
-        return StepResult(observation=obs, reward=reward, done=done, metadata=data.get("metadata"))
+        body["reward"] = reward
+        body["done"] = done
+        return StepResult(validate(body), reward, done, data.get("metadata"))
 
     def _parse_state(self, data: dict[str, Any]) -> StateT:
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
@@ -335,14 +355,68 @@ class EnvClient(
     async def request_frame(self, frame: str) -> dict[str, Any]:
         """Send one request frame and return the ``data`` of its reply (the one place requests
         go; the pool's and checkpoints' seam). An error reply raises ``EnvError``."""
+        reply = self._send_now(frame)
+        if reply is None:
+            return self._unwrap(await self._send_waiting(frame))
+        try:
+            raw = await reply
+        except ConnectionLost as exc:
+            raw = await self._after_loss(frame, exc)
+        finally:
+            self._busy = False
+            if self._idle is not None:
+                self._done_sending()
+        return self._unwrap(raw)
+
+    def _send_now(self, frame: str) -> asyncio.Future[str | bytes] | None:
+        """The usual request, sent at once with no coroutine (connected, no request in flight
+        while resuming, no ``message_timeout``): its reply's future, to await, then call
+        ``_done_sending`` (and ``_after_loss`` on ``ConnectionLost``). None: use ``_send_waiting``."""
+        resumer = self._resumer
+        if resumer is None:
+            conn = self._own_conn
+            if conn is None or self.message_timeout is not None:
+                return None
+            return conn.submit(frame)
+        if self._busy or self._queued:
+            return None
+        reply = resumer.submit_numbered(frame)
+        if reply is not None:
+            self._busy = True
+        return reply
+
+    async def _after_loss(self, frame: str, exc: ConnectionLost) -> str | bytes:
+        """The connection ended under ``frame`` sent by ``_send_now``: its reply after
+        resuming, or the error that ends the session."""
+        if self._resumer is None:
+            raise self.lost(exc) from None
+        return await self._resumer.resend(frame)
+
+    def _done_sending(self) -> None:
+        """A request is answered (or failed): the next may go."""
+        self._busy = False
+        idle, self._idle = self._idle, None
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+
+    async def _send_waiting(self, frame: str) -> str | bytes:
+        """Send ``frame`` when ``_send_now`` could not: connect first, wait for the request
+        in flight, bound the wait by ``message_timeout``. Its raw reply."""
         if self._resumer is not None:
-            lock = self._lock  # acquired directly: `async with` adds two coroutines per request
-            await lock.acquire()
+            self._queued += 1
             try:
-                raw = await self._resumer.request(frame)
+                async with self._lock:
+                    while self._busy:  # a request sent by _send_now is in flight
+                        if self._idle is None or self._idle.done():  # (cancelled with a waiter)
+                            self._idle = asyncio.get_running_loop().create_future()
+                        await self._idle
+                    self._busy = True
+                    try:
+                        return await self._resumer.request(frame)
+                    finally:
+                        self._done_sending()
             finally:
-                lock.release()
-            return self._unwrap(raw)
+                self._queued -= 1
         conn = self._conn
         if conn is None:
             if self._ended is not None:
@@ -354,7 +428,7 @@ class EnvClient(
             assert conn is not None
         reply = conn.submit(frame)
         try:
-            raw = await (
+            return await (
                 reply
                 if self.message_timeout is None
                 else asyncio.wait_for(reply, self.message_timeout)
@@ -363,7 +437,6 @@ class EnvClient(
             raise self.lost(exc) from None
         except (TimeoutError, asyncio.TimeoutError):
             raise self.timed_out() from None
-        return self._unwrap(raw)
 
     def submit_to(self, frame: str, sink: ReplySink) -> bool:
         """Send ``frame``; its raw reply (or ``ConnectionLost``) goes to ``sink``.
@@ -372,9 +445,14 @@ class EnvClient(
         ``parse_result(reply_data(raw))``. False when not connected.
         """
         if self._resumer is not None:
-            # Numbered, resumable requests go one at a time through the resuming path.
-            task = asyncio.get_running_loop().create_task(self._resumer_request(frame))
-            task.add_done_callback(lambda done: _feed(sink, done))
+            # Numbered, resumable requests go one at a time: sent at once when none is in
+            # flight (its reply to the sink, or resumed first), else through the waiting path.
+            reply = self._send_now(frame)
+            if reply is not None:
+                reply.add_done_callback(functools.partial(self._replied, frame, sink))
+                return True
+            task = asyncio.get_running_loop().create_task(self._send_waiting(frame))
+            task.add_done_callback(functools.partial(_feed, sink))
             return True
         conn = self._conn
         if conn is None:
@@ -382,10 +460,22 @@ class EnvClient(
         conn.submit_to(frame, sink)
         return True
 
-    async def _resumer_request(self, frame: str) -> str | bytes:
-        assert self._resumer is not None
-        async with self._lock:
-            return await self._resumer.request(frame)
+    def _replied(self, frame: str, sink: ReplySink, reply: asyncio.Future[str | bytes]) -> None:
+        """The reply to ``frame``, sent at once by ``_submit_to``: to ``sink``, after
+        resuming the session if the connection dropped under it."""
+        lost = None if reply.cancelled() else reply.exception()
+        if isinstance(lost, ConnectionLost):
+            task = asyncio.get_running_loop().create_task(self._resend_to_sink(frame, lost))
+            task.add_done_callback(functools.partial(_feed, sink))
+            return
+        self._done_sending()
+        _feed(sink, reply)
+
+    async def _resend_to_sink(self, frame: str, exc: ConnectionLost) -> str | bytes:
+        try:
+            return await self._after_loss(frame, exc)
+        finally:
+            self._done_sending()
 
     def lost(self, exc: ConnectionLost) -> EnvError:
         """The session ended under a request: remember why, and say it (the pool's seam)."""
@@ -428,7 +518,7 @@ def _reader(cls: type[Observation]) -> tuple[KeysView[str], Callable[[Any], Any]
 _MODEL_VALIDATE = BaseModel.model_validate.__func__  # type: ignore[attr-defined]
 
 
-def _feed(sink: ReplySink, done: asyncio.Task[str | bytes]) -> None:
+def _feed(sink: ReplySink, done: asyncio.Future[str | bytes]) -> None:
     """Hand a finished request's reply (or why it failed) to the pool's sink."""
     if done.cancelled():
         sink.set_exception(ConnectionLost("the request was cancelled"))

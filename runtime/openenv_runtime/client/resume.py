@@ -165,6 +165,25 @@ class ResumingTransport:
         self.resumes += 1
         self.resume_seconds.append(time.monotonic() - self._dropped_at)
 
+    def submit_numbered(self, frame: str) -> asyncio.Future[str | bytes] | None:
+        """The usual request, sent at once with no coroutine: number ``frame`` and send it.
+
+        Only while connected to a resumable session with no ``message_timeout``; otherwise
+        None (use :meth:`request`). When the returned future raises ``ConnectionLost``,
+        finish the request with :meth:`resend`.
+        """
+        conn = self.ws
+        if conn is None or not self.resumable or self.message_timeout is not None:
+            return None
+        self.seq += 1
+        return conn.submit(frame[:-1] + f',"seq":{self.seq}}}')
+
+    async def resend(self, frame: str) -> str | bytes:
+        """The connection dropped under ``frame``, numbered and sent: reconnect, send it again."""
+        self.ws = None
+        self._dropped_at = time.monotonic()
+        return await self._again(frame)
+
     async def request(self, frame: str) -> str | bytes:
         if self.ended is not None:
             raise EnvError("CLOSED", f"{self.ended}; open a new session with `await env.connect()`")
@@ -173,16 +192,17 @@ class ResumingTransport:
         if not self.resumable:
             return await self._plain(frame)
         self.seq += 1
-        numbered = frame[:-1] + f',"seq":{self.seq}}}'
         conn = self.ws
         if conn is not None:  # the usual case: one send, one reply, no retry machinery
             try:
-                if self.message_timeout is None:
-                    return await conn.submit(numbered)
-                return await self._recv(conn, conn.submit(numbered))
+                return await self._recv(conn, conn.submit(frame[:-1] + f',"seq":{self.seq}}}'))
             except ConnectionLost:
                 self.ws = None
                 self._dropped_at = time.monotonic()
+        return await self._again(frame)
+
+    async def _again(self, frame: str) -> str | bytes:
+        """Send request number ``seq`` (``frame``) again, reconnecting first, until answered."""
         is_reset = frame.startswith('{"type":"reset"')
 
         async def attempt() -> str | bytes:
