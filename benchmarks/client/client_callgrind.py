@@ -45,7 +45,7 @@ OBSERVATION_PREFIX = '{"type":"observation"'
 # -- the client process (runs under valgrind) ---------------------------------------------------
 async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -> None:
     sys.path.insert(0, str(ROOT))  # openenv_cli from this checkout, after the runtime under test
-    from benchmarks.callgrind import control
+    from benchmarks.server.callgrind import control
     from openenv_cli.bench.bench_env import BenchAction, BenchObservation
     from openenv_cli.bench.target import Target, step_frame
     from openenv_cli.bench.wsclient import LeanConnection
@@ -96,7 +96,7 @@ async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -
 def measure(
     kind: str, runtime: Path, url: str, args: argparse.Namespace, label: str
 ) -> dict[str, Any]:
-    from benchmarks.callgrind import instructions, valgrind
+    from benchmarks.server.callgrind import instructions, valgrind
 
     with tempfile.TemporaryDirectory(prefix="openenv-client-callgrind-") as tmp:
         out_file = Path(tmp) / f"callgrind.{label}.{kind}.out"
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_client(kind, url, args.sessions, args.steps, args.warmup))
         return 0
     sys.path.insert(0, str(ROOT))
-    from benchmarks.callgrind import MISSING, available
+    from benchmarks.server.callgrind import MISSING, available
     from openenv_cli.bench.server import bench_server, running
 
     if not available():

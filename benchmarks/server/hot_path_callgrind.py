@@ -40,7 +40,7 @@ from compare_measure import make_server  # noqa: E402
 from hot_path import ECHO, generated_server  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
-from benchmarks.callgrind import MISSING, available, control, instructions, valgrind  # noqa: E402
+from benchmarks.server.callgrind import MISSING, available, control, instructions, valgrind  # noqa: E402
 from openenv_cli.bench.server import ServerProcess  # noqa: E402
 
 SERVERS = ("floor", "floor-inline", "generated", "generated-nometrics", "bench")

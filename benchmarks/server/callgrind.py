@@ -3,7 +3,7 @@
 ``server/hot_path_callgrind.py`` and ``client/client_callgrind.py`` run a process under
 ``valgrind --tool=callgrind --instr-atstart=no``, switch instrumentation on for the measured
 steps only (:func:`control`), dump the counters, and add up the instructions of the dumps
-(:func:`instructions`). Import it as ``benchmarks.callgrind`` with the repository root on
+(:func:`instructions`). Import it as ``benchmarks.server.callgrind`` with the repository root on
 ``sys.path``.
 """
 
