@@ -12,8 +12,11 @@ it) runs natively; each client kind runs in its own process under
 them up, switches instrumentation on (``callgrind_control -i on``), every session does
 ``--steps`` back-to-back steps, and the counters are dumped. Reported: user-space
 instructions (Ir) of the client process per step for ``lean`` (``openenv bench``'s
-connection, checking the reply's prefix) and ``EnvClient`` (typed action in, typed
-``StepResult`` out), and their ratio. Kernel time (the socket calls) is not counted.
+connection, checking the reply's prefix), ``typed`` (the lean connection plus only the work
+any typed client must do per step, each the cheapest way pydantic offers: serialize the
+action, decode the reply, validate the observation, make a ``StepResult``: the floor of a
+typed client on pydantic) and ``EnvClient`` (typed action in, typed ``StepResult`` out), and
+their ratios. Kernel time (the socket calls) is not counted.
 
 ``--compare NAME=DIR`` measures the runtime in ``DIR`` too (put first on the client's
 ``PYTHONPATH``), e.g. an older revision's ``runtime`` from
@@ -38,18 +41,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "client" / "client_callgrind.json"
-KINDS = ("lean", "EnvClient")
+KINDS = ("lean", "typed", "EnvClient")
 OBSERVATION_PREFIX = '{"type":"observation"'
 
 
 # -- the client process (runs under valgrind) ---------------------------------------------------
 async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -> None:
     sys.path.insert(0, str(ROOT))  # openenv_cli from this checkout, after the runtime under test
+    from pydantic_core import from_json
+
     from benchmarks.server.callgrind import control
     from openenv_cli.bench.bench_env import BenchAction, BenchObservation
     from openenv_cli.bench.target import Target, step_frame
     from openenv_cli.bench.wsclient import LeanConnection
-    from openenv_runtime import EnvClient, State
+    from openenv_runtime import EnvClient, State, StepResult
     from openenv_runtime.client import ws_url
 
     class BenchClient(EnvClient[BenchAction, BenchObservation, State]):
@@ -66,6 +71,30 @@ async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -
                 reply = await conn.request(frame)
                 if not (isinstance(reply, str) and reply.startswith(OBSERVATION_PREFIX)):
                     raise RuntimeError(f"unexpected reply {reply!r}")
+
+        async def finish() -> None:
+            await asyncio.gather(*(c.finish() for c in conns))
+    elif kind == "typed":
+        # The lean connection plus only the work any typed client must do per step, each
+        # done the cheapest way pydantic offers: the action serialized, the reply decoded,
+        # the observation validated, a StepResult made. No checks, no resume numbering.
+        conns = [await LeanConnection.open(ws_url(url), compression=False) for _ in range(sessions)]
+        serialize = BenchAction.__pydantic_serializer__.to_json
+        validate = BenchObservation.__pydantic_validator__.validate_python
+
+        async def one(i: int, n: int) -> None:
+            conn = conns[i]
+            for _ in range(n):
+                reply = await conn.request(
+                    '{"type":"step","data":' + serialize(action).decode() + "}"
+                )
+                data = from_json(reply)["data"]
+                body = data["observation"]
+                reward = body["reward"] = data["reward"]
+                done = body["done"] = data["done"]
+                result = StepResult(validate(body), reward, done)
+                if not result.observation.ok:
+                    raise RuntimeError(f"unexpected result {result!r}")
 
         async def finish() -> None:
             await asyncio.gather(*(c.finish() for c in conns))
@@ -140,12 +169,16 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Client instructions per step ({doc['sessions']} sessions × {doc['steps']} steps, "
         f"after {doc['warmup']} warm-up steps each; user-space Ir of the client process)",
         "",
-        "| runtime | lean | EnvClient | EnvClient ÷ lean |",
-        "|---|---:|---:|---:|",
+        "| runtime | lean | typed floor | EnvClient | floor ÷ lean | EnvClient ÷ lean |"
+        " EnvClient ÷ floor |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for label, row in doc["rows"].items():
-        lean, client = row["lean"]["per_step"], row["EnvClient"]["per_step"]
-        lines.append(f"| {label} | {lean:,.0f} | {client:,.0f} | {client / lean:.2f}× |")
+        lean, floor, client = (row[k]["per_step"] for k in KINDS)
+        lines.append(
+            f"| {label} | {lean:,.0f} | {floor:,.0f} | {client:,.0f} | {floor / lean:.2f}× "
+            f"| {client / lean:.2f}× | {client / floor:.2f}× |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -197,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                 doc["rows"][label][kind] = measure(kind, Path(runtime), server.url, args, label)
             row = doc["rows"][label]
             row["EnvClient_vs_lean"] = row["EnvClient"]["per_step"] / row["lean"]["per_step"]
+            row["typed_vs_lean"] = row["typed"]["per_step"] / row["lean"]["per_step"]
+            row["EnvClient_vs_typed"] = row["EnvClient"]["per_step"] / row["typed"]["per_step"]
     text = markdown(doc)
     if not args.no_write:
         OUT.write_text(json.dumps(doc, indent=2) + "\n")

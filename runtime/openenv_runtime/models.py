@@ -60,7 +60,7 @@ ObsT = TypeVar("ObsT", bound=Observation)
 ENVELOPE_FIELDS = frozenset({"reward", "done"})
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(slots=True)
 class StepResult(Generic[ObsT]):
     """What the client's ``reset()`` and ``step()`` return."""
 
@@ -72,24 +72,3 @@ class StepResult(Generic[ObsT]):
     # The episode's last observation when the pool reset it in the same step (autoreset
     # "same_step"); ``observation`` is then the new episode's first one.
     final_observation: ObsT | None = None
-
-    def __init__(
-        self,
-        observation: ObsT,
-        reward: float | int | bool | None = None,
-        done: bool = False,
-        metadata: dict[str, Any] | None = None,
-        final_observation: ObsT | None = None,
-    ) -> None:
-        # The slots set directly: a frozen dataclass's own __init__ calls object.__setattr__
-        # per field, twice the CPU, and every client step builds one of these.
-        _set_observation(self, observation)
-        _set_reward(self, reward)
-        _set_done(self, done)
-        _set_metadata(self, metadata)
-        _set_final_observation(self, final_observation)
-
-
-_set_observation, _set_reward, _set_done, _set_metadata, _set_final_observation = (
-    StepResult.__dict__[name].__set__ for name in StepResult.__slots__
-)

@@ -5,6 +5,7 @@ from types import FrameType, SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
+from pydantic import ValidationError
 
 from openenv_runtime import EnvClient, EnvError, State
 from openenv_runtime.client import ws_url
@@ -71,6 +72,16 @@ def test_unknown_observation_fields_from_a_newer_server_are_ignored() -> None:
         }
     )
     assert result.observation.echoed_message == "hi"
+
+
+def test_an_observation_that_does_not_validate_still_raises() -> None:
+    # unknown fields are dropped on a second try; a wrong value is not "unknown"
+    for body in (
+        {"echoed_message": ["not", "text"], "message_length": 2},
+        {"echoed_message": ["not", "text"], "message_length": 2, "added_later": 1},
+    ):
+        with pytest.raises(ValidationError):
+            Echo("http://x")._parse_result({"observation": body, "reward": 0.0, "done": False})
 
 
 STEP_REPLY = {

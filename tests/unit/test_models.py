@@ -26,7 +26,15 @@ def test_state_allows_extra_fields() -> None:
     assert state.model_dump() == {"episode_id": "e", "step_count": 2, "score": 7}
 
 
-def test_step_result_is_immutable() -> None:
+def test_step_result_is_a_plain_dataclass_like_the_reference() -> None:
+    # The reference's StepResult is a mutable dataclass: a trainer may shape the reward in place.
     result = StepResult(observation=Observation(), reward=1.0, done=False)
-    with pytest.raises(AttributeError):
-        result.reward = 2.0  # type: ignore[misc]
+    result.reward = 2.0
+    assert (result.reward, result.done, result.metadata, result.final_observation) == (
+        2.0,
+        False,
+        None,
+        None,
+    )
+    with pytest.raises(AttributeError):  # slots: a misspelt field is an error, not a new one
+        result.rewad = 3.0  # type: ignore[attr-defined]

@@ -3,11 +3,13 @@ import json
 import pytest
 
 from openenv_runtime import Observation, State
+from openenv_runtime.errors import EnvError
 from openenv_runtime.protocol import (
     ErrorCode,
     decode,
     error_message,
     observation_message,
+    reply_data,
     state_message,
 )
 
@@ -65,3 +67,35 @@ def test_decode_rejects_invalid_json() -> None:
     with pytest.raises(ValueError):
         decode("{not json")
     assert decode(b'{"type": "state"}') == {"type": "state"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "reward"),
+    [
+        ('{"type":"observation","data":{"observation":{},"reward":0.5,"done":false}}', 0.5),
+        # what Python's json module writes for a reference server's float("nan") or a huge int:
+        # the fast reader refuses both, the reply still reads as before
+        ('{"type":"observation","data":{"observation":{},"reward":NaN,"done":false}}', "nan"),
+        ('{"type":"observation","data":{"observation":{},"reward":Infinity,"done":false}}', "inf"),
+        (
+            '{"type":"observation","data":{"observation":{},"reward":'
+            + "9" * 30
+            + ',"done":false}}',
+            int("9" * 30),
+        ),
+    ],
+)
+def test_reply_data_reads_what_every_server_writes(raw: str, reward: object) -> None:
+    for frame in (raw, raw.encode()):
+        got = reply_data(frame)["reward"]
+        if isinstance(reward, str):
+            assert str(got) == reward
+        else:
+            assert got == reward
+
+
+def test_reply_data_raises_the_error_reply_as_env_error() -> None:
+    raw = '{"type":"error","data":{"message":"bad","code":"VALIDATION_ERROR","field":"x"}}'
+    with pytest.raises(EnvError) as caught:
+        reply_data(raw)
+    assert (caught.value.code, caught.value.details) == ("VALIDATION_ERROR", {"field": "x"})

@@ -8,7 +8,7 @@ import typing
 from collections.abc import Callable, Generator, KeysView
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ..blocking import install_blocking
 from ..errors import EnvError
@@ -339,15 +339,19 @@ class EnvClient(
 
     def _parse_result(self, data: dict[str, Any]) -> StepResult[ObsT]:
         """A reply's ``data`` (just decoded: its observation dict is reused) as a ``StepResult``."""
-        reward, done = data.get("reward"), bool(data.get("done"))
         body = data.get("observation") or {}
+        reward = body["reward"] = data.get("reward")
+        done = body["done"] = bool(data.get("done"))
         fields, validate = _reader(self.observation_cls)
-        if not fields >= body.keys():
-            # A newer server may add observation fields; an older client keeps working without them.
-            body = {k: v for k, v in body.items() if k in fields}
-        body["reward"] = reward
-        body["done"] = done
-        return StepResult(validate(body), reward, done, data.get("metadata"))
+        try:
+            observation = validate(body)
+        except ValidationError:
+            # A newer server may add observation fields; an older client keeps working
+            # without them. Looked for only when the body does not validate as it is.
+            if fields >= body.keys():
+                raise
+            observation = validate({k: v for k, v in body.items() if k in fields})
+        return StepResult(observation, reward, done, data.get("metadata"))
 
     def _parse_state(self, data: dict[str, Any]) -> StateT:
         return self.state_cls.model_validate(data)  # type: ignore[return-value]
