@@ -441,7 +441,10 @@ def _print(result: dict[str, Any]) -> None:
                     f"{name} overhead p50 / p99, median of rounds (ms)",
                     f"{o[f'{name}_overhead_p50_ms_median_of_rounds']:.2f} / {o[f'{name}_overhead_p99_ms_median_of_rounds']:.2f}",
                 ),
-                (f"{name} CPU per call (us)", f"{o[f'{name}_cpu_us_per_call']:.0f}"),
+                (
+                    f"{name} CPU per call, of which system (us)",
+                    f"{o[f'{name}_cpu_us_per_call']:.0f}, {o[f'{name}_system_cpu_us_per_call']:.0f}",
+                ),
             ]
         rows.append(
             ("load average during the rounds", "{:.2f}-{:.2f}".format(*o["load_average_range"]))

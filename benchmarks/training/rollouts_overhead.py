@@ -42,10 +42,16 @@ def pin(pid: int, core: int) -> int | None:
     return core
 
 
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process, from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process, from ``/proc``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_times(pid))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -115,6 +121,7 @@ def overhead(
     names = list(targets)
     pooled: dict[str, list[float]] = {n: [] for n in names}
     proxy_cpu = dict.fromkeys(names, 0.0)
+    proxy_sys = dict.fromkeys(names, 0.0)
     stub_cpu = dict.fromkeys(names, 0.0)
     client_cpu = dict.fromkeys(names, 0.0)
     per_round = []
@@ -123,10 +130,13 @@ def overhead(
         row: dict[str, Any] = {"round": r, "order": order, "load_before": os.getloadavg()[0]}
         for name in order:
             pid = proxies[name][1] if name in proxies else None
-            p0 = cpu_seconds(pid) if pid else 0.0
+            p0, p0_sys = cpu_times(pid) if pid else (0.0, 0.0)
             s0, c0 = cpu_seconds(stub_pid), time.process_time()
             values = asyncio.run(_phase(targets[name], sessions, calls, pace, llm))
-            proxy_cpu[name] += (cpu_seconds(pid) - p0) if pid else 0.0
+            if pid:
+                p1, p1_sys = cpu_times(pid)
+                proxy_cpu[name] += p1 + p1_sys - p0 - p0_sys
+                proxy_sys[name] += p1_sys - p0_sys
             stub_cpu[name] += cpu_seconds(stub_pid) - s0
             client_cpu[name] += time.process_time() - c0
             pooled[name] += values
@@ -163,6 +173,7 @@ def overhead(
                     row[f"{name}_overhead_{q}_ms"] for row in per_round
                 )
             result[f"{name}_cpu_us_per_call"] = proxy_cpu[name] / n * 1e6
+            result[f"{name}_system_cpu_us_per_call"] = proxy_sys[name] / n * 1e6
     loads = [row["load_before"] for row in per_round] + [row["load_after"] for row in per_round]
     result["load_average_range"] = [min(loads), max(loads)]
     result["per_round"] = per_round

@@ -25,6 +25,7 @@ class CaptureSettings:
     admin_token: str | None
     max_body_bytes: int | None = None  # None: the proxy's own limit
     max_sessions: int | None = None  # None: the proxy's own limit
+    gc_tuning: bool = True  # OPENENV_GC_TUNING=0: Python's own collector settings
 
 
 def resolve(
@@ -57,7 +58,13 @@ def resolve(
         )
     if max_sessions is None:
         max_sessions = _positive_int("OPENENV_CAPTURE_MAX_SESSIONS", "sessions", "4096")
-    return CaptureSettings(upstream, host, port, key, token, max_body_bytes, max_sessions)
+    gc_tuning = os.environ.get("OPENENV_GC_TUNING", "").strip().lower() not in _FALSE
+    return CaptureSettings(
+        upstream, host, port, key, token, max_body_bytes, max_sessions, gc_tuning
+    )
+
+
+_FALSE = {"0", "false", "no", "off", "f", "n"}
 
 
 def _positive_int(name: str, unit: str, example: str) -> int | None:
@@ -138,6 +145,7 @@ def command(
 
         from openenv_runtime.capture import CaptureProxy
         from openenv_runtime.capture.server import protocol_for
+        from openenv_runtime.serve import tune_gc
     except ModuleNotFoundError as missing:
         raise OpenEnvError(
             f"openenv capture needs {missing.name}.",
@@ -164,6 +172,8 @@ def command(
         capture_log = logging.getLogger("openenv_runtime.capture")
         capture_log.addHandler(calls)
         capture_log.setLevel(logging.INFO)
+    if settings.gc_tuning:  # the collector walked the whole heap often: ~15% of the CPU
+        tune_gc()
     # access_log off: uvicorn would build each request's log line for a logger set to warn
     uvicorn.run(
         proxy.app,

@@ -135,21 +135,28 @@ def _uvicorn_config(launch: Launch, settings: ServerSettings) -> uvicorn.Config:
 
 
 def _loaded(config: uvicorn.Config, settings: ServerSettings) -> uvicorn.Config:
-    """Import the app now, then keep the garbage collector off what start-up created.
-
-    Every step allocates short-lived objects (frames, models, dicts); with the default
-    thresholds the collector runs every few hundred steps and, every so often, walks the
-    whole heap: the app, its schemas, every imported module. ``gc.freeze()`` moves what
-    exists after start-up out of its sight, and a larger first-generation threshold makes
-    collections rarer. Set ``OPENENV_GC_TUNING=0`` to keep Python's defaults.
-    """
+    """Import the app now, then keep the garbage collector off what start-up created
+    (:func:`tune_gc`; ``OPENENV_GC_TUNING=0`` keeps Python's defaults)."""
     config.load()
     install_redaction()  # after uvicorn configured its loggers
     if settings.gc_tuning:
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(50_000, 50, 100)
+        tune_gc()
     return config
+
+
+def tune_gc() -> None:
+    """Keep the garbage collector off what a server's start-up created (call it once, when
+    the app is loaded and before serving).
+
+    Every request allocates short-lived objects (frames, models, dicts); with the default
+    thresholds the collector runs every few hundred requests and, every so often, walks the
+    whole heap: the app, its schemas, every imported module. ``gc.freeze()`` moves what
+    exists after start-up out of its sight, and a larger first-generation threshold makes
+    collections rarer.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
 
 
 def _listen(settings: ServerSettings, reuse_port: bool, backlog: int = 4096) -> socket.socket:

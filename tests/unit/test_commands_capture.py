@@ -96,3 +96,21 @@ def test_the_session_cap_comes_from_the_flag_then_the_environment(
     monkeypatch.setenv("OPENENV_CAPTURE_MAX_SESSIONS", "none")
     with pytest.raises(UsageError, match="OPENENV_CAPTURE_MAX_SESSIONS"):
         resolve(UPSTREAM, "127.0.0.1", 8300, None, None)
+
+
+def test_the_collector_is_kept_off_start_up_objects_unless_turned_off(
+    served: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    tuned: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: tuned.append(True))
+    monkeypatch.setattr(gc, "set_threshold", lambda *threshold: None)
+    runner = CliRunner()
+    monkeypatch.delenv("OPENENV_GC_TUNING", raising=False)
+    assert runner.invoke(app, ["capture", "--upstream", UPSTREAM]).exit_code == 0
+    assert tuned == [True]
+    monkeypatch.setenv("OPENENV_GC_TUNING", "0")
+    assert runner.invoke(app, ["capture", "--upstream", UPSTREAM]).exit_code == 0
+    assert tuned == [True]  # not again
+    assert resolve(UPSTREAM, "127.0.0.1", 8300, None, None).gc_tuning is False
