@@ -114,3 +114,9 @@ def test_the_collector_is_kept_off_start_up_objects_unless_turned_off(
     assert runner.invoke(app, ["capture", "--upstream", UPSTREAM]).exit_code == 0
     assert tuned == [True]  # not again
     assert resolve(UPSTREAM, "127.0.0.1", 8300, None, None).gc_tuning is False
+    for raw, expected in (("off", False), ("no", False), ("1", True), ("true", True)):
+        monkeypatch.setenv("OPENENV_GC_TUNING", raw)
+        assert resolve(UPSTREAM, "127.0.0.1", 8300, None, None).gc_tuning is expected
+    monkeypatch.setenv("OPENENV_GC_TUNING", "sometimes")  # read as `openenv serve` reads it
+    with pytest.raises(UsageError, match="OPENENV_GC_TUNING"):
+        resolve(UPSTREAM, "127.0.0.1", 8300, None, None)
