@@ -56,6 +56,7 @@ async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -
     from openenv_cli.bench.wsclient import LeanConnection
     from openenv_runtime import EnvClient, State, StepResult
     from openenv_runtime.client import ws_url
+    from openenv_runtime.protocol import step_frame as typed_step_frame
 
     class BenchClient(EnvClient[BenchAction, BenchObservation, State]):
         pass
@@ -85,9 +86,7 @@ async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -
         async def one(i: int, n: int) -> None:
             conn = conns[i]
             for _ in range(n):
-                reply = await conn.request(
-                    '{"type":"step","data":' + serialize(action).decode() + "}"
-                )
+                reply = await conn.request(typed_step_frame(serialize(action).decode()))
                 data = from_json(reply)["data"]
                 body = data["observation"]
                 reward = body["reward"] = data["reward"]

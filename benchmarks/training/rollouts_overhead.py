@@ -92,10 +92,13 @@ async def _phase(
                 latencies.append((time.perf_counter() - started) * 1000)
                 assert answer.status == 200, answer.status
                 await asyncio.sleep(pace)  # think time: keeps the model server unsaturated
-            if target is not None:  # read back what was recorded: its CPU counts as the proxy's
-                trace = f"{target}/sessions/{s['session_id']}/trace_entries"
-                async with client.get(trace, headers=headers) as entries:
+            if target is not None:  # read back what was recorded, then end the session, as a
+                # harness does (the proxy holds at most --max-sessions); both count as the proxy's
+                session_url = f"{target}/sessions/{s['session_id']}"
+                async with client.get(f"{session_url}/trace_entries", headers=headers) as entries:
                     assert len(await entries.json()) == calls
+                async with client.delete(session_url, headers=headers) as ended:
+                    assert ended.status == 204, ended.status
 
         await asyncio.gather(*(one_session(i) for i in range(sessions)))
     return latencies
