@@ -62,6 +62,8 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
                 "test_reference_harness",
                 "test_reference_openenv",
                 "test_release",
+                "test_runtime_bundle",  # pip installs the staged runtime into a fresh virtualenv
+                "test_serve_settings",  # 16 servers, half of them with two workers (~40 s)
                 "test_resume_envoy",
                 "test_checkpoints_envoy",
                 "test_trl_training",
