@@ -63,7 +63,7 @@ MARKED_PATHS: dict[str, tuple[str, ...]] = {
                 "test_reference_openenv",
                 "test_release",
                 "test_runtime_bundle",  # pip installs the staged runtime into a fresh virtualenv
-                "test_serve_settings",  # 16 servers, half of them with two workers (~40 s)
+                "test_serve_settings",  # 8 servers (4 ways to set them x 1 or 2 workers), ~40 s
                 "test_resume_envoy",
                 "test_checkpoints_envoy",
                 "test_trl_training",
