@@ -139,6 +139,11 @@ def step_frame(action_json: str) -> str:
     return '{"type":"step","data":' + action_json + "}"
 
 
+def numbered_step_frame(action_json: str, seq: int) -> str:
+    """``step_frame(action_json)`` numbered ``seq`` for a resumable session (see client/resume.py)."""
+    return f'{{"type":"step","data":{action_json},"seq":{seq}}}'
+
+
 def reply_data(raw: str | bytes) -> dict[str, Any]:
     """The ``data`` of a reply frame; an ``error`` reply raises :class:`EnvError` with its code."""
     reply = from_json(raw)  # decode(), without the call

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from pydantic import model_validator
 
-from openenv_runtime import EnvClient, EnvError, GenericEnvClient, State, create_app
+from openenv_runtime import Action, EnvClient, EnvError, GenericEnvClient, State, create_app
 from openenv_runtime.server import ServerSettings
 from openenv_runtime.testing import running_server
 from tests.fixtures.echo import AsyncEchoEnvironment, EchoAction, EchoEnvironment, EchoObservation
@@ -161,3 +163,59 @@ def test_an_app_can_be_served_again_after_its_server_stopped() -> None:
     for _ in range(2):
         with running_server(app) as url, Echo(url).sync() as env:
             assert env.step(EchoAction(message="again")).observation.echoed_message == "again"
+
+
+class SeesDone(EchoObservation):
+    """Its validator must see the reply's ``done``: the client reads it the general way."""
+
+    @model_validator(mode="after")
+    def _mark(self) -> SeesDone:
+        self.metadata["done_seen"] = self.done
+        return self
+
+
+class EchoSeeingDone(EnvClient[EchoAction, SeesDone, State]):
+    pass
+
+
+class Unknown(Action):
+    bogus: int = 1
+
+
+class EchoWrongAction(EnvClient[Unknown, EchoObservation, State]):
+    pass
+
+
+def test_a_step_reads_the_same_in_one_pass_as_the_general_way(server: str) -> None:
+    async def episode(env: EnvClient[Any, Any, Any]) -> list[tuple[Any, ...]]:
+        async with env:
+            await env.reset()
+            results = [await env.step(EchoAction(message="x" * n)) for n in range(1, 4)]
+        return [
+            (
+                r.observation.model_dump(),
+                r.observation.model_fields_set,
+                r.reward,
+                type(r.reward),
+                r.done,
+                r.metadata,
+            )
+            for r in results
+        ]
+
+    one_pass = asyncio.run(episode(Echo(server)))
+    general = asyncio.run(episode(Echo(server, resume=False)))  # no one-pass step
+    assert one_pass == general
+    seeing = asyncio.run(episode(EchoSeeingDone(server)))
+    assert [row[0]["metadata"]["done_seen"] for row in seeing] == [row[4] for row in one_pass]
+
+
+def test_an_error_reply_to_a_step_raises_its_code(server: str) -> None:
+    async def bad_step() -> None:
+        async with EchoWrongAction(server) as env:
+            await env.reset()
+            await env.step(Unknown())
+
+    with pytest.raises(EnvError) as caught:
+        asyncio.run(bad_step())
+    assert caught.value.code == "VALIDATION_ERROR"

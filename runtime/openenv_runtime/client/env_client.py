@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import typing
-from collections.abc import Callable, Generator, KeysView
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ..blocking import install_blocking
 from ..errors import EnvError
@@ -20,6 +20,7 @@ from .checkpoint import CheckpointMixin
 from .compat import ReferenceClientMixin, client_mode, reference_options
 from .connect import DEFAULT_MAX_MESSAGE_BYTES, default_token, open_connection, ws_url
 from .constructors import ProviderConstructors
+from .reply_reader import general_reader, one_pass_reader
 from .resume import ResumingTransport
 from .sync import SyncEnvClient
 from .transport import Connection, ConnectionLost, ReplySink
@@ -84,11 +85,19 @@ class EnvClient(
     # The class (or a base) defines the reference's ``_step_payload`` hook; decided when the
     # class is made, not looked up per step.
     _payload_hook: ClassVar[bool] = False
+    # Neither the frame nor the action's JSON comes from a hook of the class: ``step`` may
+    # build the frame itself (see there).
+    _plain_frames: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         install_blocking(cls)  # plain calls block outside an event loop (client/compat.py)
         cls._payload_hook = hasattr(cls, "_step_payload")
+        cls._plain_frames = (
+            not cls._payload_hook
+            and cls.step_frame is EnvClient.step_frame
+            and cls._action_json is EnvClient._action_json
+        )
         for base in getattr(cls, "__orig_bases__", ()):
             if typing.get_origin(base) is EnvClient:
                 args = typing.get_args(base)
@@ -160,6 +169,15 @@ class EnvClient(
         # Reconnect and resume after a dropped connection (see client/resume.py).
         self._resumer = (
             ResumingTransport(self._open_connection, self.url, message_timeout) if resume else None
+        )
+        # step()'s one-pass reading of replies (client/reply_reader.py), when the class reads
+        # them the standard way and its observation class allows it.
+        observation_cls = self.observation_cls
+        self._one_pass = (
+            one_pass_reader(observation_cls)
+            if type(self)._parse_result is EnvClient._parse_result
+            and observation_cls.__pydantic_complete__
+            else None
         )
 
     @property
@@ -288,7 +306,40 @@ class EnvClient(
 
     async def step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:
         """Send one action; returns the observation with its reward and done flag."""
-        # request_frame's body, inlined: one coroutine less per step
+        resumer = self._resumer
+        if (
+            resumer is None
+            or self._busy
+            or self._queued
+            or self._trace_frames
+            or not self._plain_frames
+            or isinstance(action, dict)
+        ):
+            return await self._step(action)
+        # The usual step, at the least CPU (it is paid per step of every session of a
+        # trainer): the frame built once with its number, the reply read in one pass.
+        action_json = action.__pydantic_serializer__.to_json(action).decode()
+        reply = resumer.submit_step(action_json)
+        if reply is None:  # not connected, not resumable, or a message_timeout to keep
+            return self._parse_result(reply_data(await self._send_waiting(step_frame(action_json))))
+        self._busy = True
+        try:
+            raw = await reply
+        except ConnectionLost as exc:
+            raw = await self._after_loss(step_frame(action_json), exc)
+        finally:
+            self._busy = False
+            if self._idle is not None:
+                self._done_sending()
+        read = self._one_pass
+        if read is not None:
+            result = read(raw)
+            if result is not None:
+                return result
+        return self._parse_result(reply_data(raw))
+
+    async def _step(self, action: ActT | dict[str, Any]) -> StepResult[ObsT]:
+        """``step`` the general way: any hook, tracing, a request already in flight."""
         frame = self.step_frame(action)
         reply = self._send_now(frame)
         if reply is None:
@@ -342,7 +393,7 @@ class EnvClient(
         body = data.get("observation") or {}
         reward = body["reward"] = data.get("reward")
         done = body["done"] = bool(data.get("done"))
-        fields, validate = _reader(self.observation_cls)
+        fields, validate = general_reader(self.observation_cls)
         try:
             observation = validate(body)
         except ValidationError:
@@ -506,20 +557,6 @@ class EnvClient(
         """A reply's ``data`` as a ``StepResult`` (the pool's seam); it calls ``_parse_result``,
         the hook a subclass overrides (the reference's name)."""
         return self._parse_result(data)
-
-
-@functools.lru_cache(maxsize=256)  # bounded: classes made at run time do not pile up
-def _reader(cls: type[Observation]) -> tuple[KeysView[str], Callable[[Any], Any]]:
-    """An observation class's field names and how to build one from a dict, looked up once
-    per class: pydantic's ``model_fields`` and ``model_validate`` cost Python work per call."""
-    fields = cls.model_fields.keys()
-    overridden = getattr(cls.model_validate, "__func__", None) is not _MODEL_VALIDATE
-    if overridden or not cls.__pydantic_complete__:
-        return fields, cls.model_validate  # its own model_validate, or not built yet
-    return fields, cls.__pydantic_validator__.validate_python
-
-
-_MODEL_VALIDATE = BaseModel.model_validate.__func__  # type: ignore[attr-defined]
 
 
 def _feed(sink: ReplySink, done: asyncio.Future[str | bytes]) -> None:

@@ -31,7 +31,7 @@ from tenacity import (
 )
 
 from ..errors import EnvError
-from ..protocol import CLOSE_FRAME
+from ..protocol import CLOSE_FRAME, numbered_step_frame
 from .transport import Connection, ConnectionLost
 
 Opener = Callable[[dict[str, str]], Awaitable[Connection]]
@@ -177,6 +177,14 @@ class ResumingTransport:
             return None
         self.seq += 1
         return conn.submit(frame[:-1] + f',"seq":{self.seq}}}')
+
+    def submit_step(self, action_json: str) -> asyncio.Future[str | bytes] | None:
+        """:meth:`submit_numbered` of the ``step`` of ``action_json``, the frame built once."""
+        conn = self.ws
+        if conn is None or not self.resumable or self.message_timeout is not None:
+            return None
+        self.seq += 1
+        return conn.submit(numbered_step_frame(action_json, self.seq))
 
     async def resend(self, frame: str) -> str | bytes:
         """The connection dropped under ``frame``, numbered and sent: reconnect, send it again."""
