@@ -80,6 +80,7 @@ def _frame(observation: str, reward: str = "0.5", done: str = "false", rest: str
 READABLE = [
     (Plain, _frame('{"text":"hi","score":2,"metadata":{"a":[1,2]}}')),
     (Plain, _frame("{}", "1", "true")),
+    (Plain, _frame('{"score":"2"}')),  # the observation's own (lax) config still applies
     (Plain, _frame("{}", "true")),
     (Plain, _frame("{}", "null")),
     (Plain, _frame("{}", "NaN")),
@@ -128,6 +129,9 @@ def test_what_it_reads_is_what_the_general_way_reads(cls: type[Observation], raw
         _frame('{"text":"a","unknown":1}'),  # a newer server's field: the general way drops it
         _frame("{}", done="null"),
         _frame("{}", reward='"high"'),
+        _frame("{}", reward='"0.5"'),  # the general way's StepResult.reward is the string
+        _frame("{}", done='"false"'),  # the general way reads bool("false"): True
+        _frame("{}", done="1"),
         '{"type":"observation","data":{"observation":{}}}',
         "not json",
     ],
