@@ -88,16 +88,18 @@ class EnvClient(
     # Neither the frame nor the action's JSON comes from a hook of the class: ``step`` may
     # build the frame itself (see there).
     _plain_frames: ClassVar[bool] = True
+    # Nor does ``_parse_result``: ``step`` may read replies in one pass.
+    _standard_reading: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         install_blocking(cls)  # plain calls block outside an event loop (client/compat.py)
         cls._payload_hook = hasattr(cls, "_step_payload")
-        cls._plain_frames = (
-            not cls._payload_hook
-            and cls.step_frame is EnvClient.step_frame
-            and cls._action_json is EnvClient._action_json
-        )
+        # What the subclasses between this class and EnvClient define (mixins included)
+        mro = cls.__mro__
+        own = {name for klass in mro[: mro.index(EnvClient)] for name in vars(klass)}
+        cls._plain_frames = not cls._payload_hook and not own & {"step_frame", "_action_json"}
+        cls._standard_reading = "_parse_result" not in own
         for base in getattr(cls, "__orig_bases__", ()):
             if typing.get_origin(base) is EnvClient:
                 args = typing.get_args(base)
@@ -175,8 +177,7 @@ class EnvClient(
         observation_cls = self.observation_cls
         self._one_pass = (
             one_pass_reader(observation_cls)
-            if type(self)._parse_result is EnvClient._parse_result
-            and observation_cls.__pydantic_complete__
+            if self._standard_reading and observation_cls.__pydantic_complete__
             else None
         )
 
