@@ -13,9 +13,8 @@ them up, switches instrumentation on (``callgrind_control -i on``), every sessio
 ``--steps`` back-to-back steps, and the counters are dumped. Reported: user-space
 instructions (Ir) of the client process per step for ``lean`` (``openenv bench``'s
 connection, checking the reply's prefix), ``typed`` (the lean connection plus only the work
-any typed client must do per step, each the cheapest way pydantic offers: serialize the
-action, decode the reply, validate the observation, make a ``StepResult``: the floor of a
-typed client on pydantic) and ``EnvClient`` (typed action in, typed ``StepResult`` out), and
+any typed client must do per step, the cheapest way pydantic offers: ``typed_floor.py``,
+which ``client_cost.py`` measures too) and ``EnvClient`` (typed action in, typed ``StepResult`` out), and
 their ratios. Kernel time (the socket calls) is not counted.
 
 ``--compare NAME=DIR`` measures the runtime in ``DIR`` too (put first on the client's
@@ -48,15 +47,13 @@ OBSERVATION_PREFIX = '{"type":"observation"'
 # -- the client process (runs under valgrind) ---------------------------------------------------
 async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -> None:
     sys.path.insert(0, str(ROOT))  # openenv_cli from this checkout, after the runtime under test
-    from pydantic_core import from_json
-
+    from benchmarks.client.typed_floor import floor_reader, floor_step
     from benchmarks.server.callgrind import control
     from openenv_cli.bench.bench_env import BenchAction, BenchObservation
     from openenv_cli.bench.target import Target, step_frame
     from openenv_cli.bench.wsclient import LeanConnection
-    from openenv_runtime import EnvClient, State, StepResult
+    from openenv_runtime import EnvClient, State
     from openenv_runtime.client import ws_url
-    from openenv_runtime.protocol import step_frame as typed_step_frame
 
     class BenchClient(EnvClient[BenchAction, BenchObservation, State]):
         pass
@@ -76,27 +73,21 @@ async def _client(kind: str, url: str, sessions: int, steps: int, warmup: int) -
         async def finish() -> None:
             await asyncio.gather(*(c.finish() for c in conns))
     elif kind == "typed":
-        # The lean connection plus only the work any typed client must do per step, each
-        # done the cheapest way pydantic offers: the action serialized, the reply decoded,
-        # the observation validated, a StepResult made. No checks, no resume numbering.
+        # The lean connection plus only the work any typed client must do per step
+        # (typed_floor.py, the floor client_cost.py measures too).
         conns = [await LeanConnection.open(ws_url(url), compression=False) for _ in range(sessions)]
-        serialize = BenchAction.__pydantic_serializer__.to_json
-        validate = BenchObservation.__pydantic_validator__.validate_python
+        read = floor_reader(BenchObservation)
 
         async def one(i: int, n: int) -> None:
             conn = conns[i]
             for _ in range(n):
-                reply = await conn.request(typed_step_frame(serialize(action).decode()))
-                data = from_json(reply)["data"]
-                body = data["observation"]
-                reward = body["reward"] = data["reward"]
-                done = body["done"] = data["done"]
-                result = StepResult(validate(body), reward, done)
+                result = await floor_step(conn, action, read)
                 if not result.observation.ok:
                     raise RuntimeError(f"unexpected result {result!r}")
 
         async def finish() -> None:
             await asyncio.gather(*(c.finish() for c in conns))
+
     else:
         clients = [BenchClient(url) for _ in range(sessions)]
         await asyncio.gather(*(c.connect() for c in clients))

@@ -12,8 +12,10 @@ most 1.5× a lean client's, pool throughput at least 80% of it):
   work) pinned to core 0, each client kind in a process of its own pinned to core 1, 64
   sessions stepping back to back. Client CPU per step = that process's CPU time / steps.
   The kinds run in rotation for ``--rounds`` rounds so drift of a shared machine hits all
-  alike; the median round is reported, with the load average before each measurement. ``lean`` is ``openenv bench``'s sans-I/O connection sending
-  the environment's action frame and checking the reply's prefix (no parsing);
+  alike; the median round is reported, with the load average before each measurement.
+  ``lean`` is ``openenv bench``'s sans-I/O connection sending the environment's action
+  frame and checking the reply's prefix (no parsing); ``typed`` is the lean connection plus
+  the least work a typed client on pydantic must do per step (``typed_floor.py``);
   ``EnvClient`` sends typed actions and returns typed ``StepResult``\\ s; ``EnvPool`` does the
   same through one batched ``step``; ``openenv-core`` is the reference 0.3.0 client in its
   cached virtualenv (``tests/support/reference.py``), measured in its own process on core 1.
@@ -28,7 +30,7 @@ checkout), e.g. an older revision's ``runtime`` from
 against its own lean client.
 
 Prints a table and writes ``benchmarks/results/client-cost-<timestamp>.json`` (ignored by
-git) and ``benchmarks/client/client_cost.json`` (committed).
+git) and, unless ``--no-write``, ``benchmarks/client/client_cost.json`` (committed).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # stray `tests` package would win)
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.client.typed_floor import floor_reader, floor_step  # noqa: E402
 from openenv_cli.bench.bench_env import BenchAction, BenchObservation  # noqa: E402
 from openenv_cli.bench.report import markdown_table  # noqa: E402
 from openenv_cli.bench.server import bench_server  # noqa: E402
@@ -92,6 +95,34 @@ async def run_lean(urls: list[str], sessions: int, seconds: float) -> int:
             reply = await conn.request(frame)
             if not (isinstance(reply, str) and reply.startswith(OBSERVATION_PREFIX)):
                 raise RuntimeError(f"unexpected reply {reply!r}")
+            n += 1
+        counts[i] = n
+
+    steps = await _measured(
+        lambda d: asyncio.gather(*(one(i, d) for i in range(sessions))), counts, seconds
+    )
+    await asyncio.gather(*(c.finish() for c in conns))
+    return steps
+
+
+async def run_typed(urls: list[str], sessions: int, seconds: float) -> int:
+    conns = await asyncio.gather(
+        *(
+            LeanConnection.open(ws_url(urls[i % len(urls)]), compression=False)
+            for i in range(sessions)
+        )
+    )
+    read = floor_reader(BenchObservation)
+    action = BenchAction()
+    loop = asyncio.get_running_loop()
+    counts = [0] * sessions
+
+    async def one(i: int, deadline: float) -> None:
+        conn = conns[i]
+        n = 0
+        while loop.time() < deadline:
+            result = await floor_step(conn, action, read)
+            assert result.observation.ok
             n += 1
         counts[i] = n
 
@@ -168,7 +199,9 @@ async def _measured(
 
 
 def measure_here(kind: str, urls: list[str], sessions: int, seconds: float) -> dict[str, float]:
-    runner = {"lean": run_lean, "EnvClient": run_client, "EnvPool": run_pool}[kind]
+    runner = {"lean": run_lean, "typed": run_typed, "EnvClient": run_client, "EnvPool": run_pool}[
+        kind
+    ]
     wall = time.perf_counter()
     steps = asyncio.run(runner(urls, sessions, seconds))
     wall = time.perf_counter() - wall
@@ -318,6 +351,9 @@ def main() -> None:
         metavar="NAME=DIR",
         help="also measure the runtime in DIR (the directory holding openenv_runtime)",
     )
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only; leave client_cost.json as it is"
+    )
     parser.add_argument("--child", nargs=2, metavar=("KIND", "URLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -331,7 +367,7 @@ def main() -> None:
         "current": ROOT / "runtime",
     }
     python = None if args.no_reference else reference_python()
-    kinds = ["lean", "EnvClient", "EnvPool"]
+    kinds = ["lean", "typed", "EnvClient", "EnvPool"]
     rounds: dict[str, dict[str, list[dict[str, float]]]] = {
         label: {k: [] for k in kinds} for label in runtimes
     }
@@ -382,6 +418,7 @@ def main() -> None:
             "goals": {
                 "EnvClient_vs_lean": cost["EnvClient"] / cost["lean"],
                 "EnvPool_vs_lean": cost["EnvPool"] / cost["lean"],
+                "typed_floor_vs_lean": cost["typed"] / cost["lean"],
                 "pool_throughput_vs_lean": rate["EnvPool"] / rate["lean"],
             },
             # each round's ratio (the kinds run back to back), then their median: steadier
@@ -391,7 +428,7 @@ def main() -> None:
                     x["cpu_us_per_step"] / lean["cpu_us_per_step"]
                     for x, lean in zip(rounds[label][k], rounds[label]["lean"], strict=True)
                 )
-                for k in ("EnvClient", "EnvPool")
+                for k in ("typed", "EnvClient", "EnvPool")
             },
             "load_average_median": statistics.median(
                 x["load_average"] for v in rounds[label].values() for x in v
@@ -436,7 +473,9 @@ def main() -> None:
     for label, result in results.items():
         goals = result["goals"]
         print(
-            f"\n{label} (load average {result['load_average_median']:.2f}): EnvClient "
+            f"\n{label} (load average {result['load_average_median']:.2f}): typed floor "
+            f"{goals['typed_floor_vs_lean']:.2f}× (paired {result['paired_vs_lean']['typed']:.2f}×), "
+            f"EnvClient "
             f"{goals['EnvClient_vs_lean']:.2f}× and EnvPool {goals['EnvPool_vs_lean']:.2f}× "
             f"the lean client's CPU (medians of the rounds' ratios: "
             f"{result['paired_vs_lean']['EnvClient']:.2f}× and "
@@ -465,10 +504,10 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    for path in (
-        RESULTS / f"client-cost-{stamp}.json",
-        ROOT / "benchmarks" / "client" / "client_cost.json",
-    ):
+    written = [RESULTS / f"client-cost-{stamp}.json"]
+    if not args.no_write:
+        written.append(ROOT / "benchmarks" / "client" / "client_cost.json")
+    for path in written:
         path.write_text(json.dumps(report, indent=2) + "\n")
 
 
