@@ -8,7 +8,11 @@ submodules. Renaming the module prefix must be the whole port.
 
 from __future__ import annotations
 
+import dis
 import importlib
+import io
+import sys
+from typing import Any
 
 import pytest
 
@@ -171,3 +175,41 @@ def test_reference_client_attribute_names_read_ours() -> None:
     assert client._ws_url == "wss://example.com/ws"
     assert (client._connect_timeout, client._message_timeout) == (30.0, 120.0)
     assert client.sync()._async is client
+
+
+def test_a_clients_mode_is_fixed_when_it_is_made() -> None:
+    from openenv_runtime import GenericEnvClient
+
+    client = GenericEnvClient("https://example.com", mode="production")
+    assert client._mode == "production"
+    with pytest.raises(AttributeError, match="fixed when it is made"):
+        client._mode = "simulation"
+
+
+@pytest.mark.skipif(
+    sys.implementation.name != "cpython" or sys.version_info < (3, 11),
+    reason="reads CPython's specialized bytecode (3.11+)",
+)
+def test_the_reference_names_leave_the_clients_attributes_on_the_fast_path() -> None:
+    # Reading an instance's __dict__ turns its attributes into a plain dict; every attribute
+    # read and write of the client (several per step) then takes CPython's slower path.
+    from openenv_runtime import GenericEnvClient
+
+    client = GenericEnvClient("https://example.com", connect_timeout_s=30.0)
+    assert (client._mode, client._ws_url, client._connect_timeout) == (
+        "simulation",
+        "wss://example.com/ws",
+        30.0,
+    )
+    assert client._message_timeout is None
+
+    def read(c: Any) -> None:
+        for _ in range(100):
+            c._busy  # noqa: B018 (the read is what is measured)
+
+    read(client)
+    read(client)
+    listing = io.StringIO()
+    dis.dis(read, adaptive=True, file=listing)  # type: ignore[call-arg]
+    loads = [line.split()[1] for line in listing.getvalue().splitlines() if "LOAD_ATTR" in line]
+    assert loads == ["LOAD_ATTR_INSTANCE_VALUE"]

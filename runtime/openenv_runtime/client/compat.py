@@ -61,29 +61,37 @@ class ReferenceClientMixin:
 
     BLOCKING_EXTRA: tuple[str, ...] = ("new_session", "disconnect")
 
+    # Set by EnvClient.__init__. Declared, not read through ``self.__dict__``: touching an
+    # instance's ``__dict__`` turns its attributes into a plain dict, and every attribute
+    # read and write of the client (several per step) then takes CPython's slower path.
+    url: str
+    connect_timeout: float
+    message_timeout: float | None
+    _openenv_mode: str
+
     @property
     def _mode(self) -> str:
         """``simulation`` or ``production``, fixed when the client is made."""
-        return str(self.__dict__.get("_openenv_mode", "simulation"))
+        return getattr(self, "_openenv_mode", "simulation")
 
     @_mode.setter
     def _mode(self, value: str) -> None:
-        if "_openenv_mode" in self.__dict__:
+        if hasattr(self, "_openenv_mode"):
             raise AttributeError("a client's mode is fixed when it is made; create another client")
-        self.__dict__["_openenv_mode"] = value
+        self._openenv_mode = value
 
     # The reference client's attribute names for ours, read-only (some trainers read them).
     @property
     def _ws_url(self) -> str:
-        return str(self.__dict__["url"])
+        return self.url
 
     @property
     def _connect_timeout(self) -> float:
-        return float(self.__dict__["connect_timeout"])
+        return float(self.connect_timeout)
 
     @property
     def _message_timeout(self) -> float | None:
-        return self.__dict__["message_timeout"]  # type: ignore[no-any-return]
+        return self.message_timeout
 
     async def new_session(self) -> typing.Self:
         """Another connected client (its own server session) with the same settings."""

@@ -67,12 +67,12 @@ class MCPClientBase(EnvClient[CallToolAction, Observation, State]):
         self.use_production_mode = False  # True: tools over JSON-RPC, not as steps
 
     async def _rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        request = {
-            "jsonrpc": "2.0",
-            "method": method,
-            "params": params or {},
-            "id": next(self.__dict__.setdefault("_rpc_ids", itertools.count(1))),
-        }
+        # getattr, not self.__dict__: reading an instance's __dict__ moves all its attributes
+        # to CPython's slower path (see ReferenceClientMixin)
+        ids = getattr(self, "_rpc_ids", None)
+        if ids is None:  # a subclass whose __init__ did not reach ours
+            ids = self._rpc_ids = itertools.count(1)
+        request = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": next(ids)}
         reply = await self.request_frame('{"type":"mcp","data":' + encode(request) + "}")
         if reply.get("error"):
             error = reply["error"]
@@ -120,11 +120,11 @@ class MCPToolClient(MCPClientBase):
 
     async def list_tools(self, use_cache: bool = True) -> list[Tool]:
         """The tools the environment offers (cached after the first call)."""
-        cached = self.__dict__.get("_tools_cache")
+        cached = getattr(self, "_tools_cache", None)
         if use_cache and cached is not None:
             return list(cached)
         observation = None
-        if not self.__dict__.get("use_production_mode"):
+        if not getattr(self, "use_production_mode", False):
             observation = await self._tool_step(ListToolsAction())
         if isinstance(observation, ListToolsObservation):
             tools = list(observation.tools)
@@ -140,7 +140,7 @@ class MCPToolClient(MCPClientBase):
         A failed call raises :class:`EnvError` (a ``RuntimeError``) naming the tool.
         """
         observation = None
-        if not self.__dict__.get("use_production_mode"):
+        if not getattr(self, "use_production_mode", False):
             observation = await self._tool_step(CallToolAction(tool_name=name, arguments=arguments))
         if isinstance(observation, CallToolObservation):
             if observation.error is not None:
