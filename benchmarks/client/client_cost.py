@@ -75,13 +75,20 @@ class BenchClient(EnvClient[BenchAction, BenchObservation, State]):
 
 
 # -- the kinds, each: run `sessions` sessions on `urls` for `seconds`; return steps -------------
-async def run_lean(urls: list[str], sessions: int, seconds: float) -> int:
-    conns = await asyncio.gather(
+# (each kind's step loop is written out in full: a shared helper would add a call per step to
+# every kind and so shrink the ratios being measured)
+async def open_lean(urls: list[str], sessions: int) -> list[LeanConnection]:
+    """``sessions`` lean connections, spread over ``urls``."""
+    return await asyncio.gather(
         *(
             LeanConnection.open(ws_url(urls[i % len(urls)]), compression=False)
             for i in range(sessions)
         )
     )
+
+
+async def run_lean(urls: list[str], sessions: int, seconds: float) -> int:
+    conns = await open_lean(urls, sessions)
     # The environment's own action, as `openenv bench --action` sends it: the same bytes as
     # EnvClient's step(BenchAction()).
     frame = step_frame(Target("127.0.0.1", 0, action=BenchAction().model_dump_json()), 0.0)
@@ -106,12 +113,7 @@ async def run_lean(urls: list[str], sessions: int, seconds: float) -> int:
 
 
 async def run_typed(urls: list[str], sessions: int, seconds: float) -> int:
-    conns = await asyncio.gather(
-        *(
-            LeanConnection.open(ws_url(urls[i % len(urls)]), compression=False)
-            for i in range(sessions)
-        )
-    )
+    conns = await open_lean(urls, sessions)
     read = floor_reader(BenchObservation)
     action = BenchAction()
     loop = asyncio.get_running_loop()
