@@ -25,7 +25,7 @@ from openenv_runtime.adapters.served import served_app
 from openenv_runtime.adapters.target import parse_family_target
 from openenv_runtime.errors import AdapterError, EnvironmentContractError
 from openenv_runtime.server.config.fields import ServerSettings
-from openenv_runtime.server.config.settings import ResolvedSettings, load_settings
+from openenv_runtime.server.config.settings import ResolvedSettings, app_settings, load_settings
 
 # What `openenv serve` shows in its settings table, in this order.
 
@@ -215,11 +215,10 @@ def adopt_app_settings(plan: ServePlan, app: Any) -> ServePlan:
     only the app knows what its author passed to ``create_app``. An app not made by
     ``create_app`` leaves the plan as it was.
     """
-    state = getattr(app, "state", None)
-    resolved = getattr(state, "openenv_settings", None)
-    if not isinstance(resolved, ResolvedSettings):
+    resolved = app_settings(app)
+    if resolved is None:
         return plan
-    sessions = getattr(state, "openenv_sessions", None)
+    sessions = getattr(app.state, "openenv_sessions", None)
     capacity = getattr(sessions, "capacity", None)
     return replace(
         plan, resolved=resolved, capacity=capacity if isinstance(capacity, int) else None

@@ -30,6 +30,7 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
+from uvicorn.importer import ImportFromStringError, import_from_string
 
 from openenv_runtime.server import connections, metrics
 from openenv_runtime.server.config.fields import (
@@ -38,7 +39,7 @@ from openenv_runtime.server.config.fields import (
     MANIFEST_VARIABLE,
     ServerSettings,
 )
-from openenv_runtime.server.config.settings import flags_variable, load_settings
+from openenv_runtime.server.config.settings import app_settings, flags_variable, load_settings
 from openenv_runtime.server.sessions import drain
 
 from .adapters.served import served_app
@@ -121,27 +122,43 @@ def uvicorn_options(settings: ServerSettings, *, reload: bool = False) -> dict[s
     }
 
 
-def _uvicorn_config(launch: Launch, settings: ServerSettings) -> uvicorn.Config:
-    return uvicorn.Config(
-        launch.app,
+def _loaded(launch: Launch, settings: ServerSettings) -> uvicorn.Config:
+    """uvicorn's config of ``launch``, its app imported and loaded, the garbage collector
+    kept off what start-up created (:func:`tune_gc`; ``OPENENV_GC_TUNING=0`` keeps Python's
+    defaults).
+
+    An app made by ``create_app`` resolved its own settings, its ``create_app`` arguments
+    included (say a larger ``max_concurrent_envs``): those set the protocol-level limits, so
+    they agree with its session registry. The address is the launch's (``settings``), and
+    ``settings`` serve in full for any other app.
+    """
+    app = _imported(launch.app)
+    own = app_settings(app)
+    limits = own.values if own is not None else settings
+    config = uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         reload=launch.reload,
         reload_dirs=list(launch.reload_dirs) or None,
         backlog=launch.backlog,
         timeout_graceful_shutdown=5,  # after a drain, only steps that never return are left
-        **uvicorn_options(settings),
+        **uvicorn_options(limits),
     )
-
-
-def _loaded(config: uvicorn.Config, settings: ServerSettings) -> uvicorn.Config:
-    """Import the app now, then keep the garbage collector off what start-up created
-    (:func:`tune_gc`; ``OPENENV_GC_TUNING=0`` keeps Python's defaults)."""
     config.load()
     install_redaction()  # after uvicorn configured its loggers
-    if settings.gc_tuning:
+    if limits.gc_tuning:
         tune_gc()
     return config
+
+
+def _imported(target: str) -> Any:
+    """The ASGI app at ``module:attribute`` (exit 1 with uvicorn's message when there is none)."""
+    try:
+        return import_from_string(target)
+    except ImportFromStringError as exc:
+        print(f"Error loading ASGI app. {exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 def tune_gc() -> None:
@@ -265,7 +282,7 @@ def _worker(launch: Launch) -> None:
     _use_app_dir(launch)
     settings = load_settings().values  # the launcher's flags arrive in the environment
     sock = _listen(settings, reuse_port=True, backlog=launch.backlog)
-    serve_forever(_loaded(_uvicorn_config(launch, settings), settings), sockets=[sock])
+    serve_forever(_loaded(launch, settings), sockets=[sock])
 
 
 def _supervise(launch: Launch, settings: ServerSettings) -> None:
@@ -364,7 +381,7 @@ def run_server(launch: Launch, settings: ServerSettings | None = None) -> None:
         )
         return
     _use_app_dir(launch)
-    serve_forever(_loaded(_uvicorn_config(launch, settings), settings))
+    serve_forever(_loaded(launch, settings))
 
 
 def build_parser() -> argparse.ArgumentParser:

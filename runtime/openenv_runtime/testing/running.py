@@ -70,8 +70,9 @@ def running_server(
 def _settings_options(app: Any) -> dict[str, Any]:
     """The protocol-level limits ``openenv serve`` would apply to ``app`` (message size, ...)."""
     from ..serve import uvicorn_options
+    from ..server.config.settings import app_settings
 
-    resolved = getattr(getattr(app, "state", None), "openenv_settings", None)
+    resolved = app_settings(app)
     if resolved is None:
         return {"ws_per_message_deflate": False}
     return uvicorn_options(resolved.values)

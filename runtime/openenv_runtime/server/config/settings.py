@@ -116,6 +116,13 @@ class ResolvedSettings:
         ]
 
 
+def app_settings(app: Any) -> ResolvedSettings | None:
+    """The settings an app made by ``create_app`` resolved (its ``create_app`` arguments
+    included), or None for any other ASGI app."""
+    resolved = getattr(getattr(app, "state", None), "openenv_settings", None)
+    return resolved if isinstance(resolved, ResolvedSettings) else None
+
+
 class _Environ(EnvSettingsSource):
     """pydantic-settings' environment source over a given mapping (``os.environ`` by default)."""
 
