@@ -19,6 +19,11 @@ most 1.5× a lean client's, pool throughput at least 80% of it):
   ``EnvClient`` sends typed actions and returns typed ``StepResult``\\ s; ``EnvPool`` does the
   same through one batched ``step``; ``openenv-core`` is the reference 0.3.0 client in its
   cached virtualenv (``tests/support/reference.py``), measured in its own process on core 1.
+* **interleaved** (``--cycles``, ``--window``) — ``lean``, ``typed`` and ``EnvClient`` open
+  at once in one process pinned to core 1, on the same server; each steps its 64 sessions
+  for a window (0.5 s) in turn, the order rotating, for 30 cycles. The kinds of one cycle
+  meet the same moment of a shared machine, so the median of the cycles' ratios (reported
+  with its quartiles) moves less with other tenants than whole rounds do.
 * **throughput** — two servers on core 0, 256 sessions from a process on core 1:
   steps/s of the lean client (128 sessions per server, as ``openenv bench`` drives them)
   and of one ``EnvPool`` of 256 sessions over both servers.
@@ -47,6 +52,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,9 +80,19 @@ class BenchClient(EnvClient[BenchAction, BenchObservation, State]):
     pass
 
 
-# -- the kinds, each: run `sessions` sessions on `urls` for `seconds`; return steps -------------
+# -- the kinds, each: open `sessions` sessions on `urls`, ready to step ------------------------
 # (each kind's step loop is written out in full: a shared helper would add a call per step to
 # every kind and so shrink the ratios being measured)
+@dataclass
+class Stepping:
+    """One kind's sessions, open: ``run(deadline)`` steps every one of them back to back until
+    ``deadline`` (the loop's clock), leaving each one's steps in ``counts``; ``close()`` ends them."""
+
+    run: Callable[[float], Awaitable[Any]]
+    counts: list[int]
+    close: Callable[[], Awaitable[Any]]
+
+
 async def open_lean(urls: list[str], sessions: int) -> list[LeanConnection]:
     """``sessions`` lean connections, spread over ``urls``."""
     return await asyncio.gather(
@@ -87,7 +103,7 @@ async def open_lean(urls: list[str], sessions: int) -> list[LeanConnection]:
     )
 
 
-async def run_lean(urls: list[str], sessions: int, seconds: float) -> int:
+async def lean_kind(urls: list[str], sessions: int) -> Stepping:
     conns = await open_lean(urls, sessions)
     # The environment's own action, as `openenv bench --action` sends it: the same bytes as
     # EnvClient's step(BenchAction()).
@@ -105,14 +121,14 @@ async def run_lean(urls: list[str], sessions: int, seconds: float) -> int:
             n += 1
         counts[i] = n
 
-    steps = await _measured(
-        lambda d: asyncio.gather(*(one(i, d) for i in range(sessions))), counts, seconds
+    return Stepping(
+        lambda d: asyncio.gather(*(one(i, d) for i in range(sessions))),
+        counts,
+        lambda: asyncio.gather(*(c.finish() for c in conns)),
     )
-    await asyncio.gather(*(c.finish() for c in conns))
-    return steps
 
 
-async def run_typed(urls: list[str], sessions: int, seconds: float) -> int:
+async def typed_kind(urls: list[str], sessions: int) -> Stepping:
     conns = await open_lean(urls, sessions)
     read = floor_reader(BenchObservation)
     action = BenchAction()
@@ -128,14 +144,14 @@ async def run_typed(urls: list[str], sessions: int, seconds: float) -> int:
             n += 1
         counts[i] = n
 
-    steps = await _measured(
-        lambda d: asyncio.gather(*(one(i, d) for i in range(sessions))), counts, seconds
+    return Stepping(
+        lambda d: asyncio.gather(*(one(i, d) for i in range(sessions))),
+        counts,
+        lambda: asyncio.gather(*(c.finish() for c in conns)),
     )
-    await asyncio.gather(*(c.finish() for c in conns))
-    return steps
 
 
-async def run_client(urls: list[str], sessions: int, seconds: float) -> int:
+async def client_kind(urls: list[str], sessions: int) -> Stepping:
     clients = [BenchClient(urls[i % len(urls)]) for i in range(sessions)]
     await asyncio.gather(*(c.connect() for c in clients))
     action = BenchAction()
@@ -151,14 +167,14 @@ async def run_client(urls: list[str], sessions: int, seconds: float) -> int:
             n += 1
         counts[i] = n
 
-    steps = await _measured(
-        lambda d: asyncio.gather(*(one(i, d) for i in range(sessions))), counts, seconds
+    return Stepping(
+        lambda d: asyncio.gather(*(one(i, d) for i in range(sessions))),
+        counts,
+        lambda: asyncio.gather(*(c.close() for c in clients)),
     )
-    await asyncio.gather(*(c.close() for c in clients))
-    return steps
 
 
-async def run_pool(urls: list[str], sessions: int, seconds: float) -> int:
+async def pool_kind(urls: list[str], sessions: int) -> Stepping:
     pool = EnvPool(BenchClient, urls=urls, size=sessions)
     await pool.open()
     actions = [BenchAction()] * sessions
@@ -172,9 +188,56 @@ async def run_pool(urls: list[str], sessions: int, seconds: float) -> int:
             n += sum(1 for r in results if not isinstance(r, Exception))
         counts[0] = n
 
-    steps = await _measured(batches, counts, seconds)
-    await pool.close()
+    return Stepping(batches, counts, pool.close)
+
+
+KINDS: dict[str, Callable[[list[str], int], Awaitable[Stepping]]] = {
+    "lean": lean_kind,
+    "typed": typed_kind,
+    "EnvClient": client_kind,
+    "EnvPool": pool_kind,
+}
+INTERLEAVED = ("lean", "typed", "EnvClient")
+
+
+async def run_kind(kind: str, urls: list[str], sessions: int, seconds: float) -> int:
+    stepping = await KINDS[kind](urls, sessions)
+    steps = await _measured(stepping.run, stepping.counts, seconds)
+    await stepping.close()
     return steps
+
+
+async def run_interleaved(
+    urls: list[str], sessions: int, cycles: int, window: float
+) -> dict[str, list[dict[str, float]]]:
+    """Every kind of :data:`INTERLEAVED` open at once in this process; ``cycles`` times, each
+    steps for ``window`` seconds in turn (the order rotating). Each window's CPU per step:
+    the kinds of one cycle meet the same moment of a shared machine."""
+    opened = {kind: await KINDS[kind](urls, sessions) for kind in INTERLEAVED}
+    loop = asyncio.get_running_loop()
+    for stepping in opened.values():  # warm-up
+        await stepping.run(loop.time() + 0.3)
+    windows: dict[str, list[dict[str, float]]] = {kind: [] for kind in INTERLEAVED}
+    for cycle in range(cycles):
+        shift = cycle % len(INTERLEAVED)
+        for kind in INTERLEAVED[shift:] + INTERLEAVED[:shift]:
+            stepping = opened[kind]
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            await stepping.run(loop.time() + window)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            steps = sum(stepping.counts)
+            user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+            windows[kind].append(
+                {
+                    "steps": steps,
+                    "cpu_us_per_step": (user + system) / steps * 1e6,
+                    "user_us_per_step": user / steps * 1e6,
+                    "system_us_per_step": system / steps * 1e6,
+                }
+            )
+    for stepping in opened.values():
+        await stepping.close()
+    return windows
 
 
 _last_cpu: list[tuple[float, float, float]] = []
@@ -201,11 +264,8 @@ async def _measured(
 
 
 def measure_here(kind: str, urls: list[str], sessions: int, seconds: float) -> dict[str, float]:
-    runner = {"lean": run_lean, "typed": run_typed, "EnvClient": run_client, "EnvPool": run_pool}[
-        kind
-    ]
     wall = time.perf_counter()
-    steps = asyncio.run(runner(urls, sessions, seconds))
+    steps = asyncio.run(run_kind(kind, urls, sessions, seconds))
     wall = time.perf_counter() - wall
     cpu, user, system = _last_cpu.pop()
     return {
@@ -330,6 +390,52 @@ def measure_reference(python: Path, url: str, sessions: int, seconds: float) -> 
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_average": load}
 
 
+def measure_interleaved(
+    runtime: Path, urls: list[str], args: argparse.Namespace
+) -> dict[str, list[dict[str, float]]]:
+    """The interleaved windows (:func:`run_interleaved`) from a process of its own on this
+    process's core, running the runtime in ``runtime``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            "interleaved",
+            ",".join(urls),
+            f"--sessions={args.sessions}",
+            f"--cycles={args.cycles}",
+            f"--window={args.window}",
+        ],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(runtime), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=args.cycles * args.window * len(INTERLEAVED) * 4 + 120,
+        check=True,
+    )
+    windows: dict[str, list[dict[str, float]]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return windows
+
+
+def interleaved_summary(windows: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, Any]]:
+    """Each kind's median window and, against the lean client, the median and quartiles of
+    the cycles' ratios."""
+    summary: dict[str, dict[str, Any]] = {}
+    for kind, rows in windows.items():
+        ratios = [
+            x["cpu_us_per_step"] / lean["cpu_us_per_step"]
+            for x, lean in zip(rows, windows["lean"], strict=True)
+        ]
+        summary[kind] = {
+            "cpu_us_per_step": statistics.median(x["cpu_us_per_step"] for x in rows),
+            "user_us_per_step": statistics.median(x["user_us_per_step"] for x in rows),
+            "system_us_per_step": statistics.median(x["system_us_per_step"] for x in rows),
+            "vs_lean": statistics.median(ratios),
+            "vs_lean_quartiles": statistics.quantiles(ratios, n=4),
+            "windows": rows,
+        }
+    return summary
+
+
 def _medians(rounds: dict[str, list[dict[str, float]]], key: str) -> dict[str, float]:
     return {k: statistics.median(x[key] for x in v) for k, v in rounds.items() if v}
 
@@ -356,11 +462,23 @@ def main() -> None:
     parser.add_argument(
         "--no-write", action="store_true", help="print only; leave client_cost.json as it is"
     )
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=30,
+        help="interleaved cycles (0: none): lean, typed and EnvClient in one process, "
+        "each stepping for --window seconds in turn",
+    )
+    parser.add_argument("--window", type=float, default=0.5, help="seconds per interleaved window")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "URLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, urls = args.child
-        print(json.dumps(measure_here(kind, urls.split(","), args.sessions, args.seconds)))
+        if kind == "interleaved":
+            found = run_interleaved(urls.split(","), args.sessions, args.cycles, args.window)
+            print(json.dumps(asyncio.run(found)))
+        else:
+            print(json.dumps(measure_here(kind, urls.split(","), args.sessions, args.seconds)))
         return
 
     os.sched_setaffinity(0, {CLIENT_CPU})  # the clients' processes inherit it
@@ -407,6 +525,11 @@ def main() -> None:
                         file=sys.stderr,
                     )
 
+        interleaved = {
+            label: measure_interleaved(runtime, [one.url], args) if args.cycles else {}
+            for label, runtime in runtimes.items()
+        }
+
     results: dict[str, dict[str, Any]] = {}
     for label in runtimes:
         cost = _medians(rounds[label], "cpu_us_per_step")
@@ -422,6 +545,16 @@ def main() -> None:
                 "EnvPool_vs_lean": cost["EnvPool"] / cost["lean"],
                 "typed_floor_vs_lean": cost["typed"] / cost["lean"],
                 "pool_throughput_vs_lean": rate["EnvPool"] / rate["lean"],
+                **(
+                    {
+                        k + "_vs_lean_interleaved": interleaved_summary(interleaved[label])[k][
+                            "vs_lean"
+                        ]
+                        for k in ("typed", "EnvClient")
+                    }
+                    if interleaved[label]
+                    else {}
+                ),
             },
             # each round's ratio (the kinds run back to back), then their median: steadier
             # than the ratio of medians while other work comes and goes
@@ -435,6 +568,7 @@ def main() -> None:
             "load_average_median": statistics.median(
                 x["load_average"] for v in rounds[label].values() for x in v
             ),
+            "interleaved": interleaved_summary(interleaved[label]),
         }
     if reference:
         results["current"]["cpu_us_per_step"]["openenv-core"] = statistics.median(
@@ -472,6 +606,29 @@ def main() -> None:
             ],
         )
     )
+    if args.cycles:
+        print(
+            f"\nInterleaved: {args.cycles} cycles of {args.window} s windows, the kinds in one "
+            "process (median window; the ratio is the median of each cycle's)\n"
+        )
+        print(
+            markdown_table(
+                ["runtime", "client", "µs CPU / step", "vs lean", "middle half of the ratios"],
+                [
+                    [
+                        label,
+                        k,
+                        f"{v['cpu_us_per_step']:.1f}",
+                        f"{v['vs_lean']:.2f}×" if k != "lean" else "1.00×",
+                        f"{v['vs_lean_quartiles'][0]:.2f}–{v['vs_lean_quartiles'][2]:.2f}"
+                        if k != "lean"
+                        else "",
+                    ]
+                    for label, result in results.items()
+                    for k, v in result["interleaved"].items()
+                ],
+            )
+        )
     for label, result in results.items():
         goals = result["goals"]
         print(
