@@ -179,6 +179,7 @@ def test_the_apps_own_capacity_sets_how_many_connections_one_address_may_open(
     launch's default (100) would let one address open only 132 connections per worker."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    env["LOG_LEVEL"] = "warning"  # a line per connection would fill the unread pipe
     command = [sys.executable, "-m", "openenv_runtime.serve", "openenv_cli.bench.bench_env:app"]
     command += ["--port", str(port), "--workers", str(workers)]
     process = subprocess.Popen(
