@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -13,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from openenv_cli.scaffold import render_project, write_project
+from openenv_runtime.client.transport import Connection
 from openenv_runtime.testing import free_port
-from tests.support.servers import get_json, wait_until
+from tests.support.servers import get_json, spawn_server, stop_process, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +166,30 @@ def test_folder_without_manifest(tmp_path: Path) -> None:
     process = openenv("serve", cwd=tmp_path)
     output = finish(process)
     assert process.returncode == 1 and "openenv.yaml" in output
+
+
+@pytest.mark.parametrize(("workers", "connections"), [(1, 150), (2, 400)])
+def test_the_apps_own_capacity_sets_how_many_connections_one_address_may_open(
+    workers: int, connections: int
+) -> None:
+    """The bench environment's ``create_app`` asks for 65,536 sessions a worker; the
+    launch's default (100) would let one address open only 132 connections per worker.
+    (``python -m openenv_runtime.serve``; ``openenv serve`` loads the app the same way.)"""
+    port = free_port()
+    process = spawn_server("openenv_cli.bench.bench_env:app", port, workers=workers)
+    try:
+        refused = asyncio.run(_open_many(f"ws://127.0.0.1:{port}/ws", connections))
+        assert refused == [], refused[:3]
+    finally:
+        stop_process(process)
+
+
+async def _open_many(url: str, count: int) -> list[str]:
+    """Open ``count`` WebSocket sessions from this address at once; the refusals' texts."""
+    opened = await asyncio.gather(
+        *(Connection.open(url, use_proxy=False) for _ in range(count)), return_exceptions=True
+    )
+    for connection in opened:
+        if isinstance(connection, Connection):
+            connection.abort()
+    return [repr(x) for x in opened if not isinstance(x, Connection)]

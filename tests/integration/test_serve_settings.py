@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import os
@@ -17,7 +16,6 @@ import pytest
 import yaml
 
 from openenv_cli.scaffold import render_project, write_project
-from openenv_runtime.client.transport import Connection
 from openenv_runtime.testing import free_port
 from tests.support.servers import wait_until
 
@@ -169,36 +167,3 @@ def _stop(process: subprocess.Popen[str]) -> str:
         except subprocess.TimeoutExpired:
             process.kill()
     return process.stdout.read() if process.stdout else ""
-
-
-@pytest.mark.parametrize(("workers", "connections"), [(1, 150), (2, 400)])
-def test_the_apps_own_capacity_sets_how_many_connections_one_address_may_open(
-    workers: int, connections: int
-) -> None:
-    """The bench environment's ``create_app`` asks for 65,536 sessions a worker; the
-    launch's default (100) would let one address open only 132 connections per worker."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
-    env["LOG_LEVEL"] = "warning"  # a line per connection would fill the unread pipe
-    command = [sys.executable, "-m", "openenv_runtime.serve", "openenv_cli.bench.bench_env:app"]
-    command += ["--port", str(port), "--workers", str(workers)]
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    try:
-        assert wait_until(lambda: up(port), timeout=40), _stop(process)
-        refused = asyncio.run(_open_many(f"ws://127.0.0.1:{port}/ws", connections))
-        assert refused == [], refused[:3]
-    finally:
-        _stop(process)
-
-
-async def _open_many(url: str, count: int) -> list[str]:
-    """Open ``count`` WebSocket sessions from this address at once; the refusals' texts."""
-    opened = await asyncio.gather(
-        *(Connection.open(url, use_proxy=False) for _ in range(count)), return_exceptions=True
-    )
-    for connection in opened:
-        if isinstance(connection, Connection):
-            connection.abort()
-    return [repr(x) for x in opened if not isinstance(x, Connection)]
