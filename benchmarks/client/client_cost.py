@@ -1,6 +1,6 @@
 """Client CPU per step: the bench's lean client, ``EnvClient``, ``EnvPool`` and openenv-core's client.
 
-    python benchmarks/client/client_cost.py                 # about a minute
+    python benchmarks/client/client_cost.py                 # about two minutes
     python benchmarks/client/client_cost.py --seconds 3 --rounds 5
     python benchmarks/client/client_cost.py --compare before=/tmp/before/runtime
 
