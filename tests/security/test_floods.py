@@ -15,11 +15,11 @@ from websockets.sync.client import connect
 
 from openenv_runtime import create_app
 from openenv_runtime.server import ServerSettings
-from openenv_runtime.testing import running_server
+from openenv_runtime.testing import free_port, running_server
 from tests.fixtures.echo import EchoAction, EchoObservation
 from tests.fixtures.mcp_echo import ToolEchoEnvironment
 from tests.fixtures.tracking import Tracker, tracking_env
-from tests.support.servers import get_json, post_json, wait_until
+from tests.support.servers import get_json, post_json, spawn_server, stop_process, wait_until
 
 pytestmark = pytest.mark.integration  # real servers on real sockets
 
@@ -60,6 +60,21 @@ def test_idle_sockets_from_one_address_starve_no_one(monkeypatch: pytest.MonkeyP
             stack.enter_context(socket.create_connection(("127.0.0.1", port)))
         assert status(url, "/health", OTHER) == 200 and status(url, "/ready", OTHER) == 200
         assert episode(url) == ["observation", "observation"]
+
+
+def test_a_served_apps_own_smaller_capacity_caps_one_addresss_sockets() -> None:
+    """``create_app(max_concurrent_envs=4)`` served by ``python -m openenv_runtime.serve``: one
+    address gets 4 + 32 connections (and a few for probes), not the launch default's 132."""
+    port = free_port()
+    process = spawn_server("tests.fixtures.echo_app:small_app", port)
+    try:
+        with ExitStack() as stack:
+            for _ in range(60):
+                stack.enter_context(socket.create_connection(("127.0.0.1", port)))
+            assert status(f"http://127.0.0.1:{port}", "/health") == 503
+            assert status(f"http://127.0.0.1:{port}", "/health", OTHER) == 200
+    finally:
+        stop_process(process)
 
 
 def test_sockets_that_never_send_headers_are_closed(monkeypatch: pytest.MonkeyPatch) -> None:
