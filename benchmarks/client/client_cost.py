@@ -280,29 +280,29 @@ def measure_here(kind: str, urls: list[str], sessions: int, seconds: float) -> d
     }
 
 
-def measure(
-    kind: str, runtime: Path, urls: list[str], sessions: int, seconds: float
-) -> dict[str, float]:
-    """``kind``'s figures from a process of its own (on this process's core) running the
-    runtime in ``runtime``."""
-    load = os.getloadavg()[0]
+def in_child(runtime: Path, kind: str, urls: list[str], *flags: str, seconds: float) -> Any:
+    """What this script prints as ``--child KIND URLS FLAGS`` in a process of its own (on this
+    process's core) running the runtime in ``runtime``; ``seconds``: how long it measures."""
     done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--child",
-            kind,
-            ",".join(urls),
-            f"--sessions={sessions}",
-            f"--seconds={seconds}",
-        ],
+        [sys.executable, str(Path(__file__).resolve()), "--child", kind, ",".join(urls), *flags],
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(runtime), str(ROOT)])},
         capture_output=True,
         text=True,
         timeout=seconds * 4 + 120,
         check=True,
     )
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_average": load}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(
+    kind: str, runtime: Path, urls: list[str], sessions: int, seconds: float
+) -> dict[str, float]:
+    """``kind``'s figures from a process of its own running the runtime in ``runtime``."""
+    load = os.getloadavg()[0]
+    found = in_child(
+        runtime, kind, urls, f"--sessions={sessions}", f"--seconds={seconds}", seconds=seconds
+    )
+    return {**found, "load_average": load}
 
 
 REFERENCE_SCRIPT = textwrap.dedent(
@@ -393,26 +393,17 @@ def measure_reference(python: Path, url: str, sessions: int, seconds: float) -> 
 def measure_interleaved(
     runtime: Path, urls: list[str], args: argparse.Namespace
 ) -> dict[str, list[dict[str, float]]]:
-    """The interleaved windows (:func:`run_interleaved`) from a process of its own on this
-    process's core, running the runtime in ``runtime``."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--child",
-            "interleaved",
-            ",".join(urls),
-            f"--sessions={args.sessions}",
-            f"--cycles={args.cycles}",
-            f"--window={args.window}",
-        ],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(runtime), str(ROOT)])},
-        capture_output=True,
-        text=True,
-        timeout=args.cycles * args.window * len(INTERLEAVED) * 4 + 120,
-        check=True,
+    """The interleaved windows (:func:`run_interleaved`) from a process of its own running
+    the runtime in ``runtime``."""
+    windows: dict[str, list[dict[str, float]]] = in_child(
+        runtime,
+        "interleaved",
+        urls,
+        f"--sessions={args.sessions}",
+        f"--cycles={args.cycles}",
+        f"--window={args.window}",
+        seconds=args.cycles * args.window * len(INTERLEAVED),
     )
-    windows: dict[str, list[dict[str, float]]] = json.loads(done.stdout.strip().splitlines()[-1])
     return windows
 
 
@@ -532,6 +523,7 @@ def main() -> None:
 
     results: dict[str, dict[str, Any]] = {}
     for label in runtimes:
+        windows = interleaved_summary(interleaved[label])
         cost = _medians(rounds[label], "cpu_us_per_step")
         rate = _medians(throughput[label], "steps_per_s")
         results[label] = {
@@ -545,16 +537,11 @@ def main() -> None:
                 "EnvPool_vs_lean": cost["EnvPool"] / cost["lean"],
                 "typed_floor_vs_lean": cost["typed"] / cost["lean"],
                 "pool_throughput_vs_lean": rate["EnvPool"] / rate["lean"],
-                **(
-                    {
-                        k + "_vs_lean_interleaved": interleaved_summary(interleaved[label])[k][
-                            "vs_lean"
-                        ]
-                        for k in ("typed", "EnvClient")
-                    }
-                    if interleaved[label]
-                    else {}
-                ),
+                **{
+                    f"{k}_vs_lean_interleaved": windows[k]["vs_lean"]
+                    for k in windows
+                    if k != "lean"
+                },
             },
             # each round's ratio (the kinds run back to back), then their median: steadier
             # than the ratio of medians while other work comes and goes
@@ -568,7 +555,7 @@ def main() -> None:
             "load_average_median": statistics.median(
                 x["load_average"] for v in rounds[label].values() for x in v
             ),
-            "interleaved": interleaved_summary(interleaved[label]),
+            "interleaved": windows,
         }
     if reference:
         results["current"]["cpu_us_per_step"]["openenv-core"] = statistics.median(
