@@ -3,6 +3,7 @@ its own HTTP protocol parses is bounded in size and time."""
 
 from __future__ import annotations
 
+import gc
 import http.client
 import socket
 import time
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from openenv_runtime.capture import CaptureProxy
+from openenv_runtime.capture.upstream import Call, Response
 from openenv_runtime.testing.stub_llm import StubLLM
 from tests.support.capture import WAYS, Serve, serving
 
@@ -108,6 +110,30 @@ def test_sessions_are_capped_with_a_clear_error(serve: Serve) -> None:
                 == 204
             )
             assert httpx.post(f"{url}/sessions").status_code == 201  # room again
+
+
+def test_a_finished_call_and_a_deleted_session_hold_no_memory_until_a_collection(
+    proxied: tuple[StubLLM, CaptureProxy, str],
+) -> None:
+    """Each call's objects are freed as it ends, never left in a reference cycle: with the
+    collector's thresholds raised (``openenv capture`` raises them), a cycle per call kept
+    every answer, and the session it was recorded into, until a collection came."""
+    _, _, url = proxied
+    session = httpx.post(f"{url}/sessions").json()
+    own = {"Authorization": f"Bearer {session['api_key']}"}
+    gc.collect()
+    gc.disable()
+    try:
+        with httpx.Client(base_url=session["base_url"], headers=own) as client:
+            for _ in range(5):
+                client.post("/chat/completions", json={"model": "m", "messages": []})
+        entries = f"{url}/sessions/{session['session_id']}/trace_entries"
+        assert len(httpx.get(entries, headers=own).json()) == 5
+        assert httpx.delete(f"{url}/sessions/{session['session_id']}", headers=own).is_success
+        left = [o for o in gc.get_objects() if isinstance(o, (Call, Response))]
+        assert left == []
+    finally:
+        gc.enable()
 
 
 def test_a_query_that_could_split_the_request_line_is_refused() -> None:

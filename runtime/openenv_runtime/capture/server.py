@@ -432,6 +432,7 @@ class _Exchange:
         if self.response_complete:
             return
         self.response_complete = True
+        self.call = None  # the call is over: no cycle through it
         protocol = self.protocol
         if protocol.current is self:
             protocol.current = None

@@ -219,6 +219,7 @@ class Call:
                 self.connecting.cancel()
             if self.connection is not None:
                 self.connection.close()
+            self.answer = _ENDED
 
     def timed_out(self) -> None:
         if self.connection is not None:
@@ -265,10 +266,32 @@ class Call:
             return
         self.done = True
         self.timer.cancel()
+        # the answer and the call refer to each other: let go, so that both are freed at once
+        # (a cycle would hold them, and the session they record into, until a collection)
+        answer, self.answer = self.answer, _ENDED
         if error is None:
-            self.answer.end()
+            answer.end()
         else:
-            self.answer.fail(error)
+            answer.fail(error)
+
+
+class _Ended:
+    """The answer of a call that is over: nothing more reaches it."""
+
+    def head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        return None
+
+    def body(self, chunk: bytes) -> None:
+        return None
+
+    def end(self) -> None:
+        return None
+
+    def fail(self, error: BaseException) -> None:
+        return None
+
+
+_ENDED = _Ended()
 
 
 class Response:
