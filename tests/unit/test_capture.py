@@ -140,6 +140,25 @@ def test_wrong_deleted_or_foreign_keys_are_refused(
     assert len(stub.requests) == 1  # refused calls never reach the model server
 
 
+def test_a_sessions_urls_are_the_proxys_as_the_client_reached_it(serve: Serve) -> None:
+    """The start of a session answers with the Host the client used, and the scheme a
+    trusted front (uvicorn trusts 127.0.0.1) says it used; its end is a bare 204."""
+    with StubLLM().serve() as upstream, serve(CaptureProxy(upstream)) as url:
+        port = url.rsplit(":", 1)[1]
+        made = httpx.post(f"{url}/sessions", headers={"Host": f"proxy.example:{port}"}).json()
+        assert made["base_url"] == f"http://proxy.example:{port}/sessions/{made['session_id']}/v1"
+        fronted = httpx.post(f"{url}/sessions", headers={"X-Forwarded-Proto": "https"}).json()
+        assert fronted["base_url"].startswith(f"https://127.0.0.1:{port}/sessions/")
+        own = {"Authorization": f"Bearer {made['api_key']}"}
+        ended = httpx.delete(f"{url}/sessions/{made['session_id']}", headers=own)
+        assert ended.status_code == 204
+        assert ended.content == b""
+        assert "content-length" not in ended.headers
+        assert "content-type" not in ended.headers
+        # the routes keep their methods: others are for the router to refuse
+        assert httpx.put(f"{url}/sessions/{made['session_id']}", headers=own).status_code == 405
+
+
 def test_admin_token_guards_the_session_routes(serve: Serve) -> None:
     stub = StubLLM()
     with (

@@ -46,8 +46,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..llm.completions import DecodeError, decode_completion
 from ..llm.samples import TraceEntry
-from ..llm.tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens, read_tokens
+from ..llm.tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens
 from ..observability import tracing
 from .upstream import Response as UpstreamResponse
 from .upstream import Upstream, UpstreamError
@@ -71,6 +72,7 @@ FORWARDED_ROUTES: dict[str, frozenset[str]] = {
 }
 """The routes forwarded (under ``/v1/``) and their methods; every other path gets 404."""
 _TRACE_ROUTE = re.compile(r"^/sessions/[^/]+/trace_entries$")
+_SESSION_ROUTE = re.compile(r"^/sessions/[^/]+$")
 _UNSAFE = re.compile(r"%|\\|(?:^|/)\.{1,2}(?:/|$)")  # left after one decoding: refused
 Scope = dict[str, Any]
 _LOG_EVERY = 0.5  # seconds: the forwarded calls' log lines go out together
@@ -151,10 +153,10 @@ class CaptureProxy:
         self.tracer = tracing.tracer("openenv-capture")
         self._routes = Starlette(
             routes=[
-                Route("/sessions", self._create, methods=["POST"]),
+                Route("/sessions", self._session_route, methods=["POST"]),
                 Route("/sessions", self._list, methods=["GET"]),
-                Route("/sessions/{sid}/trace_entries", self._entries, methods=["GET"]),
-                Route("/sessions/{sid}", self._delete, methods=["DELETE"]),
+                Route("/sessions/{sid}/trace_entries", self._session_route, methods=["GET"]),
+                Route("/sessions/{sid}", self._session_route, methods=["DELETE"]),
                 Route("/health", self._health, methods=["GET"]),
             ],
             lifespan=self._lifespan,
@@ -171,21 +173,13 @@ class CaptureProxy:
             if path is None:
                 await _error(404, "no such route")(scope, receive, send)
                 return
-            handler = self._direct(scope["method"], path)
-            if handler is not None:  # once per session each: the router's layers skipped
-                sid = path.split("/")[2] if handler == self._entries else None
-                request = Request({**scope, "path_params": {"sid": sid}}, receive)
-                await (await handler(request))(scope, receive, send)
+            method = scope["method"]
+            if session_route(method, path):  # the router's layers skipped
+                root = str(Request(scope).base_url).rstrip("/") if method == "POST" else ""
+                status, body = self.answer_session_route(method, path, dict(scope["headers"]), root)
+                await _send_json(send, status, body)
                 return
         await self._routes(scope, receive, send)
-
-    def _direct(self, method: str, path: str) -> Any:
-        """The handler of a session route every session takes (its start, its read-back)."""
-        if method == "POST" and path == "/sessions":
-            return self._create
-        if method == "GET" and _TRACE_ROUTE.match(path):
-            return self._entries
-        return None
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -266,61 +260,60 @@ class CaptureProxy:
         return True
 
     # -- routes ---------------------------------------------------------------------------
-    def _admin_refused(self, request: Request) -> Response | None:
-        if self.admin_token is None:
-            return None
-        given = request.headers.get("authorization", "")
-        if hmac.compare_digest(given.encode(), f"Bearer {self.admin_token}".encode()):
-            return None
-        return _error(401, "the /sessions routes need the proxy's admin token")
+    def answer_session_route(
+        self, method: str, path: str, headers: dict[bytes, bytes], root: str
+    ) -> tuple[int, bytes]:
+        """The answer (status, JSON body; empty for 204) to a route every session takes
+        (:func:`session_route`): its start, its read-back, its end. ``headers``: the
+        request's, names in lower case; ``root``: the proxy's URL as the request reached it."""
+        if method == "POST":
+            if not self._admin_allowed(headers):
+                return _ADMIN_ONLY
+            try:
+                made = self.create_session(self.public_url or root)
+            except SessionLimitError as error:
+                return 429, error_body(str(error))
+            return 201, orjson.dumps(made)
+        sid = path.split("/")[2]
+        if not self._owner_allowed(headers, sid):
+            who = "its api_key" + (" or the proxy's admin token" if self.admin_token else "")
+            return 401, error_body(f"a session's routes need {who} (Authorization: Bearer ...)")
+        if method == "GET":
+            if sid not in self._sessions:
+                return _NO_SESSION
+            return 200, orjson.dumps(self._recorded(sid))
+        if not self.delete_session(sid):
+            return _NO_SESSION
+        return 204, b""
 
-    def _owner_refused(self, request: Request, sid: str) -> Response | None:
-        """401 unless the request carries the admin token (when set) or session ``sid``'s key."""
-        if self.admin_token is not None and self._admin_refused(request) is None:
-            return None
-        session = self._session_of(dict(request.scope["headers"]), sid)
-        if session is not None:
-            return None
-        who = "its api_key" + (" or the proxy's admin token" if self.admin_token else "")
-        return _error(401, f"a session's routes need {who} (Authorization: Bearer ...)")
+    def _admin_allowed(self, headers: dict[bytes, bytes]) -> bool:
+        if self.admin_token is None:
+            return True
+        given = headers.get(b"authorization", b"")
+        return hmac.compare_digest(given, f"Bearer {self.admin_token}".encode())
+
+    def _owner_allowed(self, headers: dict[bytes, bytes], sid: str) -> bool:
+        """The request carries the admin token (when set) or session ``sid``'s key."""
+        if self.admin_token is not None and self._admin_allowed(headers):
+            return True
+        return self._session_of(headers, sid) is not None
 
     async def _health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok", "sessions": len(self._sessions)})
 
-    async def _create(self, request: Request) -> Response:
-        refused = self._admin_refused(request)
-        if refused is not None:
-            return refused
-        root = self.public_url or str(request.base_url).rstrip("/")
-        try:
-            made = self.create_session(root)
-        except SessionLimitError as error:
-            return _error(429, str(error))
-        return JSONResponse(made, status_code=201)
+    async def _session_route(self, request: Request) -> Response:
+        root = str(request.base_url).rstrip("/")
+        status, body = self.answer_session_route(
+            request.method, request.url.path, dict(request.scope["headers"]), root
+        )
+        if status == 204:
+            return Response(status_code=204)
+        return Response(body, status_code=status, media_type="application/json")
 
     async def _list(self, request: Request) -> Response:
-        refused = self._admin_refused(request)
-        if refused is not None:
-            return refused
+        if not self._admin_allowed(dict(request.scope["headers"])):
+            return Response(_ADMIN_ONLY[1], status_code=401, media_type="application/json")
         return Response(orjson.dumps(self.sessions()), media_type="application/json")
-
-    async def _entries(self, request: Request) -> Response:
-        sid = request.path_params["sid"]
-        refused = self._owner_refused(request, sid)
-        if refused is not None:
-            return refused
-        if sid not in self._sessions:
-            return _error(404, "no such session (deleted, or never created)")
-        return Response(orjson.dumps(self._recorded(sid)), media_type="application/json")
-
-    async def _delete(self, request: Request) -> Response:
-        sid = request.path_params["sid"]
-        refused = self._owner_refused(request, sid)
-        if refused is not None:
-            return refused
-        if not self.delete_session(sid):
-            return _error(404, "no such session (deleted, or never created)")
-        return Response(status_code=204)
 
     # -- the forwarded calls: checks and recording, shared by both ways in -----------------
     @property
@@ -552,12 +545,12 @@ class CaptureProxy:
                 entry["finish_reason"] = gathered.finish_reason
                 tokens = gathered.tokens(where)
             else:
-                answer = orjson.loads(call.raw)
-                choice = (answer.get("choices") or [{}])[0]
-                entry["completion"] = dict(choice.get("message") or {})
-                entry["finish_reason"] = choice.get("finish_reason")
-                tokens = read_tokens(answer, where)
-        except (MissingTokenIdsError, orjson.JSONDecodeError, AttributeError) as error:
+                message, finish, read = decode_completion(call.raw, where)
+                entry["completion"], entry["finish_reason"] = message, finish
+                if isinstance(read, MissingTokenIdsError):
+                    raise read
+                tokens = read
+        except (MissingTokenIdsError, orjson.JSONDecodeError, DecodeError, AttributeError) as error:
             entry["error"] = str(error) or type(error).__name__
         else:
             entry["prompt_token_ids"] = tokens.prompt_token_ids
@@ -577,6 +570,16 @@ class Refused(Exception):
 
 class SessionLimitError(RuntimeError):
     """The proxy holds ``max_sessions`` sessions already: delete finished ones first."""
+
+
+def session_route(method: str, path: str) -> bool:
+    """Whether ``method path`` (decoded) is a route every session takes: ``POST /sessions``,
+    ``GET /sessions/ID/trace_entries``, ``DELETE /sessions/ID``."""
+    if method == "POST":
+        return path == "/sessions"
+    if method == "GET":
+        return _TRACE_ROUTE.match(path) is not None
+    return method == "DELETE" and _SESSION_ROUTE.match(path) is not None
 
 
 def forwarded_route(path: str) -> tuple[str | None, str] | None:
@@ -650,12 +653,21 @@ def error_body(message: str) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": "capture_proxy"}})
 
 
+_ADMIN_ONLY = (401, error_body("the /sessions routes need the proxy's admin token"))
+_NO_SESSION = (404, error_body("no such session (deleted, or never created)"))
+
+
 def _error(status: int, message: str) -> Response:
     return Response(error_body(message), status_code=status, media_type="application/json")
 
 
 async def _send_error(send: Any, status: int, message: str) -> None:
-    body = error_body(message)
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await _send_json(send, status, error_body(message))
+
+
+async def _send_json(send: Any, status: int, body: bytes) -> None:
+    headers = []  # a 204 carries neither
+    if status != 204:
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

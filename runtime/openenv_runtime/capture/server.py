@@ -39,7 +39,15 @@ from typing import Any, ClassVar
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from .proxy import CaptureProxy, Refused, error_body, forwarded_route, relayed, unreachable
+from .proxy import (
+    CaptureProxy,
+    Refused,
+    error_body,
+    forwarded_route,
+    relayed,
+    session_route,
+    unreachable,
+)
 from .upstream import Call
 
 logger = logging.getLogger("openenv_runtime.capture")
@@ -192,11 +200,12 @@ class CaptureProtocol(HttpToolsProtocol):
         ):
             super().on_headers_complete()
             return
-        route = forwarded_route(path.decode("latin-1"))
-        if route is None:
-            super().on_headers_complete()
-            return
+        text = path.decode("latin-1")
+        route = forwarded_route(text)
         method = parser.get_method().decode("ascii")
+        if route is None:
+            self.session_call(method, text)
+            return
         if method == "HEAD":  # an answer without a body: uvicorn's to write
             super().on_headers_complete()
             return
@@ -208,6 +217,29 @@ class CaptureProtocol(HttpToolsProtocol):
             )
         except Refused as refused:
             exchange.refuse(refused)
+
+    def session_call(self, method: str, path: str) -> None:
+        """A route every session takes (its start, read-back and end: ``session_route``),
+        answered here once the request is read; any other request goes to ASGI."""
+        headers = dict(self.headers)
+        root = ""
+        if method == "POST":  # the session's URLs start with the proxy's as the client sees it
+            host = headers.get(b"host")
+            if (
+                host is None
+                or self.root_path
+                or b"x-forwarded-proto" in headers
+                or b"x-forwarded-for" in headers
+            ):  # uvicorn's ASGI path knows what these mean
+                super().on_headers_complete()
+                return
+            root = f"{self.scheme}://{host.decode('latin-1')}"
+        if not session_route(method, path):
+            super().on_headers_complete()
+            return
+        exchange = _Exchange(self, method, "", self.parser.should_keep_alive())
+        exchange.local, exchange.local_headers, exchange.local_root = path, headers, root
+        self.cycle = self.exchange = self.current = exchange
 
     def on_body(self, body: bytes) -> None:
         exchange = self.exchange
@@ -264,6 +296,9 @@ class _Exchange:
         "chat",
         "disconnected",
         "keep_alive",
+        "local",
+        "local_headers",
+        "local_root",
         "method",
         "parts",
         "paused",
@@ -301,6 +336,9 @@ class _Exchange:
         self.timestamp = self.started = 0.0
         self.response_complete = False
         self.disconnected = False
+        self.local: str | None = None  # a session route's path: answered by the proxy itself
+        self.local_headers: dict[bytes, bytes] = {}
+        self.local_root = ""
 
     # -- the request -------------------------------------------------------------------------
     def refuse(self, refused: Refused) -> None:
@@ -311,7 +349,7 @@ class _Exchange:
             self.error(refused.status, refused.message)
 
     def add(self, chunk: bytes) -> None:
-        if self.refused is not None:
+        if self.refused is not None or self.local is not None:
             return  # read and dropped
         self.size += len(chunk)
         if self.size > self.protocol.proxy.max_body_bytes:
@@ -327,6 +365,14 @@ class _Exchange:
                 self.error(self.refused.status, self.refused.message)
             return
         proxy = self.protocol.proxy
+        if self.local is not None:
+            status, body = proxy.answer_session_route(
+                self.method, self.local, self.local_headers, self.local_root
+            )
+            headers = [(b"content-type", b"application/json")] if status != 204 else []
+            self.write(self.response_head(status, headers, len(body)) + body)
+            self.complete()
+            return
         parts = self.parts
         raw = parts[0] if len(parts) == 1 else b"".join(parts)
         self.parts = []
@@ -413,7 +459,9 @@ class _Exchange:
         lines.append(_defaults(self.protocol.server_state.default_headers))
         for name, value in relayed(headers):
             lines += (name, b": ", value, b"\r\n")
-        if length is None:
+        if status == 204:  # neither a length nor a body
+            pass
+        elif length is None:
             lines.append(b"transfer-encoding: chunked\r\n")
         else:
             lines.append(b"content-length: %d\r\n" % length)
