@@ -13,7 +13,9 @@ import httpx
 import pytest
 
 from openenv_runtime.capture import CaptureProxy
+from openenv_runtime.capture.server import protocol_for
 from openenv_runtime.capture.upstream import Call, Response
+from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM
 from tests.support.capture import WAYS, Serve, serving
 
@@ -264,6 +266,37 @@ def test_pipelined_calls_are_answered_in_order_and_recorded(
     answer = exchange(url, chat(session) + chat(session) + closing)
     assert answer.count(b"HTTP/1.1 200 OK") == 3
     assert len(proxy.trace_entries(session["session_id"])) == 3 and len(stub.requests) == 3
+
+
+def test_a_later_request_on_a_kept_connection_is_timed_and_an_idle_one_closed() -> None:
+    """The requests of one connection share a timer, set again as it goes off: a request
+    that stalls after others were answered on the same connection still gets its 408 in
+    about ``request_timeout`` (0.5 s here), and a connection left idle after several answers
+    is closed after uvicorn's keep-alive timeout (1 s here), never sooner."""
+    with StubLLM().serve() as upstream:
+        proxy = CaptureProxy(upstream, request_timeout=0.5)
+        with running_server(proxy.app, http=protocol_for(proxy), timeout_keep_alive=1) as url:
+            request = chat(proxy.create_session(url))
+            host, port = url.removeprefix("http://").split(":")
+            with socket.create_connection((host, int(port)), timeout=10) as stalled:
+                for _ in range(3):  # answered, 0.3 s apart: the first timer outlives them
+                    stalled.sendall(request)
+                    assert stalled.recv(65536).startswith(b"HTTP/1.1 200 ")
+                    time.sleep(0.3)
+                stalled.sendall(request[:-5])  # the body never ends
+                began = time.monotonic()
+                assert stalled.recv(65536).startswith(b"HTTP/1.1 408 ")
+                assert 0.4 <= time.monotonic() - began < 1.5
+            with socket.create_connection((host, int(port)), timeout=10) as idle:
+                for pause in (0.6, 0.6, 0.0):  # under the keep-alive timeout: kept
+                    idle.sendall(request)
+                    assert idle.recv(65536).startswith(b"HTTP/1.1 200 ")
+                    time.sleep(pause)
+                idle.settimeout(0.5)
+                with pytest.raises(TimeoutError):  # not closed yet, 0.5 s idle
+                    idle.recv(1)
+                idle.settimeout(5)
+                assert idle.recv(1) == b""  # closed, about 1 s after the last answer
 
 
 def test_a_slow_client_is_cut_off_and_a_half_closed_one_holds_nothing(

@@ -136,6 +136,62 @@ def test_silence_garbage_and_refusal_are_errors() -> None:
         asyncio.run(refused())
 
 
+def test_each_call_times_out_at_its_own_limit_in_any_event_loop() -> None:
+    """One timer serves every call under way: a call with a shorter limit made after one
+    with a longer limit still times out first, a call that ends is no longer timed, and a
+    client whose timer was left set in an event loop now gone times its calls in the next."""
+
+    async def by_path(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await _request_head(reader)
+            if b"/fast" in head:
+                writer.write(OK)
+                await writer.drain()
+            else:
+                await asyncio.sleep(30)
+
+    upstreams: list[Upstream] = []
+
+    async def run(calls: list[tuple[str, float]]) -> list[tuple[str, str, float]]:
+        server, base, _ = await _serve(by_path)
+        if not upstreams:
+            upstreams.append(Upstream(base))
+        upstream = upstreams[0]
+        upstream.port = server.sockets[0].getsockname()[1]  # the same client, this loop's server
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        ended: list[tuple[str, str, float]] = []  # (path, outcome, seconds from the start)
+
+        async def call(path: str, timeout: float) -> None:
+            try:
+                response = await upstream.request("POST", path, b"{}", {}, timeout)
+                await response.read()
+                response.release()
+                ended.append((path, "ok", loop.time() - started))
+            except TimeoutError:
+                ended.append((path, "timed out", loop.time() - started))
+
+        try:
+            everything = asyncio.gather(*(call(path, limit) for path, limit in calls))
+            await asyncio.wait_for(everything, 3)
+        except TimeoutError:
+            ended.append(("", "still waiting", loop.time() - started))
+        finally:
+            upstream.close()
+            server.close()
+        return ended
+
+    assert [e[:2] for e in asyncio.run(run([("/fast", 0.5)]))] == [("/fast", "ok")]
+    # (that call left its timer set, in a loop now gone); these are all due after it
+    ended = asyncio.run(run([("/slow-long", 1.2), ("/slow-short", 0.6), ("/fast", 0.6)]))
+    assert [e[:2] for e in ended] == [
+        ("/fast", "ok"),
+        ("/slow-short", "timed out"),
+        ("/slow-long", "timed out"),
+    ]
+    assert 0.6 <= ended[1][2] < 1.1 and 1.2 <= ended[2][2] < 1.7
+
+
 class Recorder:
     """An ``Answer`` that keeps what it was handed, in order."""
 

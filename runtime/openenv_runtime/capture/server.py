@@ -102,7 +102,9 @@ class CaptureProtocol(HttpToolsProtocol):
     current: _Exchange | None = None  # the forwarded call until its answer ends
     in_head = False  # between a request's first byte and the end of its headers
     head_bytes = 0  # bytes read meanwhile (from the read after the first)
-    deadline: Any = None  # the timer of the request being read
+    deadline: Any = None  # the timer of the requests' time limit (see ``overdue``)
+    request_began: float | None = None  # loop time the request being read began
+    idle_since: float | None = None  # loop time the last answer ended, while nothing came since
     refusal: bytes | None = None
 
     # uvicorn's state (set by its protocol)
@@ -113,12 +115,16 @@ class CaptureProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
+        self.request_began = self.loop.time()
         self.deadline = self.loop.call_later(self.proxy.request_timeout, self.overdue)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.deadline is not None:
             self.deadline.cancel()
             self.deadline = None
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
         if self.current is not None:
             self.current.client_gone()
         super().connection_lost(exc)
@@ -151,16 +157,63 @@ class CaptureProtocol(HttpToolsProtocol):
             self.transport.write(refusal)
         self.transport.close()
 
+    # -- keep-alive: like the requests' time limit, one timer set again only when it goes off
+    def _unset_keepalive_if_required(self) -> None:
+        self.idle_since = None  # uvicorn calls it as bytes arrive: no longer idle
+
+    def on_response_complete(self) -> None:
+        # uvicorn's own, but for the keep-alive timer (see keep_alive_due)
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        self.idle_since = self.loop.time()
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.keep_alive_due
+            )
+
+    def keep_alive_due(self) -> None:
+        """The keep-alive timer: close a connection idle for uvicorn's ``timeout_keep_alive``
+        seconds, or set the timer again for when the one idle now would be."""
+        self.timeout_keep_alive_task = None
+        since = self.idle_since
+        if since is None:  # busy: the next answer's end sets the timer again
+            return
+        left = since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self.keep_alive_due)
+            return
+        self.timeout_keep_alive_handler()
+
     def resume_writing(self) -> None:
         super().resume_writing()
         if self.current is not None:
             self.current.writable()
 
     def overdue(self) -> None:
-        """The request being read did not arrive whole in time."""
+        """The requests' timer: the request being read did not arrive whole in time, or
+        else the timer is set again for the one being read now (if any).
+
+        One timer serves the connection's requests, set again only when it goes off: a
+        timer made and cancelled per request cost ~2 µs each (and more between calls, the
+        caches cold), a good part of the proxy's CPU per call."""
         self.deadline = None
+        began = self.request_began
+        if began is None:  # between requests: the keep-alive timeout's business
+            return
+        timeout = self.proxy.request_timeout
+        left = began + timeout - self.loop.time()
+        if left > 0:  # a later request than the one the timer was set for
+            self.deadline = self.loop.call_later(left, self.overdue)
+            return
         if self.flow.read_paused:  # the proxy stopped reading (a pipelined request waits)
-            self.deadline = self.loop.call_later(self.proxy.request_timeout, self.overdue)
+            self.request_began = self.loop.time()
+            self.deadline = self.loop.call_later(timeout, self.overdue)
             return
         cycle = self.cycle
         if getattr(cycle, "response_started", False):  # an answer begun is not cut: only closed
@@ -173,6 +226,8 @@ class CaptureProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.in_head, self.head_bytes = True, 0
+        if self.request_began is None:
+            self.request_began = self.loop.time()
         if self.deadline is None:
             self.deadline = self.loop.call_later(self.proxy.request_timeout, self.overdue)
 
@@ -249,9 +304,7 @@ class CaptureProtocol(HttpToolsProtocol):
             exchange.add(body)
 
     def on_message_complete(self) -> None:
-        if self.deadline is not None:
-            self.deadline.cancel()
-            self.deadline = None
+        self.request_began = None  # read whole: its timer, when it goes off, finds nothing due
         exchange = self.exchange
         if exchange is None:
             super().on_message_complete()
