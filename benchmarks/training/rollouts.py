@@ -294,6 +294,11 @@ def main() -> None:
         type=Path,
         help="a second proxy from another checkout (its runtime/ and CLI; overhead: before and after)",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="overhead: a raw byte forwarder in the same rounds (raw_forwarder.py; the floor)",
+    )
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--turns", type=int, default=8)
@@ -384,6 +389,18 @@ def _overhead(args: argparse.Namespace, llm: str, processes: list[Any]) -> dict[
             _spawn([sys.executable, "-m", "openenv_cli", *capture], url + "/health", source)
         )
         proxies[name] = (url, processes[-1].pid)
+    if args.floor:
+        port = free_port()
+        forwarder = [
+            sys.executable,
+            str(Path(__file__).with_name("raw_forwarder.py")),
+            "--port",
+            str(port),
+        ]
+        forwarder += ["--upstream-port", llm.rsplit(":", 1)[1]]
+        url = f"http://127.0.0.1:{port}"
+        processes.append(_spawn(forwarder, url + "/health"))
+        proxies["floor"] = (url, processes[-1].pid)
     stub_pid = processes[0].pid
     everything = os.sched_getaffinity(0)
     cores: dict[str, Any] = {"stub_llm": None, "load_generator": None}
@@ -401,6 +418,7 @@ def _overhead(args: argparse.Namespace, llm: str, processes: list[Any]) -> dict[
             proxies=proxies,
             stub_pid=stub_pid,
             cores=cores,
+            floors=frozenset({"floor"} & set(proxies)),
         )
     finally:
         os.sched_setaffinity(0, everything)

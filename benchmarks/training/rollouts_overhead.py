@@ -59,10 +59,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def _phase(
-    target: str | None, sessions: int, calls: int, pace: float, llm: str
+    target: str | None, sessions: int, calls: int, pace: float, llm: str, floor: bool = False
 ) -> list[float]:
     """One phase: ``sessions`` sessions of ``calls`` calls, to ``llm`` (``target`` None) or
-    through the proxy at ``target``; the latencies in ms."""
+    through the proxy at ``target`` (``floor``: a raw forwarder, no sessions); the latencies
+    in ms."""
     body = orjson.dumps(
         {
             "model": "m",
@@ -77,7 +78,9 @@ async def _phase(
 
         async def one_session(index: int) -> None:
             headers = {"content-type": "application/json"}
-            if target is not None:
+            if floor:
+                url = f"{target}/v1/chat/completions"
+            elif target is not None:
                 async with client.post(f"{target}/sessions") as made:
                     s = await made.json()
                 url = f"{s['base_url']}/chat/completions"
@@ -92,7 +95,9 @@ async def _phase(
                 latencies.append((time.perf_counter() - started) * 1000)
                 assert answer.status == 200, answer.status
                 await asyncio.sleep(pace)  # think time: keeps the model server unsaturated
-            if target is not None:  # read back what was recorded, then end the session, as a
+            if (
+                target is not None and not floor
+            ):  # read back what was recorded, then end the session, as a
                 # harness does (the proxy holds at most --max-sessions); both count as the proxy's
                 session_url = f"{target}/sessions/{s['session_id']}"
                 async with client.get(f"{session_url}/trace_entries", headers=headers) as entries:
@@ -114,13 +119,16 @@ def overhead(
     proxies: dict[str, tuple[str, int]],
     stub_pid: int,
     cores: dict[str, Any],
+    floors: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Direct and proxied phases in rotation (``proxies``: name → (URL, pid)); latency
     percentiles, CPU per call, load averages. The first proxy is the one reported as
-    ``proxy``; others (an earlier version, say) get their own ``<name>_`` figures."""
+    ``proxy``; others (an earlier version, say) get their own ``<name>_`` figures; those in
+    ``floors`` are raw forwarders (``raw_forwarder.py``), called without sessions."""
     targets: dict[str, str | None] = {"direct": None, **{n: u for n, (u, _) in proxies.items()}}
+    floor_urls = {proxies[n][0] for n in floors}
     for target in targets.values():  # warm-up, every path
-        asyncio.run(_phase(target, sessions, 2, pace / 4, llm))
+        asyncio.run(_phase(target, sessions, 2, pace / 4, llm, target in floor_urls))
     names = list(targets)
     pooled: dict[str, list[float]] = {n: [] for n in names}
     proxy_cpu = dict.fromkeys(names, 0.0)
@@ -135,7 +143,7 @@ def overhead(
             pid = proxies[name][1] if name in proxies else None
             p0, p0_sys = cpu_times(pid) if pid else (0.0, 0.0)
             s0, c0 = cpu_seconds(stub_pid), time.process_time()
-            values = asyncio.run(_phase(targets[name], sessions, calls, pace, llm))
+            values = asyncio.run(_phase(targets[name], sessions, calls, pace, llm, name in floors))
             if pid:
                 p1, p1_sys = cpu_times(pid)
                 proxy_cpu[name] += p1 + p1_sys - p0 - p0_sys
