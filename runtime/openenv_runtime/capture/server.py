@@ -224,7 +224,10 @@ class CaptureProtocol(HttpToolsProtocol):
 
     # -- httptools' callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        # uvicorn's, but for its ASGI scope: built by to_asgi, for a request that goes there
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
         self.in_head, self.head_bytes = True, 0
         if self.request_began is None:
             self.request_began = self.loop.time()
@@ -253,7 +256,7 @@ class CaptureProtocol(HttpToolsProtocol):
             or parser.get_http_version() != "1.1"
             or parser.should_upgrade()
         ):
-            super().on_headers_complete()
+            self.to_asgi()
             return
         text = path.decode("latin-1")
         route = forwarded_route(text)
@@ -262,7 +265,7 @@ class CaptureProtocol(HttpToolsProtocol):
             self.session_call(method, text)
             return
         if method == "HEAD":  # an answer without a body: uvicorn's to write
-            super().on_headers_complete()
+            self.to_asgi()
             return
         exchange = _Exchange(self, method, route[1], parser.should_keep_alive())
         self.cycle = self.exchange = self.current = exchange
@@ -272,6 +275,14 @@ class CaptureProtocol(HttpToolsProtocol):
             )
         except Refused as refused:
             exchange.refuse(refused)
+
+    def to_asgi(self) -> None:
+        """Hand the request being read to uvicorn's ASGI path, its scope built now."""
+        url, headers, expect = self.url, self.headers, self.expect_100_continue
+        super().on_message_begin()
+        self.url, self.headers, self.expect_100_continue = url, headers, expect
+        self.scope["headers"] = headers
+        super().on_headers_complete()
 
     def session_call(self, method: str, path: str) -> None:
         """A route every session takes (its start, read-back and end: ``session_route``),
@@ -286,11 +297,11 @@ class CaptureProtocol(HttpToolsProtocol):
                 or b"x-forwarded-proto" in headers
                 or b"x-forwarded-for" in headers
             ):  # uvicorn's ASGI path knows what these mean
-                super().on_headers_complete()
+                self.to_asgi()
                 return
             root = f"{self.scheme}://{host.decode('latin-1')}"
         if not session_route(method, path):
-            super().on_headers_complete()
+            self.to_asgi()
             return
         exchange = _Exchange(self, method, "", self.parser.should_keep_alive())
         exchange.local, exchange.local_headers, exchange.local_root = path, headers, root
