@@ -19,7 +19,8 @@ The forwarded calls are the hot path: served with ``server.protocol_for(proxy)``
 ``http=``), they are answered in the HTTP protocol itself, below ASGI (``server.py``); without
 it, or when that protocol hands one on, a plain ASGI handler takes them, with the same checks
 and recording (:meth:`CaptureProxy.admit`, :meth:`CaptureProxy.chat_body`,
-:meth:`CaptureProxy.record`). Both reach the model server over a small HTTP/1.1 client of
+:meth:`CaptureProxy.record`). The routes every session takes (its start, its read-back, its
+end) are answered the same way both ways in, by :meth:`CaptureProxy.answer_session_route`. Both reach the model server over a small HTTP/1.1 client of
 their own (``upstream.py``); each answer is kept as the bytes the server sent and turned into
 a ``TraceEntry`` when the session's entries are read, so the answer goes back without being
 parsed first.

@@ -10,17 +10,22 @@ forwarded and relayed right here, in plain callbacks: the request's bytes as the
 the model server's answer through :meth:`Upstream.send`, written back to the client's
 transport chunk by chunk. The checks, the body's token options and the recording are the
 proxy's own (``CaptureProxy.admit``, ``chat_body``, ``record``), the same as on the ASGI path.
+So are the routes every session takes (its start, its read-back, its end:
+``CaptureProxy.answer_session_route``), answered here once the request is read.
 
-Everything else takes uvicorn's ASGI path to ``CaptureProxy.__call__`` unchanged: the session
-routes, any path that needs decoding (a ``%``, a backslash, a dot segment), a request
-pipelined behind one still being answered, HTTP/1.0, ``Expect: 100-continue``, an upgrade,
-and every call while tracing is on.
+Everything else takes uvicorn's ASGI path to ``CaptureProxy.__call__`` unchanged, its scope
+built only then: the other routes, any path that needs decoding (a ``%``, a backslash, a dot
+segment), a request pipelined behind one still being answered, HTTP/1.0,
+``Expect: 100-continue``, an upgrade, a session's start behind a front that sets
+``X-Forwarded-*`` headers (or with a ``root_path``), and every call while tracing is on.
 
 Limits on every request of a connection (both paths): its head (request line and headers)
 at most :data:`MAX_HEAD_BYTES` bytes in at most :data:`MAX_HEADERS` headers (else 431 and the
 connection closes), and the whole request, head and body, within ``request_timeout`` seconds
 of its first byte (a new connection's first request: of the connection's start), else 408
-and the connection closes; between requests, uvicorn's keep-alive timeout. A forwarded
+and the connection closes; between requests, uvicorn's keep-alive timeout. Each of the two
+is one timer per connection, set again when it goes off (a timer made and cancelled per
+request cost a measured part of the proxy's CPU per call). A forwarded
 body over ``max_body_bytes`` gets 413 as soon as it is known (its declared length, or the
 bytes read) and the connection closes.
 
