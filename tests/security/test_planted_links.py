@@ -18,6 +18,7 @@ from openenv_runtime import create_app
 from openenv_runtime.testing import running_server
 from openenv_runtime.wire import EnvironmentMetadata
 from tests.fixtures.echo import EchoAction, EchoEnvironment, EchoObservation
+from tests.support.optional import require
 
 pytestmark = pytest.mark.integration  # a real server on a real socket for collect
 
@@ -52,6 +53,9 @@ def victim(tmp_path: Path) -> Path:
 
 
 def openenv(*args: str) -> Any:
+    if args[0] in ("collect", "eval"):  # their extra's packages (the `ci` extra has them)
+        for module in ("pyarrow", "jsf", "scipy"):
+            require(module)
     return CliRunner().invoke(app, [*args], catch_exceptions=False)
 
 

@@ -17,6 +17,7 @@ from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from openenv_runtime.testing import free_port
+from tests.support.optional import require
 from tests.support.servers import active_sessions, spawn_server, stop_process, wait_until
 
 pytestmark = pytest.mark.integration  # a real server on a real socket
@@ -28,6 +29,7 @@ MAX_BYTES = 4096
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
+    require("gymnasium")  # the server's environment family
     port = free_port()
     process = spawn_server(
         "gymnasium:CartPole-v1",

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from openenv_runtime.observability import tracing
+from tests.support.optional import require
 
 OTEL_MODULES = 'sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")'
 
@@ -112,6 +113,7 @@ trace.get_tracer_provider().shutdown()
 
 @pytest.mark.parametrize(("service", "expected"), [(None, "fallback-name"), ("mine", "mine")])
 def test_on_the_sdk_is_set_up_from_the_variables(service: str | None, expected: str) -> None:
+    require("opentelemetry.sdk")  # the child process sets it up
     env = without_otel_variables() | {"OTEL_TRACES_EXPORTER": "console"}
     if service is not None:
         env["OTEL_SERVICE_NAME"] = service
@@ -124,6 +126,7 @@ def test_on_the_sdk_is_set_up_from_the_variables(service: str | None, expected: 
 
 
 def test_an_exporter_it_does_not_know_is_refused_with_what_to_do() -> None:
+    require("opentelemetry.sdk")  # the child process sets it up
     env = without_otel_variables() | {"OTEL_TRACES_EXPORTER": "zipkin"}
     probe = "from openenv_runtime.observability import tracing; tracing.tracer()"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)

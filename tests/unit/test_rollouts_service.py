@@ -19,6 +19,7 @@ from openenv_runtime.rollouts import RolloutService, RolloutSettings
 from openenv_runtime.testing import running_server
 from openenv_runtime.testing.stub_llm import StubLLM
 from tests.fixtures.guess import counting_policy, make_app
+from tests.support.optional import require
 from tests.support.servers import REPO
 
 
@@ -230,6 +231,7 @@ print("done")
 
 
 def test_the_interpreter_exits_with_or_without_close(tmp_path: Any) -> None:
+    require("openai")  # the child process's model client
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         cwd=REPO,
