@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "capture_callgrind.json"
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from rollouts_overhead import _phase  # noqa: E402
+from rollouts_overhead import phase  # noqa: E402
 
 from benchmarks.server.callgrind import MISSING, available, control, instructions, valgrind  # noqa: E402
 from openenv_runtime.testing.running import free_port  # noqa: E402
@@ -74,9 +74,9 @@ def measure(source: Path, llm: str, args: argparse.Namespace, work: Path) -> dic
     url = f"http://127.0.0.1:{port}"
     try:
         _wait(url + "/health", process)
-        asyncio.run(_phase(url, args.sessions, 2, args.pace / 4, llm))  # warm-up
+        asyncio.run(phase(url, args.sessions, 2, args.pace / 4, llm))  # warm-up
         control("-i", "on", process.pid)
-        asyncio.run(_phase(url, args.sessions, args.calls, args.pace, llm))
+        asyncio.run(phase(url, args.sessions, args.calls, args.pace, llm))
         control("-d", None, process.pid)
         control("-i", "off", process.pid)
     finally:

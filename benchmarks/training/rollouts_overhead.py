@@ -58,7 +58,7 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-async def _phase(
+async def phase(
     target: str | None, sessions: int, calls: int, pace: float, llm: str, floor: bool = False
 ) -> list[float]:
     """One phase: ``sessions`` sessions of ``calls`` calls, to ``llm`` (``target`` None) or
@@ -95,10 +95,9 @@ async def _phase(
                 latencies.append((time.perf_counter() - started) * 1000)
                 assert answer.status == 200, answer.status
                 await asyncio.sleep(pace)  # think time: keeps the model server unsaturated
-            if (
-                target is not None and not floor
-            ):  # read back what was recorded, then end the session, as a
-                # harness does (the proxy holds at most --max-sessions); both count as the proxy's
+            # read back what was recorded, then end the session, as a harness does (the proxy
+            # holds at most --max-sessions); both count as the proxy's
+            if target is not None and not floor:
                 session_url = f"{target}/sessions/{s['session_id']}"
                 async with client.get(f"{session_url}/trace_entries", headers=headers) as entries:
                     assert len(await entries.json()) == calls
@@ -128,7 +127,7 @@ def overhead(
     targets: dict[str, str | None] = {"direct": None, **{n: u for n, (u, _) in proxies.items()}}
     floor_urls = {proxies[n][0] for n in floors}
     for target in targets.values():  # warm-up, every path
-        asyncio.run(_phase(target, sessions, 2, pace / 4, llm, target in floor_urls))
+        asyncio.run(phase(target, sessions, 2, pace / 4, llm, target in floor_urls))
     names = list(targets)
     pooled: dict[str, list[float]] = {n: [] for n in names}
     proxy_cpu = dict.fromkeys(names, 0.0)
@@ -143,7 +142,7 @@ def overhead(
             pid = proxies[name][1] if name in proxies else None
             p0, p0_sys = cpu_times(pid) if pid else (0.0, 0.0)
             s0, c0 = cpu_seconds(stub_pid), time.process_time()
-            values = asyncio.run(_phase(targets[name], sessions, calls, pace, llm, name in floors))
+            values = asyncio.run(phase(targets[name], sessions, calls, pace, llm, name in floors))
             if pid:
                 p1, p1_sys = cpu_times(pid)
                 proxy_cpu[name] += p1 + p1_sys - p0 - p0_sys
