@@ -47,7 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..llm.completions import DecodeError, decode_completion
+from ..llm.completions import NotACompletionError, decode_completion
 from ..llm.samples import TraceEntry
 from ..llm.tokens import TOKEN_OPTIONS, MissingTokenIdsError, StreamTokens
 from ..observability import tracing
@@ -551,7 +551,12 @@ class CaptureProxy:
                 if isinstance(read, MissingTokenIdsError):
                     raise read
                 tokens = read
-        except (MissingTokenIdsError, orjson.JSONDecodeError, DecodeError, AttributeError) as error:
+        except (
+            MissingTokenIdsError,
+            orjson.JSONDecodeError,
+            NotACompletionError,
+            AttributeError,
+        ) as error:
             entry["error"] = str(error) or type(error).__name__
         else:
             entry["prompt_token_ids"] = tokens.prompt_token_ids

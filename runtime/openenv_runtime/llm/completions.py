@@ -40,9 +40,9 @@ class _Completion(msgspec.Struct):
 
 _DECODER = msgspec.json.Decoder(_Completion)
 
-DecodeError = msgspec.DecodeError
-"""Raised by :func:`decode_completion` for bytes that are not a chat completion's JSON (or
-whose kept fields have the wrong types)."""
+
+class NotACompletionError(ValueError):
+    """The bytes are not a chat completion's JSON, or a field kept has the wrong type."""
 
 
 def decode_completion(
@@ -50,9 +50,12 @@ def decode_completion(
 ) -> tuple[dict[str, Any], str | None, Tokens | MissingTokenIdsError]:
     """``(message, finish reason, tokens)`` of the first choice of a chat completion's JSON
     bytes; ``tokens`` is the :class:`~openenv_runtime.llm.tokens.MissingTokenIdsError` when
-    the answer lacks them (the message is still read). :data:`DecodeError` when ``raw`` is
-    not such JSON."""
-    answer = _DECODER.decode(raw)
+    the answer lacks them (the message is still read). :class:`NotACompletionError` when
+    ``raw`` is not such JSON."""
+    try:
+        answer = _DECODER.decode(raw)
+    except msgspec.DecodeError as error:
+        raise NotACompletionError(str(error)) from None
     choice = answer.choices[0] if answer.choices else _Choice()
     message = choice.message or {}
     prompt, ids = answer.prompt_token_ids, choice.token_ids
