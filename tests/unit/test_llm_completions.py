@@ -1,4 +1,4 @@
-"""decode_completion: an answer's bytes into its message, finish reason and tokens, or why not."""
+"""decode_completion(_json): an answer's bytes into its message, finish reason and tokens, or why not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from openenv_runtime.llm.completions import NotACompletionError, decode_completion
+from openenv_runtime.llm.completions import (
+    NotACompletionError,
+    TokenArrays,
+    decode_completion,
+    decode_completion_json,
+)
 from openenv_runtime.llm.tokens import MissingTokenIdsError, read_tokens
 
 
@@ -67,3 +72,45 @@ def test_an_answer_without_its_tokens_keeps_its_message_and_says_what_is_missing
 def test_bytes_that_are_not_a_completion_are_refused(raw: bytes) -> None:
     with pytest.raises(NotACompletionError):
         decode_completion(raw)
+
+
+def spelled(text: str, **choice: Any) -> bytes:
+    """An answer whose choice's ``token_ids`` JSON is spelled ``text`` (as a server wrote it)."""
+    raw = orjson.dumps(answer(token_ids=[], **choice))
+    return raw.replace(b'"token_ids":[]', b'"token_ids":' + text.encode())
+
+
+def test_compact_id_arrays_are_kept_as_the_server_wrote_them() -> None:
+    _, _, arrays = decode_completion_json(orjson.dumps(answer()))
+    assert isinstance(arrays, TokenArrays)
+    assert (arrays.prompt_token_ids, arrays.completion_token_ids) == (b"[1,2,3]", b"[7,8]")
+    assert arrays.tokens() == read_tokens(answer())
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("[7, 8]", b"[7,8]"),  # spaced: decoded, checked and written compact
+        ("[ 7,8 ]", b"[7,8]"),
+        ("[-7,8]", b"[-7,8]"),  # ints all the same, as read_tokens takes them
+    ],
+)
+def test_id_arrays_spelled_otherwise_are_checked_and_written_compact(
+    text: str, kept: bytes
+) -> None:
+    _, _, arrays = decode_completion_json(spelled(text))
+    assert isinstance(arrays, TokenArrays) and arrays.completion_token_ids == kept
+
+
+def test_an_empty_completion_has_no_ids_and_no_log_probabilities() -> None:
+    _, _, arrays = decode_completion_json(spelled("[]", logprobs={"content": []}))
+    assert isinstance(arrays, TokenArrays)
+    assert arrays.completion_token_ids == b"[]" and arrays.logprobs == []
+    _, _, short = decode_completion_json(spelled("[7]", logprobs={"content": []}))
+    assert isinstance(short, MissingTokenIdsError)  # one id, no log-probability
+
+
+@pytest.mark.parametrize("text", ["[[7],[8]]", "[7.0,8]", "[7e0,8]", '["7",8]', "{}", '"78"'])
+def test_id_arrays_that_are_not_arrays_of_ints_are_refused(text: str) -> None:
+    with pytest.raises(NotACompletionError):
+        decode_completion_json(spelled(text))

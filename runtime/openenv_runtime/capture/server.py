@@ -49,6 +49,7 @@ from .proxy import (
     Refused,
     error_body,
     forwarded_route,
+    needs_decoding,
     relayed,
     session_route,
     unreachable,
@@ -251,10 +252,8 @@ class CaptureProtocol(HttpToolsProtocol):
         parser = self.parser
         if (
             path[:4] not in (b"/v1/", b"/ses")
-            or b"%" in path
-            or b"\\" in path
-            or b"/." in path
-            or b"#" in url
+            or needs_decoding(path)
+            or url.find(b"#") >= 0
             or (cycle is not None and not cycle.response_complete)  # pipelined: queued
             or self.proxy.tracer is not None
             or self.expect_100_continue

@@ -140,11 +140,18 @@ class Upstream:
     def watch(self, call: Call) -> None:
         """Time ``call`` until :meth:`settled`: at its ``deadline`` it times out."""
         self._pending.add(call)
-        loop = asyncio.get_running_loop()
-        if self._timer is None or call.deadline < self._timer_at or loop is not self._timer_loop:
+        # the timer's loop still running is this loop: asyncio.get_running_loop() is asked
+        # only to set a timer, as Python 3.11's makes a getpid system call each time
+        timer_loop = self._timer_loop
+        if (
+            self._timer is None
+            or call.deadline < self._timer_at
+            or timer_loop is None
+            or not timer_loop.is_running()
+        ):
             if self._timer is not None:
                 self._timer.cancel()
-            self._arm(call.deadline, loop)
+            self._arm(call.deadline, asyncio.get_running_loop())
 
     def settled(self, call: Call) -> None:
         """``call`` is over: no longer timed."""
