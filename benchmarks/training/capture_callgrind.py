@@ -27,35 +27,20 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "capture_callgrind.json"
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from rollouts_overhead import phase  # noqa: E402
+from rollouts_overhead import exited, phase  # noqa: E402
 
 from benchmarks.server.callgrind import MISSING, available, control, instructions, valgrind  # noqa: E402
+from openenv_runtime.providers.base import wait_until_healthy  # noqa: E402
 from openenv_runtime.testing.running import free_port  # noqa: E402
-
-
-def _wait(url: str, process: subprocess.Popen[bytes], seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {seconds:.0f} s")
 
 
 def measure(source: Path, llm: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -73,7 +58,7 @@ def measure(source: Path, llm: str, args: argparse.Namespace, work: Path) -> dic
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(url + "/health", process)
+        wait_until_healthy(url, 120, "capture proxy", alive=lambda: exited(process))
         asyncio.run(phase(url, args.sessions, 2, args.pace / 4, llm))  # warm-up
         control("-i", "on", process.pid)
         asyncio.run(phase(url, args.sessions, args.calls, args.pace, llm))
@@ -124,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results: dict[str, Any] = {}
     try:
-        _wait(llm + "/health", stub)
+        wait_until_healthy(llm, 120, "stub model server", alive=lambda: exited(stub))
         with tempfile.TemporaryDirectory() as work:
             for name, source in sources.items():
                 results[name] = measure(source, llm, args, Path(work))

@@ -39,11 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from rollouts_overhead import CLIENT_CORE, PROXY_CORE, overhead, pin
+from rollouts_overhead import CLIENT_CORE, PROXY_CORE, exited, overhead, pin
 
 from openenv_runtime.capture import CaptureProxy
 from openenv_runtime.capture.server import protocol_for
 from openenv_runtime.llm.samples import assemble
+from openenv_runtime.providers.base import wait_until_healthy
 from openenv_runtime.rollouts import build_rollout_func
 from openenv_runtime.testing import free_port, running_server
 from openenv_runtime.testing.stub_llm import StubLLM, StubReply
@@ -151,8 +152,9 @@ def exactness(total_turns: int, turns: int) -> dict[str, Any]:
     }
 
 
-def _spawn(args: list[str], health: str, source: Path | None = None) -> Any:
-    # this checkout's runtime/ and CLI (or --proxy-src's) first: not those installed in the venv
+def _spawn(args: list[str], base_url: str, source: Path | None = None) -> Any:
+    """Start a server and wait for ``base_url/health`` (``source``: the checkout whose
+    runtime/ and CLI go first on its path, not those installed in the venv)."""
     root = source or ROOT
     path = f"{root / 'runtime'}{os.pathsep}{root}"
     process = subprocess.Popen(
@@ -162,15 +164,12 @@ def _spawn(args: list[str], health: str, source: Path | None = None) -> Any:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(health, timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"{args} did not start")
+    try:
+        wait_until_healthy(base_url, 60, " ".join(args[:3]), alive=lambda: exited(process))
+    except (RuntimeError, TimeoutError):
+        process.kill()
+        raise
+    return process
 
 
 def _load() -> float:
@@ -349,9 +348,7 @@ def _with_servers(args: argparse.Namespace, parts: list[str]) -> dict[str, Any]:
     llm, env_url = f"http://127.0.0.1:{llm_port}", f"http://127.0.0.1:{env_port}"
     stub_args = ["--port", str(llm_port), "--policy", "benchmarks.training.rollouts_app:say_policy"]
     processes = [
-        _spawn(
-            [sys.executable, "-m", "openenv_runtime.testing.stub_llm", *stub_args], llm + "/health"
-        )
+        _spawn([sys.executable, "-m", "openenv_runtime.testing.stub_llm", *stub_args], llm)
     ]
     out: dict[str, Any] = {}
     try:
@@ -365,7 +362,7 @@ def _with_servers(args: argparse.Namespace, parts: list[str]) -> dict[str, Any]:
                 "--port",
                 str(env_port),
             ]
-            processes.append(_spawn([sys.executable, *serve], env_url + "/health"))
+            processes.append(_spawn([sys.executable, *serve], env_url))
         if "concurrency" in parts:
             out["concurrency"] = concurrency(args, llm, env_url)
         if "reference" in parts:
@@ -385,9 +382,7 @@ def _overhead(args: argparse.Namespace, llm: str, processes: list[Any]) -> dict[
         port = free_port()
         capture = ["capture", "--upstream", llm + "/v1", "--port", str(port)]
         url = f"http://127.0.0.1:{port}"
-        processes.append(
-            _spawn([sys.executable, "-m", "openenv_cli", *capture], url + "/health", source)
-        )
+        processes.append(_spawn([sys.executable, "-m", "openenv_cli", *capture], url, source))
         proxies[name] = (url, processes[-1].pid)
     if args.floor:
         port = free_port()
@@ -399,7 +394,7 @@ def _overhead(args: argparse.Namespace, llm: str, processes: list[Any]) -> dict[
         ]
         forwarder += ["--upstream-port", llm.rsplit(":", 1)[1]]
         url = f"http://127.0.0.1:{port}"
-        processes.append(_spawn(forwarder, url + "/health"))
+        processes.append(_spawn(forwarder, url))
         proxies["floor"] = (url, processes[-1].pid)
     stub_pid = processes[0].pid
     everything = os.sched_getaffinity(0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,12 @@ def cpu_times(pid: int) -> tuple[float, float]:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process, from ``/proc``."""
     return sum(cpu_times(pid))
+
+
+def exited(process: subprocess.Popen[bytes]) -> str | None:
+    """Why ``process`` can no longer answer (it exited), or None while it runs."""
+    code = process.poll()
+    return None if code is None else f"{process.args!r} exited with {code}"
 
 
 def percentile(values: list[float], q: float) -> float:
