@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import gc
 import http.client
+import json
 import socket
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response as StarletteResponse
+from starlette.routing import Route
 
 from openenv_runtime.capture import CaptureProxy
 from openenv_runtime.capture.server import protocol_for
@@ -317,3 +322,49 @@ def test_a_slow_client_is_cut_off_and_a_half_closed_one_holds_nothing(
     assert exchange(url, request.replace(b"host: proxy", b"connection: close")).startswith(
         b"HTTP/1.1 200 "
     )
+
+
+# token-id arrays a model server might send, each valid JSON at its place: the read-back must
+# stay valid JSON with lists of ints, or record an error, never pass the bytes through as ids
+SPELLED_IDS = [
+    '[7,"],\\"injected\\":[8"]',  # a string holding a bracket and quotes
+    "[[7],[8]]",
+    "[7.0,8]",
+    "[1e3,8]",
+    '{"0":7}',
+    "[7, 8]",  # spaced: decoded and written compact
+    "[-7,8]",
+]
+
+
+def _answering(ids: str) -> Starlette:
+    """A model server whose every answer carries ``ids`` as its choice's ``token_ids``."""
+    head = b'{"choices":[{"message":{"role":"assistant","content":"x"},"finish_reason":"stop",'
+    logprobs = b'"logprobs":{"content":[{"logprob":-0.5},{"logprob":-0.5}]},"token_ids":'
+    body = head + logprobs + ids.encode() + b'}],"prompt_token_ids":[1,2]}'
+
+    async def completions(request: Request) -> StarletteResponse:
+        return StarletteResponse(body, media_type="application/json")
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+@pytest.mark.parametrize("ids", SPELLED_IDS)
+def test_token_ids_a_model_server_spells_oddly_never_reach_the_read_back_as_raw_bytes(
+    serve: Serve, ids: str
+) -> None:
+    with running_server(_answering(ids)) as upstream, serve(CaptureProxy(upstream)) as url:
+        made = httpx.post(f"{url}/sessions").json()
+        own = {"Authorization": f"Bearer {made['api_key']}"}
+        call = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        httpx.post(f"{made['base_url']}/chat/completions", json=call, headers=own)
+        read = httpx.get(f"{url}/sessions/{made['session_id']}/trace_entries", headers=own)
+        (entry,) = json.loads(read.content)  # valid JSON, or this raises
+        assert "injected" not in entry
+        assert entry["prompt_token_ids"] is None or entry["prompt_token_ids"] == [1, 2]
+        kept = entry["completion_token_ids"]
+        if entry["error"] is None:
+            assert isinstance(kept, list) and all(type(i) is int for i in kept)
+            assert read.content.count(b"[7,8]") + read.content.count(b"[-7,8]") == 1
+        else:
+            assert kept is None and "expected" in entry["error"].lower()
