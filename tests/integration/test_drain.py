@@ -79,7 +79,7 @@ def test_the_drain_timeout_closes_what_still_runs(monkeypatch: pytest.MonkeyPatc
         env.step(CounterAction())
         assert post_json(url + "/admin/drain", headers=ADMIN)[0] == 202
         assert wait_until(lambda: health(url)["active_sessions"] == 0)
-        assert life.closed_total() == life.created == 1
+        assert wait_until(lambda: life.closed_total() == life.created == 1)
 
 
 def test_admin_drain_is_off_without_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
